@@ -1,0 +1,181 @@
+"""Checkpoint markers and how they ride in an Arrow record stream.
+
+A marker travels as one extra *row* among data rows. Every batch that can carry
+markers ends with the marker columns below; on a data row all of them are null,
+on a marker row ``_barrier_kind`` is set and the data columns are null. So a
+consumer finds markers with one vectorised ``is_valid`` over ``_barrier_kind``
+and slices the batch at those positions -- never a Python loop over rows.
+
+Column layout (version 1), appended after the data columns:
+
+==========================  ========  =============================================
+column                      type      meaning on a marker row
+==========================  ========  =============================================
+``_barrier_kind``           string    ``barrier`` | ``cancel`` | ``end_of_partition``
+``_barrier_version``        int32     layout version; unknown versions are rejected
+``_barrier_checkpoint_id``  int64     checkpoint id (null for end_of_partition)
+``_barrier_timestamp_ms``   int64     checkpoint timestamp fixed at planning
+``_barrier_channel``        string    channel the marker closes, e.g. ``topic:3``
+``_barrier_next_offset``    int64     next offset to read on that channel
+==========================  ========  =============================================
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .._exceptions import ProtocolError
+
+__all__ = [
+    "MARKER_VERSION",
+    "MARKER_COLUMNS",
+    "MARKER_FIELDS",
+    "MARKER_DDL",
+    "MarkerKind",
+    "CheckpointBarrier",
+    "CancelCheckpointMarker",
+    "EndOfPartition",
+    "Marker",
+    "with_marker_columns",
+    "marker_batch",
+    "split_markers",
+    "has_marker_columns",
+]
+
+MARKER_VERSION = 1
+
+MARKER_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("_barrier_kind", pa.string()),
+    pa.field("_barrier_version", pa.int32()),
+    pa.field("_barrier_checkpoint_id", pa.int64()),
+    pa.field("_barrier_timestamp_ms", pa.int64()),
+    pa.field("_barrier_channel", pa.string()),
+    pa.field("_barrier_next_offset", pa.int64()),
+)
+MARKER_COLUMNS: tuple[str, ...] = tuple(f.name for f in MARKER_FIELDS)
+MARKER_DDL = (
+    "_barrier_kind string, _barrier_version int, _barrier_checkpoint_id bigint, "
+    "_barrier_timestamp_ms bigint, _barrier_channel string, _barrier_next_offset bigint"
+)
+
+
+class MarkerKind(str, enum.Enum):
+    BARRIER = "barrier"
+    CANCEL = "cancel"
+    END_OF_PARTITION = "end_of_partition"
+
+
+@dataclass(frozen=True)
+class CheckpointBarrier:
+    """Everything before it on ``channel`` belongs to checkpoint ``checkpoint_id``."""
+
+    checkpoint_id: int
+    timestamp_ms: int
+    channel: str | None = None
+    next_offset: int | None = None
+
+    kind = MarkerKind.BARRIER
+
+
+@dataclass(frozen=True)
+class CancelCheckpointMarker:
+    """The checkpoint was abandoned upstream; do not wait for its barriers."""
+
+    checkpoint_id: int
+    channel: str | None = None
+
+    kind = MarkerKind.CANCEL
+
+
+@dataclass(frozen=True)
+class EndOfPartition:
+    """The channel will deliver nothing more."""
+
+    channel: str
+
+    kind = MarkerKind.END_OF_PARTITION
+
+
+Marker = CheckpointBarrier | CancelCheckpointMarker | EndOfPartition
+
+
+def has_marker_columns(schema: pa.Schema) -> bool:
+    return all(name in schema.names for name in MARKER_COLUMNS)
+
+
+def with_marker_columns(data_schema: pa.Schema) -> pa.Schema:
+    """The stream schema: the data columns followed by the marker columns."""
+    clash = [f.name for f in MARKER_FIELDS if f.name in data_schema.names]
+    if clash:
+        raise ProtocolError(f"data schema already has marker column(s) {clash}")
+    return pa.schema(list(data_schema) + list(MARKER_FIELDS))
+
+
+def marker_batch(markers: Sequence[Marker], schema: pa.Schema) -> pa.RecordBatch:
+    """Rows that carry ``markers`` under the stream ``schema`` (data columns null)."""
+    n = len(markers)
+    columns: dict[str, list[object]] = {
+        "_barrier_kind": [m.kind.value for m in markers],
+        "_barrier_version": [MARKER_VERSION] * n,
+        "_barrier_checkpoint_id": [getattr(m, "checkpoint_id", None) for m in markers],
+        "_barrier_timestamp_ms": [getattr(m, "timestamp_ms", None) for m in markers],
+        "_barrier_channel": [m.channel for m in markers],
+        "_barrier_next_offset": [getattr(m, "next_offset", None) for m in markers],
+    }
+    arrays = [
+        pa.array(columns[f.name], type=f.type) if f.name in columns else pa.nulls(n, f.type)
+        for f in schema
+    ]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _decode(row: dict[str, object]) -> Marker:
+    version = row["_barrier_version"]
+    if version != MARKER_VERSION:
+        raise ProtocolError(
+            f"marker layout version {version!r} is not supported (this build reads "
+            f"version {MARKER_VERSION}); upgrade sparkbarrier on the reading side"
+        )
+    kind = row["_barrier_kind"]
+    channel = row["_barrier_channel"]
+    if kind == MarkerKind.BARRIER.value:
+        return CheckpointBarrier(
+            int(row["_barrier_checkpoint_id"]),  # type: ignore[arg-type]
+            int(row["_barrier_timestamp_ms"]),  # type: ignore[arg-type]
+            channel,  # type: ignore[arg-type]
+            row["_barrier_next_offset"],  # type: ignore[arg-type]
+        )
+    if kind == MarkerKind.CANCEL.value:
+        return CancelCheckpointMarker(int(row["_barrier_checkpoint_id"]), channel)  # type: ignore[arg-type]
+    if kind == MarkerKind.END_OF_PARTITION.value:
+        return EndOfPartition(channel)  # type: ignore[arg-type]
+    raise ProtocolError(f"unknown marker kind {kind!r}")
+
+
+def split_markers(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch | Marker]:
+    """Yield data slices (marker columns dropped) and decoded markers, in stream order.
+
+    Slicing is zero-copy; only marker rows are converted to Python objects.
+    """
+    kind_idx = batch.schema.get_field_index("_barrier_kind")
+    data_cols = [i for i, name in enumerate(batch.schema.names) if name not in MARKER_COLUMNS]
+    data = batch.select(data_cols)
+    if kind_idx < 0:
+        if batch.num_rows:
+            yield data
+        return
+    positions = pc.indices_nonzero(pc.is_valid(batch.column(kind_idx))).to_pylist()
+    start = 0
+    for pos in positions:
+        if pos > start:
+            yield data.slice(start, pos - start)
+        row = batch.slice(pos, 1).select(list(MARKER_COLUMNS)).to_pylist()[0]
+        yield _decode(row)
+        start = pos + 1
+    if start < batch.num_rows:
+        yield data.slice(start)

@@ -1,0 +1,178 @@
+"""Declared options: one spec per option, parsed once, documented from the specs.
+
+Spark hands a data source its options as a case-insensitive dict of strings. Each
+connector declares an :class:`OptionSpec` per key; :func:`parse_options` validates
+every value, rejects unknown keys with the list of valid ones, and returns plain
+Python values that the connector copies into its frozen options dataclass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._exceptions import ConfigError
+
+__all__ = [
+    "OptionSpec",
+    "parse_options",
+    "parse_bool",
+    "parse_int",
+    "parse_size",
+    "parse_duration_ms",
+    "is_secret_key",
+    "redact",
+    "options_table",
+]
+
+_SECRET_WORDS = ("password", "secret", "jaas", "token", "key")
+# Kafka/Spark option names that contain "key" but never hold secrets.
+_NOT_SECRET = {"key.deserializer", "key.serializer", "kafka.key.deserializer", "kafka.key.serializer"}
+
+
+def is_secret_key(key: str) -> bool:
+    """True when the option's value must never be logged or stored."""
+    low = key.lower()
+    if low in _NOT_SECRET:
+        return False
+    return any(word in low for word in _SECRET_WORDS)
+
+
+def redact(options: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``options`` that is safe to log: secret values replaced."""
+    return {k: ("***" if is_secret_key(k) else v) for k, v in options.items()}
+
+
+def parse_bool(key: str, raw: str) -> bool:
+    low = raw.strip().lower()
+    if low == "true":
+        return True
+    if low == "false":
+        return False
+    raise ConfigError(f"option {key!r} must be 'true' or 'false', got {raw!r}", option=key)
+
+
+def parse_int(key: str, raw: str, *, minimum: int | None = None) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"option {key!r} must be a whole number, got {raw!r}", option=key) from None
+    if minimum is not None and value < minimum:
+        raise ConfigError(f"option {key!r} must be >= {minimum}, got {value}", option=key)
+    return value
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 1024**2, "m": 1024**2, "gb": 1024**3, "g": 1024**3}
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(key: str, raw: str) -> int:
+    """Bytes from ``"2mb"``, ``"512kb"``, ``"1048576"``."""
+    match = _SIZE_RE.match(raw)
+    unit = match.group(2).lower() if match else None
+    if not match or unit not in _SIZE_UNITS:
+        raise ConfigError(
+            f"option {key!r} must be a size such as '2mb', '512kb' or a byte count, got {raw!r}",
+            option=key,
+        )
+    return int(match.group(1)) * _SIZE_UNITS[unit]
+
+
+_DURATION_UNITS = {"ms": 1, "s": 1000, "sec": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000}
+_DURATION_RE = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_duration_ms(key: str, raw: str) -> int:
+    """Milliseconds from ``"1s"``, ``"500ms"``, ``"5m"``; a bare number means ms."""
+    match = _DURATION_RE.match(raw)
+    unit = (match.group(2).lower() or "ms") if match else None
+    if not match or unit not in _DURATION_UNITS:
+        raise ConfigError(
+            f"option {key!r} must be a duration such as '1s', '500ms' or '5m', got {raw!r}",
+            option=key,
+        )
+    return int(match.group(1)) * _DURATION_UNITS[unit]
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """One option: its key (as documented), how to parse it, its default, its meaning."""
+
+    key: str
+    parse: Callable[[str, str], Any]
+    default: Any
+    description: str
+    required: bool = False
+    type_name: str = "string"
+    choices: tuple[str, ...] = field(default=())
+
+    def convert(self, raw: str) -> Any:
+        if self.choices:
+            low = raw.strip().lower()
+            if low not in self.choices:
+                raise ConfigError(
+                    f"option {self.key!r} must be one of {', '.join(self.choices)}; got {raw!r}",
+                    option=self.key,
+                )
+            return self.parse(self.key, low)
+        return self.parse(self.key, raw)
+
+
+def parse_options(
+    raw: Mapping[str, str],
+    specs: Iterable[OptionSpec],
+    *,
+    prefixes: Iterable[str] = (),
+    ignored: Iterable[str] = ("path",),
+    source_name: str = "data source",
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Validate ``raw`` against ``specs``.
+
+    Returns ``(values, passthrough)``: ``values`` maps every spec key to its parsed
+    value (or default); ``passthrough`` holds the keys that start with one of
+    ``prefixes`` (e.g. ``kafka.``), lower-cased, copied untouched. Keys are matched
+    case-insensitively because Spark's option map is case-insensitive.
+    """
+    by_key = {s.key.lower(): s for s in specs}
+    prefixes = tuple(p.lower() for p in prefixes)
+    ignored_keys = {k.lower() for k in ignored}
+    values: dict[str, Any] = {s.key: s.default for s in by_key.values()}
+    passthrough: dict[str, str] = {}
+    seen: set[str] = set()
+    for key, value in raw.items():
+        low = key.lower()
+        if low in ignored_keys:
+            continue
+        spec = by_key.get(low)
+        if spec is not None:
+            values[spec.key] = spec.convert(str(value))
+            seen.add(spec.key)
+        elif prefixes and low.startswith(prefixes):
+            passthrough[low] = str(value)
+        else:
+            valid = sorted(s.key for s in by_key.values())
+            extra = f" or any key starting with {', '.join(repr(p) for p in prefixes)}" if prefixes else ""
+            raise ConfigError(
+                f"unknown option {key!r} for {source_name}; valid options are: "
+                f"{', '.join(valid)}{extra}",
+                option=key,
+            )
+    missing = [s.key for s in by_key.values() if s.required and s.key not in seen]
+    if missing:
+        raise ConfigError(
+            f"{source_name} needs option(s) {', '.join(repr(m) for m in missing)}",
+            option=missing[0],
+        )
+    return values, passthrough
+
+
+def options_table(specs: Iterable[OptionSpec]) -> str:
+    """A Markdown table of the options, for the README (generated, never hand-written)."""
+    lines = ["| option | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for s in specs:
+        default = "(required)" if s.required else ("" if s.default is None else f"`{s.default}`")
+        kind = " \\| ".join(s.choices) if s.choices else s.type_name
+        lines.append(f"| `{s.key}` | {kind} | {default} | {s.description} |")
+    return "\n".join(lines)

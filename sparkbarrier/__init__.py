@@ -1,0 +1,30 @@
+"""sparkbarrier: Flink-grade checkpoint semantics for PySpark Structured Streaming."""
+
+from __future__ import annotations
+
+from ._exceptions import (
+    ConfigError,
+    DataLossError,
+    FencedError,
+    FlushError,
+    ProtocolError,
+    SinkError,
+    SourceError,
+    SparkBarrierError,
+    StateCompatibilityError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigError",
+    "DataLossError",
+    "FencedError",
+    "FlushError",
+    "ProtocolError",
+    "SinkError",
+    "SourceError",
+    "SparkBarrierError",
+    "StateCompatibilityError",
+    "__version__",
+]

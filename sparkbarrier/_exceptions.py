@@ -1,0 +1,91 @@
+"""Exceptions raised by sparkbarrier.
+
+The tree::
+
+    SparkBarrierError
+    ├── ConfigError                 bad option / value; raised at query start
+    ├── ProtocolError               checkpoint protocol violated (barrier/, state/)
+    │   └── StateCompatibilityError restored state belongs to another source/sink
+    ├── SourceError                 the Kafka source cannot continue
+    │   └── DataLossError           offsets vanished (retention, deleted topic)
+    └── SinkError                   the HBase sink cannot continue
+        ├── FencedError             another writer committed under the same sink id
+        └── FlushError              buffered mutations could not be written
+
+Every exception carries its context as attributes so callers never parse messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "SparkBarrierError",
+    "ConfigError",
+    "ProtocolError",
+    "StateCompatibilityError",
+    "SourceError",
+    "DataLossError",
+    "SinkError",
+    "FencedError",
+    "FlushError",
+]
+
+
+class SparkBarrierError(Exception):
+    """Root of every error raised by sparkbarrier."""
+
+
+class ConfigError(SparkBarrierError, ValueError):
+    """An option is missing, unknown or has a bad value.
+
+    ``option`` names the option (as the user spelled it where known); the
+    message always says how to fix it.
+    """
+
+    def __init__(self, message: str, *, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+class ProtocolError(SparkBarrierError):
+    """The checkpoint protocol was violated (e.g. a barrier id seen twice on a channel)."""
+
+    def __init__(
+        self, message: str, *, checkpoint_id: int | None = None, channel: Any = None
+    ) -> None:
+        super().__init__(message)
+        self.checkpoint_id = checkpoint_id
+        self.channel = channel
+
+
+class StateCompatibilityError(ProtocolError):
+    """Restored state was written for another topic set or sink id."""
+
+
+class SourceError(SparkBarrierError):
+    """The Kafka source cannot continue."""
+
+    def __init__(self, message: str, *, topic_partition: Any = None) -> None:
+        super().__init__(message)
+        self.topic_partition = topic_partition
+
+
+class DataLossError(SourceError):
+    """Offsets that were planned are no longer available in Kafka."""
+
+
+class SinkError(SparkBarrierError):
+    """The HBase sink cannot continue."""
+
+    def __init__(self, message: str, *, checkpoint_id: int | None = None) -> None:
+        super().__init__(message)
+        self.checkpoint_id = checkpoint_id
+
+
+class FencedError(SinkError):
+    """Another writer committed a checkpoint under the same ``sink.id``."""
+
+
+class FlushError(SinkError):
+    """Buffered mutations could not be written to HBase."""
