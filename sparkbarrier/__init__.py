@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._exceptions import (
     ConfigError,
+    CorruptStateError,
     DataLossError,
     FencedError,
     FlushError,
@@ -18,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ConfigError",
+    "CorruptStateError",
     "DataLossError",
     "FencedError",
     "FlushError",

@@ -5,7 +5,8 @@ The tree::
     SparkBarrierError
     ├── ConfigError                 bad option / value; raised at query start
     ├── ProtocolError               checkpoint protocol violated (barrier/, state/)
-    │   └── StateCompatibilityError restored state belongs to another source/sink
+    │   ├── StateCompatibilityError restored state belongs to another source/sink
+    │   └── CorruptStateError       a state file fails its checksum or version check
     ├── SourceError                 the Kafka source cannot continue
     │   └── DataLossError           offsets vanished (retention, deleted topic)
     └── SinkError                   the HBase sink cannot continue
@@ -24,6 +25,7 @@ __all__ = [
     "ConfigError",
     "ProtocolError",
     "StateCompatibilityError",
+    "CorruptStateError",
     "SourceError",
     "DataLossError",
     "SinkError",
@@ -61,6 +63,17 @@ class ProtocolError(SparkBarrierError):
 
 class StateCompatibilityError(ProtocolError):
     """Restored state was written for another topic set or sink id."""
+
+
+class CorruptStateError(ProtocolError):
+    """A persisted state file is torn, tampered with or of an unknown version.
+
+    ``path`` is the file; the message says how to recover.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class SourceError(SparkBarrierError):
