@@ -1,0 +1,55 @@
+"""The checkpoint protocol: markers, barrier alignment/tracking, input processing.
+
+Pure Python (pyarrow only; no pyspark, kafka or happybase import).
+"""
+
+from __future__ import annotations
+
+from ._aligner import CheckpointBarrierAligner
+from ._functions import CheckpointedFunction, CheckpointListener, InitializationContext
+from ._handler import AbortReason, BarrierHandler, CheckpointTarget
+from ._processor import CheckpointingMode, Downstream, InputProcessor
+from ._tracker import MAX_CHECKPOINTS_TO_TRACK, CheckpointBarrierTracker
+from .markers import (
+    MARKER_COLUMNS,
+    MARKER_DDL,
+    MARKER_FIELDS,
+    MARKER_VERSION,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    EndOfPartition,
+    Marker,
+    MarkerKind,
+    has_marker_columns,
+    marker_batch,
+    split_markers,
+    with_marker_columns,
+)
+
+__all__ = [
+    "AbortReason",
+    "BarrierHandler",
+    "CancelCheckpointMarker",
+    "CheckpointBarrier",
+    "CheckpointBarrierAligner",
+    "CheckpointBarrierTracker",
+    "CheckpointListener",
+    "CheckpointTarget",
+    "CheckpointedFunction",
+    "CheckpointingMode",
+    "Downstream",
+    "EndOfPartition",
+    "InitializationContext",
+    "InputProcessor",
+    "MARKER_COLUMNS",
+    "MARKER_DDL",
+    "MARKER_FIELDS",
+    "MARKER_VERSION",
+    "MAX_CHECKPOINTS_TO_TRACK",
+    "Marker",
+    "MarkerKind",
+    "has_marker_columns",
+    "marker_batch",
+    "split_markers",
+    "with_marker_columns",
+]

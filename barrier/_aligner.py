@@ -1,0 +1,210 @@
+"""Exactly-once barrier alignment, after Flink's ``CheckpointBarrierAligner``.
+
+Contract (one instance per input, single-threaded; the caller buffers data of
+blocked channels and replays it, in arrival order, when a call returns True):
+
+1. One input channel: a barrier with a newer id triggers at once; nothing blocks.
+2. The first barrier of checkpoint *n* starts an alignment and blocks its channel.
+3. A newer id during an alignment declines *n* (``SUBSUMED``), releases, and
+   starts aligning the new id.
+4. An id older than, or equal to, the latest completed/declined id is ignored.
+5. Barrier ids must strictly increase per channel; a repeat is a
+   :class:`ProtocolError` carrying ``checkpoint_id`` and ``channel``. (Flink
+   only detects repeats inside an alignment; a repeat is always a corrupt stream.)
+6. When barriers received + closed channels == all channels: release, then
+   trigger. The caller replays buffered data only after the trigger returned,
+   so the snapshot never sees data that follows barrier *n*.
+7. A cancel marker with a newer id, or the current id while aligning, declines
+   (``CANCELLED``); later barriers of that id are ignored. Unlike Flink, a
+   current alignment cut short by a *newer* cancel is also reported (as
+   ``SUBSUMED``), so every started checkpoint ends in exactly one notification.
+8. ``EndOfPartition`` closes the channel. A pending alignment is declined with
+   ``INPUT_END_OF_STREAM``, as Flink does, rather than completed with one input
+   fewer: the channel's data up to its end is not covered by barrier *n*, so a
+   snapshot now could not be described by per-channel barrier positions.
+   Alignments started later count closed channels as aligned.
+9. :meth:`alignment_limit_exceeded` declines the alignment
+   (``ALIGNMENT_LIMIT_EXCEEDED``) and releases everything; nothing is dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Sequence
+
+from .._exceptions import ProtocolError
+from ._handler import AbortReason, CheckpointTarget
+from .markers import CancelCheckpointMarker, CheckpointBarrier
+
+__all__ = ["CheckpointBarrierAligner"]
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointBarrierAligner:
+    """Decides blocking, triggering and declining for exactly-once checkpoints."""
+
+    def __init__(self, channels: Sequence[Hashable], target: CheckpointTarget) -> None:
+        if not channels:
+            raise ProtocolError("an aligner needs at least one input channel")
+        if len(set(channels)) != len(channels):
+            raise ProtocolError(f"duplicate channel names in {list(channels)}")
+        self._channels = tuple(channels)
+        self._known = frozenset(channels)
+        self._target = target
+        self._blocked: set[Hashable] = set()
+        self._closed: set[Hashable] = set()
+        self._last_barrier: dict[Hashable, int] = {}
+        self._current_id: int | None = None  # newest id started, triggered or declined
+
+    # -- introspection -----------------------------------------------------
+
+    @property
+    def channels(self) -> tuple[Hashable, ...]:
+        return self._channels
+
+    @property
+    def current_checkpoint_id(self) -> int | None:
+        return self._current_id
+
+    @property
+    def aligning(self) -> bool:
+        return bool(self._blocked)
+
+    @property
+    def closed_channels(self) -> frozenset[Hashable]:
+        return frozenset(self._closed)
+
+    def is_blocked(self, channel: Hashable) -> bool:
+        return channel in self._blocked
+
+    def __repr__(self) -> str:
+        return (
+            f"CheckpointBarrierAligner(current={self._current_id}, blocked={len(self._blocked)}, "
+            f"closed={len(self._closed)}, channels={len(self._channels)})"
+        )
+
+    # -- protocol ----------------------------------------------------------
+
+    def _check_open(self, channel: Hashable, what: str, checkpoint_id: int | None) -> None:
+        if channel not in self._known:
+            raise ProtocolError(
+                f"{what} from unknown channel {channel!r}", checkpoint_id=checkpoint_id, channel=channel
+            )
+        if channel in self._closed:
+            raise ProtocolError(
+                f"{what} on channel {channel!r} after its EndOfPartition",
+                checkpoint_id=checkpoint_id,
+                channel=channel,
+            )
+
+    def _newer(self, checkpoint_id: int) -> bool:
+        return self._current_id is None or checkpoint_id > self._current_id
+
+    def process_barrier(self, barrier: CheckpointBarrier, channel: Hashable) -> bool:
+        cid = barrier.checkpoint_id
+        self._check_open(channel, f"barrier {cid}", cid)
+        last = self._last_barrier.get(channel)
+        if last is not None and cid <= last:
+            raise ProtocolError(
+                f"stream corrupt: barrier {cid} on channel {channel!r} after barrier {last} "
+                "(barrier ids must strictly increase per channel)",
+                checkpoint_id=cid,
+                channel=channel,
+            )
+        self._last_barrier[channel] = cid
+
+        if len(self._channels) == 1:
+            if self._newer(cid):
+                self._current_id = cid
+                self._target.trigger_checkpoint(barrier)
+            return False
+
+        released = False
+        if self._blocked:
+            if cid == self._current_id:
+                self._blocked.add(channel)
+            elif self._newer(cid):
+                log.warning(
+                    "barrier %d arrived before checkpoint %s was aligned; declining it",
+                    cid,
+                    self._current_id,
+                )
+                declined = self._current_id
+                self._blocked.clear()
+                released = True
+                assert declined is not None
+                self._target.abort_checkpoint(declined, AbortReason.SUBSUMED)
+                self._begin(cid, channel)
+            else:
+                return False
+        elif self._newer(cid):
+            self._begin(cid, channel)
+        else:
+            return False
+
+        if len(self._blocked) + len(self._closed) == len(self._channels):
+            log.debug("all barriers of checkpoint %d received; triggering", cid)
+            self._blocked.clear()
+            self._target.trigger_checkpoint(barrier)
+            return True
+        return released
+
+    def _begin(self, checkpoint_id: int, channel: Hashable) -> None:
+        log.debug("starting alignment of checkpoint %d on channel %r", checkpoint_id, channel)
+        self._current_id = checkpoint_id
+        self._blocked.add(channel)
+
+    def process_cancel(self, marker: CancelCheckpointMarker, channel: Hashable) -> bool:
+        cid = marker.checkpoint_id
+        self._check_open(channel, f"cancel marker {cid}", cid)
+        if len(self._channels) == 1:
+            if self._newer(cid):
+                self._current_id = cid
+                self._target.abort_checkpoint(cid, AbortReason.CANCELLED)
+            return False
+        if self._blocked:
+            current = self._current_id
+            assert current is not None
+            if cid == current:
+                self._blocked.clear()
+                self._target.abort_checkpoint(cid, AbortReason.CANCELLED)
+                return True
+            if cid > current:
+                log.warning("cancel of checkpoint %d arrived while aligning %d; declining both", cid, current)
+                self._blocked.clear()
+                self._current_id = cid
+                self._target.abort_checkpoint(current, AbortReason.SUBSUMED)
+                self._target.abort_checkpoint(cid, AbortReason.CANCELLED)
+                return True
+            return False
+        if self._newer(cid):
+            # Nothing aligned yet: remember the id so its barriers are ignored.
+            self._current_id = cid
+            self._target.abort_checkpoint(cid, AbortReason.CANCELLED)
+        return False
+
+    def process_end_of_partition(self, channel: Hashable) -> bool:
+        self._check_open(channel, "EndOfPartition", None)
+        self._closed.add(channel)
+        if self._blocked:
+            current = self._current_id
+            assert current is not None
+            self._blocked.clear()
+            self._target.abort_checkpoint(current, AbortReason.INPUT_END_OF_STREAM)
+            return True
+        return False
+
+    def alignment_limit_exceeded(self, buffered_bytes: int) -> bool:
+        if not self._blocked:
+            return False
+        current = self._current_id
+        assert current is not None
+        log.warning(
+            "alignment of checkpoint %d buffered %d bytes, over the limit; declining it",
+            current,
+            buffered_bytes,
+        )
+        self._blocked.clear()
+        self._target.abort_checkpoint(current, AbortReason.ALIGNMENT_LIMIT_EXCEEDED)
+        return True
