@@ -1,0 +1,149 @@
+"""Shared fixtures: real Kafka and HBase endpoints, a SparkSession, unique names.
+
+Endpoints are chosen once per session, in this order:
+  (a) ``SPARKBARRIER_KAFKA_BOOTSTRAP`` / ``SPARKBARRIER_HBASE_THRIFT`` set → use them;
+  (b) a Docker engine answers → testcontainers (Kafka module; generic HBase container);
+  (c) the project's devstack (``python -m sparkbarrier.devstack up``).
+The pytest header says which one was used. Servers start lazily: pure unit tests never
+wait for them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+
+KAFKA_ENV = "SPARKBARRIER_KAFKA_BOOTSTRAP"
+HBASE_ENV = "SPARKBARRIER_HBASE_THRIFT"
+HBASE_IMAGE = os.environ.get("SPARKBARRIER_HBASE_IMAGE", "dajobe/hbase:latest")
+KAFKA_IMAGE = os.environ.get("SPARKBARRIER_KAFKA_IMAGE", "apache/kafka:4.1.0")
+
+
+def _docker_reachable() -> bool:
+    try:
+        import docker  # shipped with testcontainers
+    except ImportError:
+        return False
+    try:
+        client = docker.from_env(timeout=3)
+        return bool(client.ping())
+    except Exception:  # any failure means "no engine here": fall through to the devstack
+        return False
+
+
+def _choose_backend() -> str:
+    if os.environ.get(KAFKA_ENV) and os.environ.get(HBASE_ENV):
+        return "env"
+    if os.environ.get("SPARKBARRIER_BACKEND") in ("env", "testcontainers", "devstack"):
+        return os.environ["SPARKBARRIER_BACKEND"]
+    return "testcontainers" if _docker_reachable() else "devstack"
+
+
+_BACKEND = _choose_backend()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    detail = {
+        "env": f"{KAFKA_ENV}={os.environ.get(KAFKA_ENV)} {HBASE_ENV}={os.environ.get(HBASE_ENV)}",
+        "testcontainers": f"Docker engine reachable: {KAFKA_IMAGE}, {HBASE_IMAGE}",
+        "devstack": "no Docker engine and no endpoint variables: python -m sparkbarrier.devstack",
+    }[_BACKEND]
+    return [f"sparkbarrier backend: {_BACKEND} ({detail})"]
+
+
+@dataclass(frozen=True)
+class Servers:
+    kafka_bootstrap: str
+    hbase_thrift: tuple[str, int]
+
+
+def _split_hostport(value: str, env: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        raise pytest.UsageError(f"{env} must be host:port, got {value!r}")
+    return host, int(port)
+
+
+@pytest.fixture(scope="session")
+def servers() -> Iterator[Servers]:
+    if _BACKEND == "env":
+        _split_hostport(os.environ[KAFKA_ENV], KAFKA_ENV)
+        yield Servers(os.environ[KAFKA_ENV], _split_hostport(os.environ[HBASE_ENV], HBASE_ENV))
+    elif _BACKEND == "testcontainers":
+        from testcontainers.core.container import DockerContainer
+        from testcontainers.core.waiting_utils import wait_for_logs
+        from testcontainers.kafka import KafkaContainer
+
+        with KafkaContainer(KAFKA_IMAGE).with_kraft() as kafka, DockerContainer(
+            HBASE_IMAGE
+        ).with_exposed_ports(9090) as hbase:
+            wait_for_logs(hbase, "Starting Thrift", timeout=180)
+            yield Servers(
+                kafka.get_bootstrap_server(),
+                (hbase.get_container_host_ip(), int(hbase.get_exposed_port(9090))),
+            )
+    else:
+        from sparkbarrier.devstack import Devstack
+
+        endpoints = Devstack().up()
+        # Left running on purpose: the next run reuses it (``devstack down`` stops it).
+        yield Servers(endpoints.kafka_bootstrap, tuple(endpoints.hbase_thrift))
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(servers: Servers) -> str:
+    return servers.kafka_bootstrap
+
+
+@pytest.fixture(scope="session")
+def hbase_thrift(servers: Servers) -> tuple[str, int]:
+    return servers.hbase_thrift
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory):
+    # Workers must run this interpreter, or they fail to import sparkbarrier.
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    # Everything stays on loopback: never bind or connect to the machine's other addresses.
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    warehouse = tmp_path_factory.mktemp("spark-warehouse")
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("sparkbarrier-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    yield session
+    for query in session.streams.active:
+        query.stop()
+    session.stop()
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_]+")
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """``unique_name("orders")`` → a name no other test uses (valid topic and table name)."""
+    test = _UNSAFE.sub("_", request.node.name)[:40].strip("_")
+
+    def make(prefix: str) -> str:
+        return f"{_UNSAFE.sub('_', prefix)}_{test}_{uuid.uuid4().hex[:8]}"
+
+    return make
