@@ -17,6 +17,20 @@ from ._exceptions import (
 
 __version__ = "0.1.0"
 
+
+def register(spark: object) -> None:
+    """Register ``barrier-kafka`` and ``barrier-hbase`` with ``spark`` explicitly.
+
+    Not needed after ``pip install`` (Spark finds the ``pyspark_barrier_*`` modules on
+    its own); useful where auto-registration is off or the package was added late.
+    Imported lazily so the protocol core stays importable without pyspark.
+    """
+    from .connectors.hbase import register as register_hbase
+    from .connectors.kafka import register as register_kafka
+
+    register_kafka(spark)
+    register_hbase(spark)
+
 __all__ = [
     "ConfigError",
     "CorruptStateError",
@@ -29,4 +43,5 @@ __all__ = [
     "SparkBarrierError",
     "StateCompatibilityError",
     "__version__",
+    "register",
 ]
