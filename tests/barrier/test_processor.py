@@ -1,0 +1,147 @@
+"""InputProcessor: buffering, ordered replay, snapshots at the right cut, byte limit."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from barrier_script import RecordingFunction
+
+from sparkbarrier import ProtocolError
+from sparkbarrier.barrier import (
+    AbortReason,
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    CheckpointingMode,
+    EndOfPartition,
+    InitializationContext,
+    InputProcessor,
+    marker_batch,
+    with_marker_columns,
+)
+
+
+def rows(*values: int) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({"v": pa.array(values, pa.int64())})
+
+
+def B(cid: int) -> CheckpointBarrier:
+    return CheckpointBarrier(cid, 1000 + cid)
+
+
+def make(channels=("a", "b"), **kw):
+    fn = RecordingFunction()
+
+    def downstream(channel, batch):
+        fn.events.append(("data", channel, batch.column("v").to_pylist()))
+
+    return InputProcessor(list(channels), fn, downstream, **kw), fn
+
+
+def test_initialize_state_receives_context_before_any_data():
+    ctx = InitializationContext(restored_checkpoint_id=4)
+    _, fn = make(context=ctx)
+    assert fn.context is ctx and fn.context.is_restored and fn.events == []
+
+
+def test_blocked_channel_records_are_buffered_not_processed():
+    proc, fn = make()
+    proc.process_all([("a", rows(1)), ("a", B(1)), ("a", rows(2)), ("b", rows(10))])
+    assert fn.events == [("data", "a", [1]), ("data", "b", [10])]
+    assert proc.buffered_bytes == rows(2).nbytes
+
+
+def test_snapshot_precedes_replay_of_buffered_records_in_arrival_order():
+    proc, fn = make(("a", "b", "c"))
+    proc.process_all([
+        ("a", B(1)), ("a", rows(1)), ("c", B(1)), ("c", rows(30)), ("a", rows(2)), ("b", rows(20)),
+        ("b", B(1)), ("b", rows(21)),
+    ])
+    assert fn.events == [
+        ("data", "b", [20]),
+        ("snapshot", 1),
+        ("data", "a", [1]), ("data", "c", [30]), ("data", "a", [2]), ("data", "b", [21]),
+    ]
+    assert proc.buffered_bytes == 0 and proc.last_triggered == 1
+
+
+def test_replayed_barrier_starts_next_alignment_and_rebuffers():
+    proc, fn = make()
+    proc.process_all([
+        ("a", B(1)), ("a", rows(1)), ("a", B(2)), ("a", rows(2)), ("b", B(1)), ("b", rows(10)),
+    ])
+    # a's replay hits barrier 2 and blocks a again: rows(2) stays buffered.
+    assert fn.events == [("snapshot", 1), ("data", "a", [1]), ("data", "b", [10])]
+    proc.process("b", B(2))
+    assert fn.events[3:] == [("snapshot", 2), ("data", "a", [2])]
+
+
+def test_subsumed_alignment_notifies_abort_and_releases_in_order():
+    proc, fn = make(("a", "b", "c"))
+    proc.process_all([("a", B(1)), ("a", rows(1)), ("b", B(2)), ("b", rows(2))])
+    assert fn.events == [("aborted", 1), ("data", "a", [1])]
+    assert proc.recent_aborts == ((1, AbortReason.SUBSUMED),)
+
+
+def test_byte_limit_aborts_alignment_and_loses_nothing():
+    limit = rows(1, 2).nbytes
+    proc, fn = make(max_buffered_bytes=limit)
+    proc.process_all([("a", B(1)), ("a", rows(1)), ("a", rows(2)), ("a", rows(3))])
+    assert fn.events == [("aborted", 1), ("data", "a", [1]), ("data", "a", [2]), ("data", "a", [3])]
+    proc.process_all([("b", B(1)), ("b", rows(4))])  # trailing barrier of the declined checkpoint
+    assert fn.events[-1] == ("data", "b", [4]) and ("snapshot", 1) not in fn.events
+
+
+def test_cancel_releases_buffered_records():
+    proc, fn = make()
+    proc.process_all([("a", B(1)), ("a", rows(1)), ("b", CancelCheckpointMarker(1)), ("b", B(1))])
+    assert fn.events == [("aborted", 1), ("data", "a", [1])]
+
+
+def test_end_of_partition_aborts_alignment_then_later_checkpoints_skip_closed_channel():
+    proc, fn = make()
+    proc.process_all([("a", B(1)), ("a", rows(1)), ("b", rows(9)), ("b", EndOfPartition("b")), ("a", B(2))])
+    assert fn.events == [("data", "b", [9]), ("aborted", 1), ("data", "a", [1]), ("snapshot", 2)]
+
+
+def test_whole_arrow_batches_with_marker_rows_are_split_and_aligned():
+    stream = with_marker_columns(pa.schema([pa.field("v", pa.int64())]))
+
+    def data(*vals):
+        return pa.RecordBatch.from_arrays(
+            [pa.array(vals, pa.int64())] + [pa.nulls(len(vals), f.type) for f in list(stream)[1:]],
+            schema=stream,
+        )
+
+    def batch(*parts):
+        return pa.Table.from_batches(parts).combine_chunks().to_batches()[0]
+
+    proc, fn = make()
+    proc.process_batch("a", batch(data(1, 2), marker_batch([B(1)], stream), data(3)))
+    proc.process_batch("b", batch(data(10), marker_batch([B(1)], stream), data(11, 12)))
+    assert fn.events == [
+        ("data", "a", [1, 2]), ("data", "b", [10]), ("snapshot", 1), ("data", "a", [3]), ("data", "b", [11, 12])
+    ]
+
+
+def test_at_least_once_never_buffers():
+    proc, fn = make(mode=CheckpointingMode.AT_LEAST_ONCE)
+    proc.process_all([("a", B(1)), ("a", rows(1)), ("b", rows(2)), ("b", B(1)), ("b", rows(3))])
+    assert fn.events == [("data", "a", [1]), ("data", "b", [2]), ("snapshot", 1), ("data", "b", [3])]
+    assert proc.buffered_bytes == 0
+
+
+def test_notify_checkpoint_complete_is_forwarded():
+    proc, fn = make()
+    proc.notify_checkpoint_complete(7)
+    assert fn.events == [("complete", 7)]
+
+
+def test_unsupported_element_is_protocol_error():
+    proc, _ = make()
+    with pytest.raises(ProtocolError, match="cannot process"):
+        proc.process("a", object())  # type: ignore[arg-type]
+
+
+def test_negative_limit_is_rejected():
+    with pytest.raises(ProtocolError):
+        make(max_buffered_bytes=-1)
