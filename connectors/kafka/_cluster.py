@@ -1,0 +1,88 @@
+"""Driver-side view of the cluster: partition discovery and offset lookups.
+
+Wraps one group-less ``KafkaConsumer`` used only for metadata and ListOffsets
+(it never fetches records and never joins a group). Created lazily by the
+planner; all calls are synchronous and bounded by ``request_timeout_ms``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTP
+
+from ._options import KafkaSourceOptions
+from ._positions import TopicPartition
+
+__all__ = ["ClusterView"]
+
+
+def _java_regex_fullmatch(pattern: str) -> re.Pattern[str]:
+    # Spark matches subscribePattern against the whole topic name (Java Pattern.matches).
+    return re.compile(pattern)
+
+
+class ClusterView:
+    """Partitions the options select, and their earliest/latest/by-time offsets."""
+
+    def __init__(self, options: KafkaSourceOptions) -> None:
+        self._options = options
+        self._consumer: KafkaConsumer | None = None
+        self._regex = _java_regex_fullmatch(options.pattern) if options.pattern else None
+
+    def _client(self) -> KafkaConsumer:
+        if self._consumer is None:
+            self._consumer = KafkaConsumer(
+                **self._options.consumer_configs(),
+                enable_auto_commit=False,
+                allow_auto_create_topics=False,
+            )
+        return self._consumer
+
+    def discover(self) -> set[TopicPartition]:
+        """Partitions currently selected by subscribe / subscribePattern / assign.
+
+        Always refreshes metadata, so new partitions and topics are seen.
+        """
+        client = self._client()
+        existing = client.topics()  # remote call: fresh metadata
+        if self._options.assign:
+            return {tp for tp in self._options.assign if tp.topic in existing
+                    and tp.partition in (client.partitions_for_topic(tp.topic) or ())}
+        if self._regex is not None:
+            topics: Iterable[str] = sorted(t for t in existing if self._regex.fullmatch(t))
+        else:
+            topics = [t for t in self._options.topics if t in existing]
+        return {TopicPartition(t, p) for t in topics
+                for p in (client.partitions_for_topic(t) or ())}
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        tps = list(tps)
+        if not tps:
+            return {}
+        found = self._client().beginning_offsets([KafkaTP(t.topic, t.partition) for t in tps])
+        return {TopicPartition(k.topic, k.partition): v for k, v in found.items()}
+
+    def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """End offsets; under ``read_committed`` the last stable offset."""
+        tps = list(tps)
+        if not tps:
+            return {}
+        found = self._client().end_offsets([KafkaTP(t.topic, t.partition) for t in tps])
+        return {TopicPartition(k.topic, k.partition): v for k, v in found.items()}
+
+    def for_times(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        """First offset at/after each timestamp; None where no such record exists."""
+        if not stamps:
+            return {}
+        found = self._client().offsets_for_times(
+            {KafkaTP(t.topic, t.partition): ts for t, ts in stamps.items()})
+        return {TopicPartition(k.topic, k.partition): (v.offset if v is not None else None)
+                for k, v in found.items()}
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None

@@ -1,0 +1,122 @@
+"""The only code that commits consumer-group offsets.
+
+Flink's ``KafkaSourceFetcherManager`` role: called with the offsets of a
+*completed* checkpoint (sink committed and Spark's commit log written), it writes
+them to the group with ``OffsetCommit`` via the admin API -- the source never joins
+the group, so no rebalance and no member id are involved.
+
+Contract:
+- best effort: a failed commit is logged and counted, never raised; the next
+  completion retries with newer offsets, which subsume the failed ones;
+- monotonic: a partition's committed offset never moves backwards (the group's
+  current offsets are read once before the first commit, then tracked), so a
+  replayed or older checkpoint is a no-op;
+- the commit metadata carries the checkpoint id and timestamp, never an option
+  value (so no secret can leak into ``__consumer_offsets``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KafkaTP
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
+
+from ._metrics import SourceMetrics
+from ._positions import TopicPartition
+
+__all__ = ["OffsetCommitter", "commit_metadata"]
+
+log = logging.getLogger(__name__)
+
+
+def commit_metadata(checkpoint_id: int, timestamp_ms: int) -> str:
+    """The metadata string stored with each committed offset (versioned JSON)."""
+    return json.dumps({"v": 1, "src": "barrier-kafka", "checkpointId": checkpoint_id,
+                       "timestampMs": timestamp_ms}, separators=(",", ":"))
+
+
+class OffsetCommitter:
+    """Commits completed checkpoints' offsets to ``group_id`` (driver, planner process)."""
+
+    def __init__(self, admin_configs: Mapping[str, object], group_id: str,
+                 metrics: SourceMetrics) -> None:
+        self._configs = dict(admin_configs)
+        self._group_id = group_id
+        self._metrics = metrics
+        self._admin: KafkaAdminClient | None = None
+        self._committed: dict[TopicPartition, int] | None = None
+        self._last_checkpoint = 0
+
+    @property
+    def last_committed_checkpoint(self) -> int:
+        return self._last_checkpoint
+
+    def _client(self) -> KafkaAdminClient:
+        if self._admin is None:
+            self._admin = KafkaAdminClient(**self._configs)
+        return self._admin
+
+    def group_offsets(self) -> dict[TopicPartition, int]:
+        """The group's committed offsets right now (raises KafkaError on failure)."""
+        result = self._client().list_group_offsets({self._group_id: None})
+        found = result.get(self._group_id, {})
+        return {
+            TopicPartition(tp.topic, tp.partition): meta.offset
+            for tp, meta in found.items()
+            if meta is not None and meta.offset is not None and meta.offset >= 0
+        }
+
+    def commit(self, checkpoint_id: int, timestamp_ms: int,
+               offsets: Mapping[TopicPartition, int]) -> bool:
+        """Commit ``offsets`` of completed ``checkpoint_id``; True if nothing is left to do.
+
+        Idempotent: an id at or below the last committed one is a no-op.
+        """
+        if checkpoint_id <= self._last_checkpoint:
+            return True
+        try:
+            if self._committed is None:
+                self._committed = self.group_offsets()
+            ahead = {tp: off for tp, off in offsets.items()
+                     if off > self._committed.get(tp, -1)}
+            if ahead:
+                meta = commit_metadata(checkpoint_id, timestamp_ms)
+                request = {KafkaTP(tp.topic, tp.partition): OffsetAndMetadata(off, meta, -1)
+                           for tp, off in ahead.items()}
+                errors = self._client().alter_group_offsets(self._group_id, request)
+                failed = {str(tp): err.__name__ for tp, err in errors.items()
+                          if err is not None and getattr(err, "errno", 0) != 0}
+                if failed:
+                    raise _PartialCommit(failed)
+                self._committed.update(ahead)
+        except (KafkaError, _PartialCommit, OSError) as exc:
+            self._metrics.add("commits_failed")
+            # Force a fresh read next time: our view of the group may be stale.
+            self._committed = None
+            log.warning("barrier-kafka: committing checkpoint %d to group %r failed (%s); "
+                        "the next completed checkpoint retries", checkpoint_id,
+                        self._group_id, exc)
+            return False
+        self._last_checkpoint = checkpoint_id
+        self._metrics.add("commits_succeeded")
+        self._metrics.set("last_committed_checkpoint", checkpoint_id)
+        log.info("barrier-kafka: checkpoint %d committed to group %r: %s", checkpoint_id,
+                 self._group_id, {str(tp): off for tp, off in sorted(offsets.items())})
+        return True
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+            self._admin = None
+
+
+class _PartialCommit(Exception):
+    """Some partitions were rejected by the coordinator."""
+
+    def __init__(self, failed: Mapping[str, str]) -> None:
+        super().__init__(f"partitions rejected: {dict(failed)}")

@@ -1,0 +1,68 @@
+"""Mutable driver-side state of one query's planner (lives in the planner process).
+
+Kept apart from :class:`KafkaStreamPlanner` so the reader object that Spark
+pickles to executors carries only options and schema.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from ...state import CheckpointLock, PendingCheckpoints
+from ._cluster import ClusterView
+from ._committer import OffsetCommitter
+from ._metrics import SourceMetrics
+from ._offsets import SourceOffset
+from ._options import KafkaSourceOptions
+from ._positions import TopicPartition
+
+__all__ = ["DriverState"]
+
+log = logging.getLogger("sparkbarrier.connectors.kafka")
+
+
+class DriverState:
+    """Clients, pending ledger, lock, counters and the AvailableNow target."""
+
+    def __init__(self, options: KafkaSourceOptions, ledger: PendingCheckpoints,
+                 lock: CheckpointLock) -> None:
+        self.options = options
+        self.ledger = ledger
+        self.lock = lock
+        self.metrics = SourceMetrics()
+        self.cluster = ClusterView(options)
+        self.committer: OffsetCommitter | None = None
+        if options.commit_offsets and options.group_id:
+            self.committer = OffsetCommitter(options.admin_configs(), options.group_id,
+                                             self.metrics)
+        self.initial: dict | None = None
+        self.target: dict[TopicPartition, int] | None = None
+        self.latest_seen: dict[TopicPartition, int] | None = None
+        self.last_planned_at = time.monotonic()
+
+    def record_planned(self, planned: SourceOffset, begin: SourceOffset,
+                       latest: Mapping[TopicPartition, int]) -> None:
+        """snapshotState: remember checkpoint ``planned`` as pending; log one line."""
+        records = sum(off - begin.offsets.get(tp, off) for tp, off in planned.offsets.items())
+        lag = sum(max(0, latest.get(tp, off) - off) for tp, off in planned.offsets.items())
+        newest = self.ledger.latest
+        if newest is None or newest.checkpoint_id < planned.checkpoint_id:
+            self.ledger.add(planned.checkpoint_id, planned.channel_offsets(),
+                            planned.timestamp_ms)
+        self.metrics.add("checkpoints_planned")
+        self.metrics.add("records_planned", records)
+        self.last_planned_at = time.monotonic()
+        ranges = {str(tp): f"{begin.offsets.get(tp, '-')}..{off}"
+                  for tp, off in planned.offsets.items()
+                  if begin.offsets.get(tp) != off}
+        log.info("barrier-kafka: checkpoint %d planned: %d records, ranges %s, lag %d, "
+                 "pending %d, commits ok/failed %d/%d", planned.checkpoint_id, records,
+                 ranges, lag, len(self.ledger), self.metrics.commits_succeeded,
+                 self.metrics.commits_failed)
+
+    def close(self) -> None:
+        self.cluster.close()
+        if self.committer is not None:
+            self.committer.close()

@@ -1,0 +1,352 @@
+"""Options of the ``barrier-kafka`` source: declared once, parsed once, frozen.
+
+Names and meanings follow Spark's built-in Kafka source where they apply, so a
+query moves from ``format("kafka")`` to ``format("barrier-kafka")`` by changing
+the format name (and adding ``kafka.group.id``). Every value is validated when
+the DataSource is constructed, i.e. at ``readStream...load()``, with a message
+naming the option and the fix. Secrets never reach a message (see ``redact``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka import KafkaConsumer
+
+from ..._exceptions import ConfigError
+from .._options import (
+    OptionSpec,
+    options_table,
+    parse_bool,
+    parse_duration_ms,
+    parse_int,
+    parse_options,
+    redact,
+)
+from ._positions import PartitionStart, StartKind, TopicPartition, start_from_spark_json
+
+__all__ = ["KafkaSourceOptions", "SPECS", "parse_source_options", "kafka_options_table"]
+
+SOURCE_NAME = "barrier-kafka"
+
+
+def _s(key: str, raw: str) -> str:
+    return raw
+
+
+def _s_nonempty(key: str, raw: str) -> str:
+    if not raw.strip():
+        raise ConfigError(f"option {key!r} must not be empty", option=key)
+    return raw.strip()
+
+
+def _pos_int(key: str, raw: str) -> int:
+    return parse_int(key, raw, minimum=1)
+
+
+def _lower(key: str, raw: str) -> str:
+    return raw.strip().lower()
+
+
+SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec("kafka.bootstrap.servers", _s_nonempty, None,
+               "Kafka brokers, `host:port[,host:port]`.", required=True),
+    OptionSpec("kafka.group.id", _s_nonempty, None,
+               "Consumer group that receives the offsets of every completed micro-batch "
+               "(never joined: the source reads with assign + seek). Required unless "
+               "`commitOffsets=false`."),
+    OptionSpec("subscribe", _s, None, "Comma-separated topics. Exactly one of "
+               "`subscribe`, `subscribePattern`, `assign`."),
+    OptionSpec("subscribePattern", _s, None, "Java-style regex of topics to read; new "
+               "matching topics are picked up from earliest."),
+    OptionSpec("assign", _s, None, "JSON `{\"topic\": [0, 1]}` of exact partitions."),
+    OptionSpec("startingOffsets", _s, "latest",
+               "Where a new query starts: `earliest`, `latest`, `group` (the group's "
+               "committed offsets) or JSON `{\"topic\": {\"0\": 42}}` (-2 earliest, "
+               "-1 latest). Ignored when restarting from a checkpoint."),
+    OptionSpec("startingOffsets.groupFallback", _lower, "earliest",
+               "With `startingOffsets=group`: start of partitions the group has no "
+               "offset for.", choices=("earliest", "latest", "error")),
+    OptionSpec("startingTimestamp", lambda k, r: parse_int(k, r, minimum=0), None,
+               "Epoch ms; every partition starts at the first record at or after it.",
+               type_name="long"),
+    OptionSpec("startingOffsetsByTimestamp", _s, None,
+               "JSON `{\"topic\": {\"0\": <epoch ms>}}` per partition."),
+    OptionSpec("startingOffsetsByTimestampStrategy", _lower, "error",
+               "When no record is at/after the timestamp: fail, or start at latest.",
+               choices=("error", "latest")),
+    OptionSpec("maxOffsetsPerTrigger", _pos_int, None,
+               "Cap on records per micro-batch, split over partitions by lag.", type_name="long"),
+    OptionSpec("minOffsetsPerTrigger", _pos_int, None,
+               "Wait for at least this many new records (or `maxTriggerDelay`) before "
+               "planning a batch.", type_name="long"),
+    OptionSpec("maxTriggerDelay", parse_duration_ms, 15 * 60 * 1000,
+               "Longest wait for `minOffsetsPerTrigger` (e.g. `15m`).", type_name="duration"),
+    OptionSpec("failOnDataLoss", parse_bool, True,
+               "Fail the query when planned offsets are gone (retention, deleted topic); "
+               "`false` skips them with a warning.", type_name="boolean"),
+    OptionSpec("includeHeaders", parse_bool, False, "Add the `headers` column.",
+               type_name="boolean"),
+    OptionSpec("minPartitions", _pos_int, None,
+               "Minimum Spark partitions per batch; large offset ranges are split.",
+               type_name="int"),
+    OptionSpec("kafkaConsumer.pollTimeoutMs", _pos_int, 120_000,
+               "Executor: give up (SourceError) when a planned range makes no progress "
+               "for this long.", type_name="ms"),
+    OptionSpec("commitOffsets", parse_bool, True,
+               "Commit completed batches' offsets to `kafka.group.id`.", type_name="boolean"),
+    OptionSpec("arrowBatchSize", _pos_int, 10_000,
+               "Records per Arrow batch handed to Spark (bounds executor memory).",
+               type_name="int"),
+)
+
+# Spark's Kafka source rejects these; so do we, for the same reasons.
+_REJECTED: Mapping[str, str] = {
+    "kafka.auto.offset.reset": "use startingOffsets instead; offsets are managed by the source",
+    "kafka.enable.auto.commit": "offsets are committed by the source when a batch completes",
+    "kafka.key.deserializer": "keys are always returned as binary; cast or decode in the query",
+    "kafka.value.deserializer": "values are always returned as binary; cast or decode in the query",
+    "kafka.interceptor.classes": "Java interceptors cannot run in the Python client",
+    "endingoffsets": "endingOffsets applies to batch queries only",
+    "endingoffsetsbytimestamp": "endingOffsetsByTimestamp applies to batch queries only",
+    "kafka.group.instance.id": "the source never joins the group",
+}
+
+# Settings the source decides itself; a user value would silently break reading.
+_FORCED = frozenset({"group_id", "enable_auto_commit", "auto_offset_reset",
+                     "key_deserializer", "value_deserializer", "allow_auto_create_topics"})
+_KAFKA_PYTHON_CONFIG: Mapping[str, Any] = dict(KafkaConsumer.DEFAULT_CONFIG)
+_JAAS_RE = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
+
+
+def _client_value(key: str, name: str, raw: str) -> Any:
+    """Convert a string to the type of kafka-python's default for ``name``."""
+    default = _KAFKA_PYTHON_CONFIG[name]
+    if isinstance(default, bool):
+        return parse_bool(key, raw)
+    if isinstance(default, int) or name.endswith(("_ms", "_bytes", "_records")):
+        return parse_int(key, raw, minimum=0)
+    return raw
+
+
+def _client_configs(passthrough: Mapping[str, str]) -> dict[str, Any]:
+    """Map Kafka's dotted ``kafka.*`` names to kafka-python keyword arguments."""
+    configs: dict[str, Any] = {}
+    for key, raw in passthrough.items():
+        if key == "kafka.group.id":
+            continue
+        dotted = key[len("kafka."):]
+        if dotted == "sasl.jaas.config":
+            fields = dict(_JAAS_RE.findall(raw))
+            if "username" not in fields or "password" not in fields:
+                raise ConfigError(
+                    f"option {key!r}: only PlainLoginModule/ScramLoginModule with "
+                    f'username="..." password="..." is supported',
+                    option=key,
+                )
+            configs["sasl_plain_username"] = fields["username"]
+            configs["sasl_plain_password"] = fields["password"]
+            continue
+        name = dotted.replace(".", "_")
+        if name in _FORCED:
+            raise ConfigError(f"option {key!r} is set by the source and cannot be changed",
+                              option=key)
+        if name not in _KAFKA_PYTHON_CONFIG:
+            raise ConfigError(
+                f"option {key!r} is not a setting the Python Kafka client understands "
+                f"(kafka-python has no {name!r}); remove it",
+                option=key,
+            )
+        configs[name] = _client_value(key, name, raw)
+    if "isolation_level" in configs and configs["isolation_level"] not in (
+        "read_committed", "read_uncommitted"
+    ):
+        raise ConfigError("option 'kafka.isolation.level' must be read_committed or "
+                          "read_uncommitted", option="kafka.isolation.level")
+    return configs
+
+
+@dataclass(frozen=True)
+class KafkaSourceOptions:
+    """Every option of one query, validated. Picklable; holds secrets (never log it)."""
+
+    bootstrap_servers: str
+    group_id: str | None
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    assign: tuple[TopicPartition, ...] = ()
+    start_kind: StartKind = StartKind.LATEST
+    specific_starts: Mapping[TopicPartition, PartitionStart] = field(default_factory=dict)
+    start_timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
+    start_timestamp: int | None = None
+    timestamp_strategy: str = "error"
+    group_fallback: str = "earliest"
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    min_partitions: int | None = None
+    poll_timeout_ms: int = 120_000
+    commit_offsets: bool = True
+    arrow_batch_size: int = 10_000
+    client_configs: Mapping[str, Any] = field(default_factory=dict)
+    safe_options: Mapping[str, str] = field(default_factory=dict)  # redacted, for logs
+
+    def consumer_configs(self) -> dict[str, Any]:
+        """kwargs for a group-less KafkaConsumer (a fresh copy each call)."""
+        return {"bootstrap_servers": self.bootstrap_servers.split(","), **self.client_configs}
+
+    def admin_configs(self) -> dict[str, Any]:
+        """kwargs for KafkaAdminClient: the connection settings it understands."""
+        from kafka import KafkaAdminClient
+
+        allowed = KafkaAdminClient.DEFAULT_CONFIG
+        return {k: v for k, v in self.consumer_configs().items() if k in allowed}
+
+
+def _json(key: str, raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"option {key!r} must be JSON ({exc.msg} at char {exc.pos})",
+                          option=key) from None
+
+
+def _per_partition(key: str, raw: str) -> dict[TopicPartition, Any]:
+    data = _json(key, raw)
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ConfigError(f"option {key!r} must look like {{\"topic\": {{\"0\": 42}}}}",
+                          option=key)
+    out: dict[TopicPartition, Any] = {}
+    for topic, parts in data.items():
+        for part, value in parts.items():
+            if not str(part).isdigit():
+                raise ConfigError(f"option {key!r}: partition {part!r} of {topic!r} is not a "
+                                  f"number", option=key)
+            out[TopicPartition(topic, int(part))] = value
+    return out
+
+
+def _parse_assign(raw: str) -> tuple[TopicPartition, ...]:
+    data = _json("assign", raw)
+    if not isinstance(data, dict) or not all(
+        isinstance(v, list) and all(isinstance(p, int) and p >= 0 for p in v)
+        for v in data.values()
+    ):
+        raise ConfigError('option \'assign\' must look like {"topic": [0, 1]}', option="assign")
+    return tuple(sorted(TopicPartition(t, p) for t, parts in data.items() for p in parts))
+
+
+def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
+    """Validate Spark's option map; raise :class:`ConfigError` naming option and fix."""
+    for key in raw:
+        reason = _REJECTED.get(key.lower())
+        if reason is not None:
+            raise ConfigError(f"option {key!r} is not supported: {reason}", option=key)
+    values, passthrough = parse_options(raw, SPECS, prefixes=("kafka.",), source_name=SOURCE_NAME)
+    passthrough.pop("kafka.bootstrap.servers", None)
+    passthrough.pop("kafka.group.id", None)
+
+    strategies = [k for k in ("subscribe", "subscribePattern", "assign") if values[k] is not None]
+    if len(strategies) != 1:
+        raise ConfigError(
+            "set exactly one of 'subscribe', 'subscribePattern', 'assign'"
+            + (f" (got {', '.join(strategies)})" if strategies else ""),
+            option=strategies[0] if strategies else "subscribe",
+        )
+    topics: tuple[str, ...] = ()
+    pattern = assign = None
+    if values["subscribe"] is not None:
+        topics = tuple(t.strip() for t in values["subscribe"].split(",") if t.strip())
+        if not topics:
+            raise ConfigError("option 'subscribe' names no topic", option="subscribe")
+    elif values["subscribePattern"] is not None:
+        pattern = values["subscribePattern"]
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ConfigError(f"option 'subscribePattern' is not a valid regex: {exc}",
+                              option="subscribePattern") from None
+    else:
+        assign = _parse_assign(values["assign"])
+
+    starts = [k for k in ("startingTimestamp", "startingOffsetsByTimestamp")
+              if values[k] is not None]
+    explicit_offsets = any(k.lower() == "startingoffsets" for k in raw)
+    if len(starts) + explicit_offsets > 1:
+        raise ConfigError("set only one of 'startingOffsets', 'startingTimestamp', "
+                          "'startingOffsetsByTimestamp'", option=starts[0])
+    kind, specific, by_ts = _start_kind(values, starts)
+
+    commit = values["commitOffsets"]
+    group = values["kafka.group.id"]
+    if group is None and (commit or kind is StartKind.GROUP):
+        raise ConfigError("option 'kafka.group.id' is required: it names the group that "
+                          "receives completed offsets (or set commitOffsets=false)",
+                          option="kafka.group.id")
+    min_rows, max_rows = values["minOffsetsPerTrigger"], values["maxOffsetsPerTrigger"]
+    if min_rows is not None and max_rows is not None and min_rows > max_rows:
+        raise ConfigError("'minOffsetsPerTrigger' must not exceed 'maxOffsetsPerTrigger'",
+                          option="minOffsetsPerTrigger")
+    return KafkaSourceOptions(
+        bootstrap_servers=values["kafka.bootstrap.servers"],
+        group_id=group,
+        topics=topics,
+        pattern=pattern,
+        assign=assign or (),
+        start_kind=kind,
+        specific_starts=specific,
+        start_timestamps=by_ts,
+        start_timestamp=values["startingTimestamp"],
+        timestamp_strategy=values["startingOffsetsByTimestampStrategy"],
+        group_fallback=values["startingOffsets.groupFallback"],
+        max_offsets_per_trigger=max_rows,
+        min_offsets_per_trigger=min_rows,
+        max_trigger_delay_ms=values["maxTriggerDelay"],
+        fail_on_data_loss=values["failOnDataLoss"],
+        include_headers=values["includeHeaders"],
+        min_partitions=values["minPartitions"],
+        poll_timeout_ms=values["kafkaConsumer.pollTimeoutMs"],
+        commit_offsets=commit,
+        arrow_batch_size=values["arrowBatchSize"],
+        client_configs=_client_configs(passthrough),
+        safe_options={k: str(v) for k, v in redact(dict(raw)).items()},
+    )
+
+
+def _start_kind(
+    values: Mapping[str, Any], starts: list[str]
+) -> tuple[StartKind, dict[TopicPartition, PartitionStart], dict[TopicPartition, int]]:
+    if "startingTimestamp" in starts:
+        return StartKind.TIMESTAMP, {}, {}
+    if "startingOffsetsByTimestamp" in starts:
+        key = "startingOffsetsByTimestamp"
+        by_ts = _per_partition(key, values[key])
+        for tp, ts in by_ts.items():
+            if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
+                raise ConfigError(f"option {key!r}: timestamp for {tp} must be epoch ms >= 0, "
+                                  f"got {ts!r}", option=key)
+        return StartKind.BY_TIMESTAMP, {}, by_ts
+    raw = values["startingOffsets"].strip()
+    simple = {"earliest": StartKind.EARLIEST, "latest": StartKind.LATEST, "group": StartKind.GROUP}
+    if raw.lower() in simple:
+        return simple[raw.lower()], {}, {}
+    if not raw.startswith("{"):
+        raise ConfigError("option 'startingOffsets' must be earliest, latest, group or JSON "
+                          f"{{\"topic\": {{\"0\": 42}}}}, got {raw!r}", option="startingOffsets")
+    specific = {
+        tp: start_from_spark_json("startingOffsets", tp.topic, str(tp.partition), v)
+        for tp, v in _per_partition("startingOffsets", raw).items()
+    }
+    return StartKind.SPECIFIC, specific, {}
+
+
+def kafka_options_table() -> str:
+    """The README options table, generated from :data:`SPECS`."""
+    return options_table(SPECS)
+

@@ -1,0 +1,258 @@
+"""Driver side of ``barrier-kafka``: plans micro-batches and detects completion.
+
+Spark runs this reader in one long-lived Python process on the driver (calls to
+``initialOffset``, ``latestOffset``, ``partitions``, ``commit``); ``read`` runs on
+other, freshly constructed instances on executors, so ``__init__`` is cheap and
+every client is created lazily.
+
+Checkpoint protocol (Flink's ``snapshotState`` / ``notifyCheckpointComplete``):
+
+* **snapshot** -- ``latestOffset`` plans batch N: its end offsets get checkpoint
+  id N (previous id + 1, only when the range advances) and a planning timestamp,
+  both stored *in the offset dict*, which Spark persists in its offset log. The
+  plan is also recorded in the pending ledger under the checkpoint lock.
+* **complete** -- Spark's ``MicroBatchExecution`` runs batch N, writes it to the
+  commit log, and only then asks ``latestOffset(start=end_N)`` at the next
+  trigger. So a ``start`` stamped with id N proves checkpoint N completed (the
+  sink committed); its offsets are committed to the consumer group then. This
+  also works after a driver restart (the ledger is empty, ``start`` carries
+  everything) and on an idle stream (Spark still calls ``latestOffset`` every
+  trigger), so a completed batch is committed within one trigger interval.
+  ``commit(end)`` is treated as the same signal. Offsets of a batch that has not
+  completed are never committed. With ``Trigger.AvailableNow`` Spark calls
+  ``latestOffset`` once more after the final batch to find there is no more data;
+  that call commits the final batch.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from ..._exceptions import DataLossError
+from ...state import CheckpointLock, PendingCheckpoints
+from ._offsets import SourceOffset
+from ._options import KafkaSourceOptions
+from ._partition_reader import KafkaRangePartition, read_range
+from ._starting import resolve_initial
+from ._driver import DriverState
+from ._positions import TopicPartition
+
+__all__ = ["KafkaStreamPlanner"]
+
+log = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _cap_rows(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+              max_rows: int) -> dict[TopicPartition, int]:
+    """End offsets reading at most ``max_rows`` records, shared by lag (largest first)."""
+    lag = {tp: max(0, latest[tp] - start[tp]) for tp in start}
+    total = sum(lag.values())
+    if total <= max_rows:
+        return dict(latest)
+    share = {tp: (n * max_rows) // total for tp, n in lag.items()}
+    left = max_rows - sum(share.values())
+    for tp in sorted(lag, key=lambda t: (-(lag[t] - share[t]), t)):
+        if left <= 0:
+            break
+        if share[tp] < lag[tp]:
+            share[tp] += 1
+            left -= 1
+    return {tp: start[tp] + share[tp] for tp in start}
+
+
+class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans offset ranges per micro-batch; commits completed ones to the group."""
+
+    def __init__(self, options: KafkaSourceOptions, schema: StructType) -> None:
+        self._options = options
+        self._schema = schema
+        self._driver: DriverState | None = None  # created on first driver call
+
+    def __getstate__(self) -> dict[str, object]:
+        return {"_options": self._options, "_schema": self._schema, "_driver": None}
+
+    # -- driver -------------------------------------------------------------
+
+    def _state(self) -> DriverState:
+        if self._driver is None:
+            identity = {"source": "barrier-kafka", "group": self._options.group_id or ""}
+            self._driver = DriverState(self._options, PendingCheckpoints(100, identity),
+                                       CheckpointLock())
+        return self._driver
+
+    def initialOffset(self) -> dict:
+        """Resolve the starting position once; later calls return the same dict."""
+        state = self._state()
+        if state.initial is None:
+            offsets = resolve_initial(self._options, state.cluster, state.committer)
+            state.initial = SourceOffset(0, _now_ms(), offsets).to_json()
+            log.info("barrier-kafka: initial offsets %s", state.initial["offsets"])
+        return state.initial
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self._options.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self._options.max_offsets_per_trigger)
+        if self._options.min_offsets_per_trigger is not None:
+            return ReadMinRows(self._options.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        state = self._state()
+        tps = state.cluster.discover()
+        state.target = state.cluster.latest(tps)
+        log.info("barrier-kafka: Trigger.AvailableNow reads up to %s",
+                 {str(tp): o for tp, o in sorted(state.target.items())})
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        state = self._state()
+        begin = SourceOffset.from_json(start)
+        self._notify_complete(begin)
+        with state.lock:
+            current = self._current_partitions(begin)
+            latest = state.cluster.latest(current)
+            state.latest_seen = latest
+            end = {tp: max(current[tp], latest.get(tp, current[tp])) for tp in current}
+            if state.target is not None:
+                end = {tp: max(current[tp], min(end[tp], state.target.get(tp, current[tp])))
+                       for tp in end}
+            if isinstance(limit, ReadMaxRows):
+                end = _cap_rows(current, end, limit.max_rows)
+            if self._below_minimum(state, current, end, limit):
+                return start
+            if end == dict(begin.offsets):
+                return start
+            planned = SourceOffset(begin.checkpoint_id + 1,
+                                   max(_now_ms(), begin.timestamp_ms + 1), end)
+            state.record_planned(planned, begin, latest)
+            return planned.to_json()
+
+    def _below_minimum(self, state: DriverState, current: Mapping[TopicPartition, int],
+                       end: Mapping[TopicPartition, int], limit: ReadLimit) -> bool:
+        minimum = self._options.min_offsets_per_trigger
+        if isinstance(limit, ReadMinRows):
+            minimum = limit.min_rows
+        elif isinstance(limit, ReadAllAvailable) or state.target is not None:
+            return False
+        if minimum is None:
+            return False
+        new = sum(end[tp] - current[tp] for tp in end)
+        waited = time.monotonic() - state.last_planned_at
+        if new < minimum and waited * 1000 < self._options.max_trigger_delay_ms:
+            return True
+        return False
+
+    def _current_partitions(self, begin: SourceOffset) -> dict[TopicPartition, int]:
+        """``begin``'s offsets plus newly discovered partitions (from earliest)."""
+        state = self._state()
+        known = dict(begin.offsets)
+        found = state.cluster.discover()
+        gone = sorted(set(known) - found)
+        if gone:
+            message = (f"partitions {[str(tp) for tp in gone]} disappeared (deleted topic?) "
+                       f"with next offsets {[known[tp] for tp in gone]}")
+            if self._options.fail_on_data_loss:
+                raise DataLossError(message + "; set failOnDataLoss=false to skip them",
+                                    topic_partition=str(gone[0]))
+            log.warning("barrier-kafka: data loss skipped: %s", message)
+            state.metrics.add("data_loss_skipped", len(gone))
+            for tp in gone:
+                del known[tp]
+        new = sorted(found - set(known))
+        if new:
+            earliest = state.cluster.earliest(new)
+            log.info("barrier-kafka: new partitions %s start at earliest %s",
+                     [str(tp) for tp in new], [earliest.get(tp, 0) for tp in new])
+            state.metrics.add("partitions_discovered", len(new))
+            known.update({tp: earliest.get(tp, 0) for tp in new})
+        return known
+
+    def _notify_complete(self, completed: SourceOffset) -> None:
+        """``completed`` is the end of a batch in Spark's commit log: commit it."""
+        state = self._state()
+        if completed.checkpoint_id == 0:
+            return
+        with state.lock:
+            if any(p.checkpoint_id == completed.checkpoint_id for p in state.ledger.pending):
+                state.ledger.complete(completed.checkpoint_id)
+        if state.committer is not None:
+            state.committer.commit(completed.checkpoint_id, completed.timestamp_ms,
+                                   completed.offsets)
+
+    def commit(self, end: dict) -> None:
+        """Spark: everything up to ``end`` is processed (batch in the commit log)."""
+        self._notify_complete(SourceOffset.from_json(end))
+
+    def reportLatestOffset(self) -> dict | None:
+        latest = self._state().latest_seen
+        if not latest:
+            return None
+        nested: dict[str, dict[str, int]] = {}
+        for tp, off in sorted(latest.items()):
+            nested.setdefault(tp.topic, {})[str(tp.partition)] = off
+        return nested
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        state = self._state()
+        begin, stop = SourceOffset.from_json(start), SourceOffset.from_json(end)
+        new = [tp for tp in stop.offsets if tp not in begin.offsets]
+        firsts = state.cluster.earliest(new) if new else {}
+        ranges: list[tuple[TopicPartition, int, int]] = []
+        for tp, until in stop.offsets.items():
+            since = begin.offsets.get(tp, firsts.get(tp, 0))
+            if until < since:
+                message = (f"{tp}: planned end {until} is below start {since} (topic "
+                           f"recreated or truncated?)")
+                if self._options.fail_on_data_loss:
+                    raise DataLossError(message, topic_partition=str(tp))
+                log.warning("barrier-kafka: data loss skipped: %s", message)
+                continue
+            if until > since:
+                ranges.append((tp, since, until))
+        return _split(ranges, stop, self._options.min_partitions)
+
+    def stop(self) -> None:
+        if self._driver is not None:
+            self._driver.close()
+
+    # -- executor -----------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaRangePartition)
+        schema = to_arrow_schema(self._schema, timezone="UTC")
+        return read_range(self._options, partition, schema)
+
+
+def _split(ranges: list[tuple[TopicPartition, int, int]], stop: SourceOffset,
+           min_partitions: int | None) -> list[KafkaRangePartition]:
+    """One task per range, large ranges split so there are >= ``min_partitions``."""
+    total = sum(until - since for _, since, until in ranges)
+    out: list[KafkaRangePartition] = []
+    for tp, since, until in ranges:
+        size = until - since
+        pieces = 1
+        if min_partitions and len(ranges) < min_partitions and total:
+            pieces = max(1, min(size, (size * min_partitions) // total))
+        bounds = [since + (size * i) // pieces for i in range(pieces)] + [until]
+        for i in range(pieces):
+            out.append(KafkaRangePartition(
+                tp.topic, tp.partition, bounds[i], bounds[i + 1], stop.checkpoint_id,
+                stop.timestamp_ms, emit_barrier=(i == pieces - 1)))
+    return out

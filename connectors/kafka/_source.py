@@ -1,0 +1,89 @@
+"""The ``barrier-kafka`` DataSource: name, schema, options contract, reader factory.
+
+Usage::
+
+    df = (spark.readStream.format("barrier-kafka")
+          .option("kafka.bootstrap.servers", "broker:9092")
+          .option("subscribe", "orders")
+          .option("kafka.group.id", "orders-etl")      # receives completed offsets
+          .option("startingOffsets", "earliest")
+          .load())
+
+Schema: Spark's Kafka source columns ``key binary, value binary, topic string,
+partition int, offset long, timestamp timestamp, timestampType int`` (+ ``headers
+array<struct<key string, value binary>>`` with ``includeHeaders=true``), followed
+by the barrier marker columns (``sparkbarrier.barrier.markers``): on data rows
+they are null; one marker row closes each partition's range of every batch.
+Filter them out with ``where("_barrier_kind is null")`` when you only want data.
+
+Options are validated here, when the query is defined (``load()``): see
+:data:`~sparkbarrier.connectors.kafka._options.SPECS` / ``kafka_options_table()``.
+Consumer-group offsets are committed only for batches that completed (see
+:mod:`sparkbarrier.connectors.kafka._planner`).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from ...barrier.markers import MARKER_DDL
+from ._options import KafkaSourceOptions, parse_source_options
+from ._planner import KafkaStreamPlanner
+
+__all__ = ["BarrierKafkaDataSource", "source_schema"]
+
+_MARKER_TYPES = {"string": StringType(), "int": IntegerType(), "bigint": LongType()}
+
+
+def _marker_fields() -> list[StructField]:
+    fields = []
+    for column in MARKER_DDL.split(","):
+        name, kind = column.split()
+        fields.append(StructField(name, _MARKER_TYPES[kind], True))
+    return fields
+
+
+def source_schema(include_headers: bool) -> StructType:
+    """Spark's Kafka columns (+ headers) followed by the marker columns; all nullable."""
+    fields = [
+        StructField("key", BinaryType(), True),
+        StructField("value", BinaryType(), True),
+        StructField("topic", StringType(), True),
+        StructField("partition", IntegerType(), True),
+        StructField("offset", LongType(), True),
+        StructField("timestamp", TimestampType(), True),
+        StructField("timestampType", IntegerType(), True),
+    ]
+    if include_headers:
+        header = StructType([StructField("key", StringType(), True),
+                             StructField("value", BinaryType(), True)])
+        fields.append(StructField("headers", ArrayType(header, True), True))
+    return StructType(fields + _marker_fields())
+
+
+class BarrierKafkaDataSource(DataSource):
+    """Kafka source whose group offsets follow completed micro-batches (streaming only)."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        self.parsed: KafkaSourceOptions = parse_source_options(options)
+
+    @classmethod
+    def name(cls) -> str:
+        return "barrier-kafka"
+
+    def schema(self) -> StructType:
+        return source_schema(self.parsed.include_headers)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return KafkaStreamPlanner(self.parsed, schema)

@@ -1,0 +1,52 @@
+"""Pure planning helpers: offset JSON, row caps, range splitting (no broker)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparkbarrier import ProtocolError
+from sparkbarrier.connectors.kafka import SourceOffset
+from sparkbarrier.connectors.kafka._planner import _cap_rows, _split
+from sparkbarrier.connectors.kafka._positions import TopicPartition as TP
+
+
+def test_offset_json_round_trip_is_spark_shaped() -> None:
+    off = SourceOffset(3, 1000, {TP("b", 1): 7, TP("a", 0): 5})
+    data = off.to_json()
+    assert data == {"version": 1, "checkpointId": 3, "timestampMs": 1000,
+                    "offsets": {"a": {"0": 5}, "b": {"1": 7}}}
+    assert SourceOffset.from_json(data) == off
+    assert off.channel_offsets() == {"a:0": 5, "b:1": 7}
+
+
+def test_offset_unknown_version_rejected() -> None:
+    with pytest.raises(ProtocolError, match="version 2"):
+        SourceOffset.from_json({"version": 2, "checkpointId": 1, "timestampMs": 1, "offsets": {}})
+    with pytest.raises(ProtocolError, match="malformed"):
+        SourceOffset.from_json({"version": 1, "offsets": {}})
+
+
+@given(st.dictionaries(st.integers(0, 5), st.tuples(st.integers(0, 1000), st.integers(0, 1000)),
+                       min_size=1), st.integers(1, 3000))
+def test_cap_rows_never_exceeds_limit_and_never_goes_back(
+    parts: dict[int, tuple[int, int]], limit: int
+) -> None:
+    start = {TP("t", p): s for p, (s, _) in parts.items()}
+    latest = {TP("t", p): s + n for p, (s, n) in parts.items()}
+    end = _cap_rows(start, latest, limit)
+    taken = sum(end[tp] - start[tp] for tp in start)
+    assert taken == min(limit, sum(latest[tp] - start[tp] for tp in start))
+    assert all(start[tp] <= end[tp] <= latest[tp] for tp in start)
+
+
+def test_split_honours_min_partitions_and_one_barrier_per_channel() -> None:
+    stop = SourceOffset(4, 99, {TP("t", 0): 1000, TP("t", 1): 10})
+    parts = _split([(TP("t", 0), 0, 1000), (TP("t", 1), 0, 10)], stop, 4)
+    assert len(parts) >= 4
+    for channel in ("t:0", "t:1"):
+        mine = [p for p in parts if p.channel == channel]
+        assert sum(p.emit_barrier for p in mine) == 1 and mine[-1].emit_barrier
+        assert all(a.end == b.start for a, b in zip(mine, mine[1:]))
+    assert {p.checkpoint_id for p in parts} == {4}
