@@ -5,7 +5,7 @@ Pure Python (no pyspark, kafka or happybase import) so it runs and is tested any
 
 from __future__ import annotations
 
-from ._durable import ENVELOPE_VERSION, read_checked, write_atomic
+from ._durable import ENVELOPE_VERSION, read_checked, remove_stale_temps, write_atomic
 from ._lock import CheckpointLock
 from ._pending import LEDGER_FILE, LEDGER_VERSION, PendingCheckpoint, PendingCheckpoints
 
@@ -17,5 +17,6 @@ __all__ = [
     "PendingCheckpoint",
     "PendingCheckpoints",
     "read_checked",
+    "remove_stale_temps",
     "write_atomic",
 ]

@@ -21,7 +21,7 @@ from typing import Any
 
 from .._exceptions import CorruptStateError
 
-__all__ = ["ENVELOPE_VERSION", "write_atomic", "read_checked"]
+__all__ = ["ENVELOPE_VERSION", "write_atomic", "read_checked", "remove_stale_temps"]
 
 ENVELOPE_VERSION = 1
 
@@ -94,3 +94,17 @@ def read_checked(path: str | os.PathLike[str]) -> Any | None:
             path=str(target),
         )
     return json.loads(text)
+
+
+def remove_stale_temps(path: str | os.PathLike[str]) -> int:
+    """Delete temp files a killed :func:`write_atomic` left next to ``path``.
+
+    Only safe while no other process writes ``path`` (e.g. at restore time).
+    Returns how many were removed.
+    """
+    target = Path(path)
+    removed = 0
+    for stale in target.parent.glob(f".{target.name}.*.tmp"):
+        stale.unlink(missing_ok=True)
+        removed += 1
+    return removed

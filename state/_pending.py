@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .._exceptions import CorruptStateError, ProtocolError, StateCompatibilityError
-from ._durable import read_checked, write_atomic
+from ._durable import read_checked, remove_stale_temps, write_atomic
 
 __all__ = ["PendingCheckpoint", "PendingCheckpoints", "LEDGER_FILE", "LEDGER_VERSION"]
 
@@ -63,6 +63,10 @@ class PendingCheckpoint:
         object.__setattr__(self, "timestamp_ms", int(self.timestamp_ms))
         object.__setattr__(self, "offsets", _frozen_str_map(self.offsets, "offsets", ints=True))
         object.__setattr__(self, "metadata", _frozen_str_map(self.metadata, "metadata", ints=False))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # mappingproxy does not pickle; rebuild from the JSON form instead.
+        return (PendingCheckpoint.from_json, (self.to_json(),))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -212,9 +216,13 @@ class PendingCheckpoints:
         Raises :class:`StateCompatibilityError` when the saved identity differs
         from ``identity`` unless ``allow_mismatch`` (then the new identity is
         adopted, with a warning), and :class:`CorruptStateError` on a damaged file.
+        Temp files of a save interrupted by a crash are deleted: call it only
+        while no other process saves to ``directory``.
         """
         wanted = dict(_frozen_str_map(identity, "identity", ints=False))
         path = Path(directory) / LEDGER_FILE
+        if remove_stale_temps(path):
+            log.info("removed temp files of an interrupted save next to %s", path)
         payload = read_checked(path)
         if payload is None:
             return cls(max_pending or DEFAULT_MAX_PENDING, wanted)
