@@ -9,9 +9,10 @@ The tree::
     │   └── CorruptStateError       a state file fails its checksum or version check
     ├── SourceError                 the Kafka source cannot continue
     │   └── DataLossError           offsets vanished (retention, deleted topic)
-    └── SinkError                   the HBase sink cannot continue
-        ├── FencedError             another writer committed under the same sink id
-        └── FlushError              buffered mutations could not be written
+    ├── SinkError                   the HBase sink cannot continue
+    │   ├── FencedError             another writer committed under the same sink id
+    │   └── FlushError              buffered mutations could not be written
+    └── DevstackError               the local Kafka/HBase dev stack cannot start/stop
 
 Every exception carries its context as attributes so callers never parse messages.
 """
@@ -31,6 +32,7 @@ __all__ = [
     "SinkError",
     "FencedError",
     "FlushError",
+    "DevstackError",
 ]
 
 
@@ -102,3 +104,26 @@ class FencedError(SinkError):
 
 class FlushError(SinkError):
     """Buffered mutations could not be written to HBase."""
+
+
+class DevstackError(SparkBarrierError):
+    """The local dev stack (``python -m sparkbarrier.devstack``) cannot do what was asked.
+
+    ``cause`` names what is wrong and ``fix`` what to do about it; ``str()`` joins them
+    into the one line the CLI prints. ``log_path``/``log_tail`` point at the failing
+    server's log when a server died or never became healthy.
+    """
+
+    def __init__(
+        self,
+        cause: str,
+        *,
+        fix: str,
+        log_path: str | None = None,
+        log_tail: str | None = None,
+    ) -> None:
+        super().__init__(f"{cause}; fix: {fix}")
+        self.cause = cause
+        self.fix = fix
+        self.log_path = log_path
+        self.log_tail = log_tail
