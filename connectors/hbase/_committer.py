@@ -1,0 +1,180 @@
+"""The sink's commit protocol: executors agree on a sequence, the driver commits it.
+
+Executor (:func:`plan_attempt`, once per write task): read the sink's row in the
+commit table and pick the checkpoint sequence for (query id, batch id):
+
+1. the last commit is this (query, batch) → a replay of a committed batch: reuse its
+   sequence (cells come out identical; the driver's commit is a no-op);
+2. the in-flight attempt is this (query, batch) on top of the same commit → a task
+   retry or a replay after a failure: reuse its sequence;
+3. otherwise start a new attempt one above everything seen, via ``checkAndPut`` so the
+   tasks of one batch agree. A superseded, never-committed attempt becomes a *gap*
+   that committed readers skip, so its cells stay invisible forever.
+
+Driver (:class:`Committer`, Spark's ``commit``/``abort``): ``commit`` replaces
+``c:commit`` with ``checkAndPut`` on the exact record the tasks started from; anything
+else there means another writer committed meanwhile → :class:`FencedError`. ``abort``
+deletes nothing: uncommitted cells sit above the read bound, a replay rewrites them
+identically, and any other writer turns them into a gap.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pyspark.sql.datasource import WriterCommitMessage
+
+from ..._exceptions import FencedError, ProtocolError
+from ._commit_table import (
+    ATTEMPT_COLUMN,
+    COMMIT_COLUMN,
+    AttemptRecord,
+    CommitRecord,
+    check_and_put,
+    put_cell,
+    read_state,
+)
+from ._connection import HBaseConnection
+from ._timestamps import first_seq, seq_ceiling, seq_floor
+
+__all__ = ["HBaseCommitMessage", "Plan", "plan_attempt", "Committer"]
+
+log = logging.getLogger(__name__)
+_MAX_PLAN_ROUNDS = 20
+
+
+@dataclass
+class HBaseCommitMessage(WriterCommitMessage):
+    """What one write task reports to the driver (picklable, no secrets)."""
+
+    sink_id: str
+    query_id: str
+    batch_id: int
+    partition_id: int
+    seq: int
+    prev_seq: int | None
+    gap_from: int | None
+    replay_of_committed: bool
+    rows: int = 0
+    max_ts: int | None = None
+    offsets: dict[str, int] = field(default_factory=dict)
+    checkpoint_ids: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Plan:
+    seq: int
+    prev_seq: int | None
+    gap_from: int | None
+    replay_of_committed: bool
+
+
+def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
+                 batch_id: int, *, fenced: bool = True) -> Plan:
+    """The sequence this task writes under (executor; one get, at most one checkAndPut)."""
+    for _ in range(_MAX_PLAN_ROUNDS):
+        state = read_state(conn, commit_table, sink_id)
+        commit, attempt = state.commit, state.attempt
+        if commit is not None and commit.query_id == query_id and commit.batch_id == batch_id:
+            return Plan(commit.seq, None, None, True)
+        prev = commit.seq if commit is not None else None
+        if (attempt is not None and attempt.query_id == query_id and attempt.batch_id == batch_id
+                and attempt.prev_seq == prev):
+            return Plan(attempt.seq, attempt.prev_seq, attempt.gap_from, False)
+        base = prev if prev is not None else first_seq(int(time.time() * 1000)) - 1
+        if attempt is not None and attempt.seq > base:
+            # An attempt that never committed: its range becomes a gap.
+            gap_from = attempt.gap_from if attempt.gap_from is not None and attempt.prev_seq == prev else attempt.seq
+            base = attempt.seq
+        else:
+            gap_from = None
+        new = AttemptRecord(query_id, batch_id, base + 1, prev, gap_from)
+        if not fenced:
+            put_cell(conn, commit_table, sink_id, ATTEMPT_COLUMN, new.to_bytes())
+            return Plan(new.seq, prev, gap_from, False)
+        if check_and_put(conn, commit_table, sink_id, ATTEMPT_COLUMN, state.attempt_raw, new.to_bytes()):
+            return Plan(new.seq, prev, gap_from, False)
+    raise ProtocolError(f"sink {sink_id!r}: could not agree on a checkpoint sequence for batch "
+                        f"{batch_id} after {_MAX_PLAN_ROUNDS} rounds (another writer keeps racing)")
+
+
+def _merge_gaps(old: list[list[int]], new: list[int] | None) -> list[list[int]]:
+    gaps = [list(g) for g in old]
+    if new is not None and new[0] < new[1]:
+        if gaps and gaps[-1][1] == new[0]:
+            gaps[-1][1] = new[1]
+        else:
+            gaps.append(list(new))
+    return gaps
+
+
+class Committer:
+    """Driver side of the protocol (a fresh instance per Spark commit/abort call)."""
+
+    def __init__(self, conn: HBaseConnection, commit_table: str, table: str, *, fenced: bool,
+                 schema_json: str, rowkey: str, columns: list[list[str]]) -> None:
+        self._conn, self._commit_table, self._table = conn, commit_table, table
+        self._fenced = fenced
+        self._schema_json, self._rowkey, self._columns = schema_json, rowkey, columns
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> CommitRecord | None:
+        """Record checkpoint ``batch_id`` atomically; idempotent for an already-committed batch."""
+        msgs = [m for m in messages if isinstance(m, HBaseCommitMessage)]
+        if not msgs:
+            log.info("batch %d: no write task reported; nothing to commit", batch_id)
+            return None
+        first = msgs[0]
+        keys = {(m.sink_id, m.query_id, m.batch_id, m.seq, m.prev_seq) for m in msgs}
+        if len(keys) != 1:
+            raise FencedError(
+                f"batch {batch_id}: write tasks disagree on the checkpoint sequence {sorted(map(str, keys))}; "
+                "another writer is using the same sink.id", checkpoint_id=batch_id)
+        state = read_state(self._conn, self._commit_table, first.sink_id)
+        current = state.commit
+        if current is not None and current.query_id == first.query_id and current.batch_id == first.batch_id:
+            if current.seq != first.seq:
+                raise FencedError(f"sink {first.sink_id!r}: batch {batch_id} is committed under sequence "
+                                  f"{current.seq}, the tasks wrote {first.seq}", checkpoint_id=batch_id)
+            log.info("sink %s batch %d already committed (seq %d); commit is a no-op",
+                     first.sink_id, batch_id, first.seq)
+            return current
+        current_seq = current.seq if current is not None else None
+        if self._fenced and current_seq != first.prev_seq:
+            raise FencedError(
+                f"sink {first.sink_id!r}: expected last committed sequence {first.prev_seq}, found "
+                f"{current_seq} (query {current.query_id if current else None}, batch "
+                f"{current.batch_id if current else None}); another writer uses this sink.id",
+                checkpoint_id=batch_id)
+        offsets = dict(current.offsets) if current is not None else {}
+        for m in msgs:
+            for channel, nxt in m.offsets.items():
+                offsets[channel] = max(nxt, offsets.get(channel, nxt))
+        gap_lo = seq_ceiling(current_seq) if current_seq is not None else (
+            seq_floor(first.gap_from) if first.gap_from is not None else None)
+        gap = [gap_lo, seq_floor(first.seq)] if gap_lo is not None else None
+        record = CommitRecord(
+            sink_id=first.sink_id, table=self._table, seq=first.seq, query_id=first.query_id,
+            batch_id=first.batch_id, read_bound=seq_ceiling(first.seq), offsets=offsets,
+            checkpoint_ids=sorted({c for m in msgs for c in m.checkpoint_ids}),
+            gaps=_merge_gaps(current.gaps if current is not None else [], gap),
+            schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
+            committed_at_ms=int(time.time() * 1000),
+        )
+        if not self._fenced:
+            put_cell(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN, record.to_bytes())
+        elif not check_and_put(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN,
+                               state.commit_raw, record.to_bytes()):
+            raise FencedError(f"sink {first.sink_id!r}: the commit record changed while committing "
+                              f"batch {batch_id}; another writer uses this sink.id", checkpoint_id=batch_id)
+        log.info("sink %s committed batch %d as sequence %d (%d rows)", first.sink_id, batch_id,
+                 first.seq, sum(m.rows for m in msgs))
+        return record
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
+        """Nothing to undo: the batch's cells sit above the committed read bound (see module doc)."""
+        seqs = sorted({m.seq for m in messages if isinstance(m, HBaseCommitMessage)})
+        log.warning("batch %d aborted; its cells (sequence %s) stay invisible to committed readers",
+                    batch_id, seqs or "unknown")

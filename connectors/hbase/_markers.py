@@ -1,0 +1,38 @@
+"""Keeping checkpoint markers alive through DataFrame transformations.
+
+Marker rows (``_barrier_kind`` not null) and marker columns (``_barrier_*``) come from
+the ``barrier-kafka`` source. They survive ``withColumn``, ``select`` that keeps the
+``_barrier_*`` columns, and filters that also pass rows with ``_barrier_kind IS NOT
+NULL``; they are lost through aggregations, joins and ``select`` that drop them. The
+sink works without them (the checkpoint sequence comes from the batch id), but then
+no source offsets are recorded in the commit table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...barrier.markers import MARKER_COLUMNS
+
+__all__ = ["keep_markers", "marker_columns"]
+
+
+def marker_columns() -> list[str]:
+    return list(MARKER_COLUMNS)
+
+
+def keep_markers(df: Any, *columns: Any, where: Any = None) -> Any:
+    """``df.select(*columns, <marker columns>)``, optionally filtered by ``where`` while
+    letting marker rows through (``where OR _barrier_kind IS NOT NULL``).
+
+    ``columns`` may be names or Column expressions (with aliases), as for ``select``.
+    """
+    from pyspark.sql import functions as F
+
+    out = df
+    if where is not None:
+        cond = F.expr(where) if isinstance(where, str) else where
+        out = out.where(cond | F.col("_barrier_kind").isNotNull())
+    if columns:
+        out = out.select(*columns, *[F.col(c) for c in MARKER_COLUMNS if c in df.columns])
+    return out

@@ -1,0 +1,243 @@
+"""Options of the ``barrier-hbase`` sink and reader: declared once, parsed once.
+
+The specs below are the options contract (the README table is generated from them
+with :func:`sparkbarrier.connectors._options.options_table`). :func:`parse_sink_options`
+turns Spark's case-insensitive string map into a frozen :class:`HBaseSinkOptions`;
+an unknown key is an error that lists the valid keys.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..._exceptions import ConfigError
+from .._options import (
+    OptionSpec,
+    parse_bool,
+    parse_duration_ms,
+    parse_int,
+    parse_options,
+    parse_size,
+)
+
+__all__ = [
+    "DeliveryGuarantee",
+    "ColumnMapping",
+    "HBaseSinkOptions",
+    "SINK_OPTION_SPECS",
+    "READ_OPTION_SPECS",
+    "DEFAULT_COMMIT_TABLE",
+    "parse_sink_options",
+    "parse_read_options",
+    "parse_columns",
+]
+
+DEFAULT_COMMIT_TABLE = "sparkbarrier_commits"
+
+
+class DeliveryGuarantee(str, enum.Enum):
+    EXACTLY_ONCE = "exactly-once"
+    AT_LEAST_ONCE = "at-least-once"
+
+
+def _str(_key: str, raw: str) -> str:
+    return raw.strip()
+
+
+def _port(key: str, raw: str) -> int:
+    value = parse_int(key, raw, minimum=1)
+    if value > 65535:
+        raise ConfigError(f"option {key!r} must be a TCP port (1..65535), got {value}", option=key)
+    return value
+
+
+def _guarantee(_key: str, raw: str) -> DeliveryGuarantee:
+    return DeliveryGuarantee(raw)
+
+
+def _nonempty(key: str, raw: str) -> str:
+    value = raw.strip()
+    if not value:
+        raise ConfigError(f"option {key!r} must not be empty", option=key)
+    return value
+
+
+def _positive_int(key: str, raw: str) -> int:
+    return parse_int(key, raw, minimum=1)
+
+
+def _positive_size(key: str, raw: str) -> int:
+    value = parse_size(key, raw)
+    if value < 1:
+        raise ConfigError(f"option {key!r} must be at least 1 byte", option=key)
+    return value
+
+
+_CONNECTION_SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec("hbase.thrift.host", _nonempty, "localhost", "HBase Thrift1 server host"),
+    OptionSpec("hbase.thrift.port", _port, 9090, "HBase Thrift1 server port", type_name="int"),
+    OptionSpec(
+        "hbase.thrift.transport", _str, "buffered", "Thrift transport of the server",
+        choices=("buffered", "framed"),
+    ),
+    OptionSpec(
+        "hbase.thrift.protocol", _str, "binary", "Thrift protocol of the server",
+        choices=("binary", "compact"),
+    ),
+    OptionSpec(
+        "hbase.thrift.timeout", _positive_int, 60_000,
+        "socket timeout in milliseconds for every Thrift call", type_name="int",
+    ),
+    OptionSpec("table", _nonempty, None, "HBase table to write / read", required=True),
+    OptionSpec(
+        "column.family", _nonempty, "d",
+        "family of every data column not listed in `columns`",
+    ),
+    OptionSpec(
+        "columns", _str, "",
+        "optional mapping `col=family:qualifier,...`; unlisted data columns map to "
+        "`column.family:<col>`",
+    ),
+    OptionSpec("sink.id", _str, "", "namespace of this sink in the commit table; default `query-<query id>`"),
+    OptionSpec(
+        "commit.table", _nonempty, DEFAULT_COMMIT_TABLE,
+        "HBase table holding one commit record per `sink.id` (created if missing)",
+    ),
+)
+
+SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
+    OptionSpec("rowkey", _nonempty, None, "name of the column holding the row key", required=True),
+    OptionSpec(
+        "op.column", _str, "",
+        "optional string column: `upsert` (or null) writes the row, `delete` removes "
+        "the row's cells in the mapped families",
+    ),
+    OptionSpec(
+        "sink.ignore-null-value", parse_bool, True,
+        "true: a null leaves the cell untouched; false: a null deletes the cell",
+        type_name="bool",
+    ),
+    OptionSpec(
+        "create.table", parse_bool, False,
+        "create the table at query start if missing (else a missing table is an error)",
+        type_name="bool",
+    ),
+    OptionSpec(
+        "sink.buffer-flush.max-rows", _positive_int, 1000,
+        "flush when this many rows are buffered", type_name="int",
+    ),
+    OptionSpec(
+        "sink.buffer-flush.max-size", _positive_size, 2 * 1024 * 1024,
+        "flush when the buffered mutations reach this size (e.g. `2mb`)", type_name="size",
+    ),
+    OptionSpec(
+        "sink.buffer-flush.interval", parse_duration_ms, 1000,
+        "flush when the oldest buffered mutation is this old (checked between Arrow batches)",
+        type_name="duration",
+    ),
+    OptionSpec(
+        "delivery.guarantee", _guarantee, DeliveryGuarantee.EXACTLY_ONCE,
+        "`exactly-once` fences concurrent writers and makes replays identical; "
+        "`at-least-once` skips the fencing",
+        choices=("exactly-once", "at-least-once"),
+    ),
+)
+
+READ_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS
+
+
+@dataclass(frozen=True)
+class ColumnMapping:
+    """Where one data column lives: ``family:qualifier``."""
+
+    column: str
+    family: str
+    qualifier: str
+
+    @property
+    def hbase_column(self) -> bytes:
+        return f"{self.family}:{self.qualifier}".encode()
+
+
+@dataclass(frozen=True)
+class HBaseSinkOptions:
+    """Parsed sink options. Picklable; built on the driver and shipped to executors."""
+
+    host: str
+    port: int
+    transport: str
+    protocol: str
+    timeout_ms: int
+    table: str
+    rowkey: str
+    column_family: str
+    columns: tuple[tuple[str, str, str], ...]
+    op_column: str | None
+    ignore_null_value: bool
+    create_table: bool
+    max_rows: int
+    max_size: int
+    interval_ms: int
+    guarantee: DeliveryGuarantee
+    sink_id: str | None
+    commit_table: str
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.guarantee is DeliveryGuarantee.EXACTLY_ONCE
+
+    def explicit_mapping(self) -> dict[str, tuple[str, str]]:
+        return {col: (fam, qual) for col, fam, qual in self.columns}
+
+
+def parse_columns(raw: str) -> tuple[tuple[str, str, str], ...]:
+    """``"a=f:q, b=g:b"`` → ``(("a", "f", "q"), ("b", "g", "b"))``."""
+    out: list[tuple[str, str, str]] = []
+    for item in (part.strip() for part in raw.split(",")):
+        if not item:
+            continue
+        col, eq, target = item.partition("=")
+        fam, colon, qual = target.partition(":")
+        if not eq or not colon or not col.strip() or not fam.strip() or not qual.strip():
+            raise ConfigError(
+                f"option 'columns' entries look like 'col=family:qualifier', got {item!r}",
+                option="columns",
+            )
+        out.append((col.strip(), fam.strip(), qual.strip()))
+    seen = [c for c, _, _ in out]
+    if len(seen) != len(set(seen)):
+        raise ConfigError("option 'columns' maps a column twice", option="columns")
+    return tuple(out)
+
+
+def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
+    """Validate Spark's option map for the sink (driver, at query start)."""
+    v, _ = parse_options(raw, SINK_OPTION_SPECS, source_name="barrier-hbase sink")
+    return HBaseSinkOptions(
+        host=v["hbase.thrift.host"],
+        port=v["hbase.thrift.port"],
+        transport=v["hbase.thrift.transport"],
+        protocol=v["hbase.thrift.protocol"],
+        timeout_ms=v["hbase.thrift.timeout"],
+        table=v["table"],
+        rowkey=v["rowkey"],
+        column_family=v["column.family"],
+        columns=parse_columns(v["columns"]),
+        op_column=v["op.column"] or None,
+        ignore_null_value=v["sink.ignore-null-value"],
+        create_table=v["create.table"],
+        max_rows=v["sink.buffer-flush.max-rows"],
+        max_size=v["sink.buffer-flush.max-size"],
+        interval_ms=v["sink.buffer-flush.interval"],
+        guarantee=v["delivery.guarantee"],
+        sink_id=v["sink.id"] or None,
+        commit_table=v["commit.table"],
+    )
+
+
+def parse_read_options(raw: Mapping[str, str]) -> dict[str, object]:
+    """Validate the batch reader's options; returns the parsed values by key."""
+    values, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader")
+    return values

@@ -1,0 +1,97 @@
+"""Option parsing of the barrier-hbase sink: pure, no servers."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from sparkbarrier._exceptions import ConfigError
+from sparkbarrier.connectors.hbase import DeliveryGuarantee, parse_sink_options
+from sparkbarrier.connectors.hbase._layout import SinkLayout
+from sparkbarrier.connectors.hbase._options import parse_columns
+
+BASE = {"table": "t", "rowkey": "id"}
+
+
+def test_defaults_are_documented_values() -> None:
+    o = parse_sink_options(BASE)
+    assert (o.host, o.port, o.column_family, o.max_rows, o.max_size, o.interval_ms) == (
+        "localhost", 9090, "d", 1000, 2 * 1024 * 1024, 1000)
+    assert o.guarantee is DeliveryGuarantee.EXACTLY_ONCE and o.ignore_null_value
+    assert o.commit_table == "sparkbarrier_commits" and o.sink_id is None
+
+
+def test_option_keys_are_case_insensitive() -> None:
+    o = parse_sink_options({"TABLE": "t", "RowKey": "id", "Delivery.Guarantee": "AT-LEAST-ONCE"})
+    assert o.guarantee is DeliveryGuarantee.AT_LEAST_ONCE
+
+
+def test_unknown_option_lists_valid_ones() -> None:
+    with pytest.raises(ConfigError, match="valid options are: .*rowkey.*sink.buffer-flush.max-rows") as exc:
+        parse_sink_options({**BASE, "row.key": "x"})
+    assert exc.value.option == "row.key"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("hbase.thrift.port", "abc"),
+        ("hbase.thrift.port", "70000"),
+        ("sink.buffer-flush.max-rows", "0"),
+        ("sink.buffer-flush.max-size", "2 parsecs"),
+        ("sink.buffer-flush.interval", "soon"),
+        ("sink.ignore-null-value", "yes"),
+        ("delivery.guarantee", "maybe-once"),
+        ("hbase.thrift.transport", "http"),
+        ("columns", "a=nofamily"),
+    ],
+)
+def test_bad_values_name_the_option(key: str, value: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_sink_options({**BASE, key: value})
+    assert exc.value.option == key
+
+
+def test_missing_required_options() -> None:
+    with pytest.raises(ConfigError, match="rowkey"):
+        parse_sink_options({"table": "t"})
+
+
+def test_columns_mapping_parses() -> None:
+    assert parse_columns("a=f:q, b = g:b") == (("a", "f", "q"), ("b", "g", "b"))
+    with pytest.raises(ConfigError, match="twice"):
+        parse_columns("a=f:q,a=g:q")
+
+
+SCHEMA = pa.schema([("id", pa.string()), ("v", pa.int64()), ("op", pa.string()),
+                    ("_barrier_kind", pa.string())])
+
+
+def test_layout_maps_every_other_column_and_ignores_markers() -> None:
+    layout = SinkLayout.build(SCHEMA, rowkey="id", op_column="op", default_family="d",
+                              mapping={})
+    assert [t.column for t in layout.targets] == [b"d:v"]
+    assert layout.row_tombstones == (b"d:_sb_deleted",)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "option"),
+    [
+        ({"rowkey": "nope"}, "rowkey"),
+        ({"op_column": "v"}, "op.column"),
+        ({"op_column": "missing"}, "op.column"),
+        ({"mapping": {"ghost": ("d", "g")}}, "columns"),
+        ({"mapping": {"v": ("d", "_sb_deleted")}}, "columns"),
+    ],
+)
+def test_layout_rejects_bad_mapping(kwargs: dict, option: str) -> None:
+    args = {"rowkey": "id", "op_column": None, "default_family": "d", "mapping": {}, **kwargs}
+    with pytest.raises(ConfigError) as exc:
+        SinkLayout.build(SCHEMA, **args)
+    assert exc.value.option == option
+
+
+def test_layout_rejects_unsupported_types() -> None:
+    schema = pa.schema([("id", pa.string()), ("tags", pa.list_(pa.string()))])
+    with pytest.raises(ConfigError, match="tags.*supported"):
+        SinkLayout.build(schema, rowkey="id", op_column=None, default_family="d", mapping={})
