@@ -171,6 +171,6 @@ def list_sinks(conn: HBaseConnection, commit_table: str) -> list[CommitRecord]:
 
 
 def _mutation(column: bytes, value: bytes) -> Any:
-    from happybase.connection import Hbase
+    from happybase.batch import Mutation
 
-    return Hbase.Mutation(isDelete=False, column=column, value=value, writeToWAL=True)
+    return Mutation(isDelete=False, column=column, value=value, writeToWAL=True)

@@ -61,10 +61,10 @@ class HBaseTaskWriter:
         self._conn = HBaseConnection.from_options(opts)
         self._layout: SinkLayout | None = None
         self._gens = GenerationCounter()
-        from happybase.connection import Hbase
+        from happybase.batch import BatchMutation, Mutation
 
-        self._Mutation = Hbase.Mutation
-        self._BatchMutation = Hbase.BatchMutation
+        self._Mutation = Mutation
+        self._BatchMutation = BatchMutation
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> HBaseCommitMessage:
         opts, ident = self._opts, self._id
