@@ -1,0 +1,58 @@
+"""Helpers for the barrier-hbase tests (the servers come from tests/conftest.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from sparkbarrier.connectors.hbase import parse_sink_options
+from sparkbarrier.connectors.hbase._committer import HBaseCommitMessage
+from sparkbarrier.connectors.hbase._source import HBaseStreamWriter
+from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
+
+
+def spark_schema(arrow_schema: pa.Schema) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(arrow_schema, prefer_timestamp_ntz=False)
+
+
+class Sink:
+    """One sink (options + driver writer) driven by hand: tasks and commits without Spark."""
+
+    def __init__(self, hbase: tuple[str, int], table: str, schema: pa.Schema, **extra: str) -> None:
+        raw = {"hbase.thrift.host": hbase[0], "hbase.thrift.port": str(hbase[1]), "table": table,
+               "rowkey": "id", "create.table": "true", "sink.id": table,
+               "commit.table": "sparkbarrier_commits_test", **extra}
+        self.raw = raw
+        self.opts = parse_sink_options(raw)
+        self.schema = schema
+        self.driver = HBaseStreamWriter(self.opts, spark_schema(schema))
+
+    def task(self, rows: Sequence[dict[str, Any]] | Sequence[pa.RecordBatch], *, batch: int,
+             query: str = "q1", partition: int = 0) -> HBaseCommitMessage:
+        batches = rows if rows and isinstance(rows[0], pa.RecordBatch) else [
+            pa.RecordBatch.from_pylist(list(rows), schema=self.schema)]
+        return HBaseTaskWriter(self.opts, TaskIdentity(query, batch, partition)).run(iter(batches))
+
+    def commit(self, messages: Sequence[HBaseCommitMessage], batch: int) -> Any:
+        return self.driver._committer().commit(messages, batch)
+
+    def read(self) -> list[dict[str, Any]]:
+        from sparkbarrier.connectors.hbase import read_committed
+
+        host, port = self.opts.host, self.opts.port
+        rows = read_committed(host, port, self.opts.table, sink_id=self.opts.sink_id,
+                              commit_table=self.opts.commit_table).to_pylist()
+        return sorted(rows, key=lambda r: r["id"])
+
+
+@pytest.fixture
+def make_sink(hbase_thrift: tuple[str, int], unique_name: Callable[[str], str]) -> Callable[..., Sink]:
+    def make(schema: pa.Schema, *, table: str | None = None, **extra: str) -> Sink:
+        return Sink(hbase_thrift, table or unique_name("t"), schema, **extra)
+
+    return make
