@@ -1,9 +1,13 @@
 """Feeds data and markers from N channels through a barrier handler.
 
-The processor owns the buffers: data (and markers) read from a blocked channel
-are queued, byte-counted via ``nbytes``, and replayed in arrival order as soon
-as the handler releases the channel -- before anything read later. Replayed
-markers go through the handler again, exactly as if they arrived now.
+The processor owns the buffers: one backlog per channel. Data (and markers)
+read from a blocked channel are queued there, byte-counted via ``nbytes``, and
+replayed in arrival order as soon as the handler releases the channel --
+before anything read later from that channel. Replayed markers go through the
+handler again, exactly as if they arrived now; a replayed barrier that blocks
+the channel again simply leaves the rest of the backlog where it is, so a
+burst of barriers costs linear, not quadratic, work. Order is kept per
+channel; across channels replay goes channel by channel.
 
 A connector typically feeds whole Arrow batches per channel with marker rows
 inside (:meth:`InputProcessor.process_batch`); they are split at marker
@@ -50,11 +54,12 @@ class InputProcessor:
     exactly when a checkpoint is aligned (before any data that follows the
     barrier is delivered), ``notify_checkpoint_aborted`` when the handler
     declines one, and delivers data to ``downstream``. Single-threaded: call
-    from one thread; callbacks run on it synchronously.
+    from one thread; callbacks run on it synchronously and must not feed the
+    processor themselves.
 
-    ``max_buffered_bytes`` (exactly-once only) caps data buffered during one
-    alignment; past it the checkpoint is declined and everything is released in
-    order. None means no limit.
+    ``max_buffered_bytes`` (exactly-once only) caps the data held in backlogs
+    during an alignment; past it the checkpoint is declined and everything is
+    released in order. None means no limit.
     """
 
     def __init__(
@@ -78,10 +83,9 @@ class InputProcessor:
         else:
             self._handler = CheckpointBarrierTracker(channels, self)
         self._max_buffered = max_buffered_bytes
-        self._queue: deque[tuple[Hashable, Element]] = deque()  # read, not yet handled
-        self._buffer: deque[tuple[Hashable, Element]] = deque()  # held for blocked channels
+        self._backlogs: dict[Hashable, deque[Element]] = {}  # only non-empty ones
         self._buffered_bytes = 0
-        self._draining = False
+        self._released = False
         self._last_triggered: int | None = None
         self._aborted: deque[tuple[int, AbortReason]] = deque(maxlen=100)  # diagnostics only
         function.initialize_state(context or InitializationContext())
@@ -97,7 +101,7 @@ class InputProcessor:
         self._aborted.append((checkpoint_id, reason))
         self._function.notify_checkpoint_aborted(checkpoint_id)
 
-    # -- input ----------------------------------------------------------------
+    # -- introspection ---------------------------------------------------------
 
     @property
     def handler(self) -> BarrierHandler:
@@ -115,64 +119,80 @@ class InputProcessor:
 
     @property
     def buffered_bytes(self) -> int:
+        """Bytes of data waiting in backlogs (of blocked channels)."""
         return self._buffered_bytes
+
+    # -- input ----------------------------------------------------------------
 
     def process(self, channel: Hashable, element: pa.RecordBatch | Marker) -> None:
         """Feed one data batch (no marker columns) or one marker read from ``channel``."""
-        self._queue.append((channel, element))
-        self._drain()
+        self._feed(channel, (element,))
 
     def process_batch(self, channel: Hashable, batch: pa.RecordBatch) -> None:
         """Feed an Arrow batch that may carry marker rows (see :mod:`.markers`)."""
-        self._queue.extend((channel, part) for part in split_markers(batch))
-        self._drain()
+        self._feed(channel, split_markers(batch))
 
     def process_all(self, elements: Iterable[tuple[Hashable, pa.RecordBatch | Marker]]) -> None:
-        self._queue.extend(elements)
-        self._drain()
+        """Feed ``(channel, element)`` pairs in order."""
+        for channel, element in elements:
+            self._feed(channel, (element,))
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Forward the coordinator's "checkpoint is durable" to the function."""
         self._function.notify_checkpoint_complete(checkpoint_id)
 
-    def _drain(self) -> None:
-        if self._draining:  # re-entered from a callback: the outer loop picks it up
-            return
-        self._draining = True
-        try:
-            while self._queue:
-                channel, element = self._queue.popleft()
+    def _feed(self, channel: Hashable, elements: Iterable[Element]) -> None:
+        for element in elements:
+            backlog = self._backlogs.get(channel)
+            if backlog is not None or self._handler.is_blocked(channel):
+                self._enqueue(channel, element)
+                if self._over_limit():
+                    self._drain()
+            else:
                 self._handle(channel, element)
-        finally:
-            self._draining = False
+                if self._released:
+                    self._drain()
+
+    def _enqueue(self, channel: Hashable, element: Element) -> None:
+        backlog = self._backlogs.get(channel)
+        if backlog is None:
+            backlog = self._backlogs[channel] = deque()
+        backlog.append(element)
+        if isinstance(element, pa.RecordBatch):
+            self._buffered_bytes += element.nbytes
+
+    def _over_limit(self) -> bool:
+        """Decline the alignment if backlogs exceed the limit; True if released."""
+        if self._max_buffered is None or self._buffered_bytes <= self._max_buffered:
+            return False
+        return self._handler.alignment_limit_exceeded(self._buffered_bytes)
+
+    def _drain(self) -> None:
+        """Replay backlogs of unblocked channels until all are empty or blocked."""
+        while True:
+            self._released = False
+            for channel in list(self._backlogs):
+                backlog = self._backlogs[channel]
+                while backlog and not self._handler.is_blocked(channel):
+                    element = backlog.popleft()
+                    if isinstance(element, pa.RecordBatch):
+                        self._buffered_bytes -= element.nbytes
+                    self._handle(channel, element)
+                if not backlog:
+                    del self._backlogs[channel]
+            # A new alignment may start with a backlog already over the limit.
+            if not self._released and not self._over_limit():
+                return
 
     def _handle(self, channel: Hashable, element: Element) -> None:
         handler = self._handler
-        if handler.is_blocked(channel):
-            self._buffer.append((channel, element))
-            if isinstance(element, pa.RecordBatch):
-                self._buffered_bytes += element.nbytes
-                if self._max_buffered is not None and self._buffered_bytes > self._max_buffered:
-                    if handler.alignment_limit_exceeded(self._buffered_bytes):
-                        self._release()
-            return
         if isinstance(element, pa.RecordBatch):
             self._downstream(channel, element)
         elif isinstance(element, CheckpointBarrier):
-            if handler.process_barrier(element, channel):
-                self._release()
+            self._released |= handler.process_barrier(element, channel)
         elif isinstance(element, CancelCheckpointMarker):
-            if handler.process_cancel(element, channel):
-                self._release()
+            self._released |= handler.process_cancel(element, channel)
         elif isinstance(element, EndOfPartition):
-            if handler.process_end_of_partition(channel):
-                self._release()
+            self._released |= handler.process_end_of_partition(channel)
         else:
             raise ProtocolError(f"cannot process {type(element).__name__} from channel {channel!r}", channel=channel)
-
-    def _release(self) -> None:
-        """Put buffered elements back in front of unread input, in arrival order."""
-        if self._buffer:
-            self._queue.extendleft(reversed(self._buffer))
-            self._buffer.clear()
-        self._buffered_bytes = 0

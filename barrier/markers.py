@@ -160,7 +160,8 @@ def _decode(row: dict[str, object]) -> Marker:
 def split_markers(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch | Marker]:
     """Yield data slices (marker columns dropped) and decoded markers, in stream order.
 
-    Slicing is zero-copy; only marker rows are converted to Python objects.
+    Slicing is zero-copy; only marker rows are converted to Python objects, all
+    of a batch's marker rows in one ``take`` + ``to_pydict``.
     """
     kind_idx = batch.schema.get_field_index("_barrier_kind")
     data_cols = [i for i, name in enumerate(batch.schema.names) if name not in MARKER_COLUMNS]
@@ -169,13 +170,19 @@ def split_markers(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch | Marker]:
         if batch.num_rows:
             yield data
         return
-    positions = pc.indices_nonzero(pc.is_valid(batch.column(kind_idx))).to_pylist()
+    kinds = batch.column(kind_idx)
+    if kinds.null_count == len(kinds):  # no marker rows: the common case
+        if batch.num_rows:
+            yield data
+        return
+    positions_arr = pc.indices_nonzero(pc.is_valid(kinds))
+    positions = positions_arr.to_pylist()
+    columns = batch.select(list(MARKER_COLUMNS)).take(positions_arr).to_pydict()
     start = 0
-    for pos in positions:
+    for i, pos in enumerate(positions):
         if pos > start:
             yield data.slice(start, pos - start)
-        row = batch.slice(pos, 1).select(list(MARKER_COLUMNS)).to_pylist()[0]
-        yield _decode(row)
+        yield _decode({name: columns[name][i] for name in MARKER_COLUMNS})
         start = pos + 1
     if start < batch.num_rows:
         yield data.slice(start)

@@ -50,18 +50,39 @@ def test_blocked_channel_records_are_buffered_not_processed():
     assert proc.buffered_bytes == rows(2).nbytes
 
 
-def test_snapshot_precedes_replay_of_buffered_records_in_arrival_order():
+def test_snapshot_precedes_replay_of_buffered_records_in_arrival_order_per_channel():
     proc, fn = make(("a", "b", "c"))
     proc.process_all([
         ("a", B(1)), ("a", rows(1)), ("c", B(1)), ("c", rows(30)), ("a", rows(2)), ("b", rows(20)),
         ("b", B(1)), ("b", rows(21)),
     ])
-    assert fn.events == [
-        ("data", "b", [20]),
-        ("snapshot", 1),
-        ("data", "a", [1]), ("data", "c", [30]), ("data", "a", [2]), ("data", "b", [21]),
-    ]
+    assert fn.events[:2] == [("data", "b", [20]), ("snapshot", 1)]
+    replayed = fn.events[2:]
+    assert sorted(replayed) == sorted([("data", "a", [1]), ("data", "a", [2]), ("data", "c", [30]),
+                                       ("data", "b", [21])])
+    for channel in "abc":
+        per_channel = [e for e in fn.events if e[0] == "data" and e[1] == channel]
+        assert per_channel == sorted(per_channel, key=lambda e: e[2])
     assert proc.buffered_bytes == 0 and proc.last_triggered == 1
+
+
+def test_input_for_channel_with_backlog_queues_behind_it():
+    proc, fn = make()
+    proc.process_all([("a", B(1)), ("a", rows(1)), ("a", B(2)), ("a", rows(2)), ("b", B(1))])
+    proc.process("a", rows(3))  # a is blocked again on barrier 2 with rows(2) waiting
+    assert fn.events == [("snapshot", 1), ("data", "a", [1])]
+    proc.process("b", B(2))
+    assert fn.events[2:] == [("snapshot", 2), ("data", "a", [2]), ("data", "a", [3])]
+
+
+def test_new_alignment_with_backlog_over_limit_is_declined_at_once():
+    limit = rows(1, 2, 3).nbytes
+    proc, fn = make(max_buffered_bytes=limit)
+    proc.process_all([("a", B(1)), ("a", B(2)), ("a", rows(1, 2, 3)), ("a", rows(4))])
+    # the rows wait behind barrier 2 while 1 aligns: over the limit -> 1 declined, released,
+    # barrier 2 blocks a again with the same backlog -> 2 declined too; nothing lost.
+    assert fn.events == [("aborted", 1), ("aborted", 2), ("data", "a", [1, 2, 3]), ("data", "a", [4])]
+    assert proc.buffered_bytes == 0
 
 
 def test_replayed_barrier_starts_next_alignment_and_rebuffers():
