@@ -5,7 +5,9 @@ records through ``InputProcessor.process_batch`` (split at markers, aligned,
 buffered, replayed), round-robin one batch per channel at a time, and compares
 records/s with handing the very same batches straight to the downstream
 callable (pass-through) and with only splitting them at markers (split-only),
-so the cost of alignment itself is visible. Run:
+so the cost of alignment itself is visible. "ratio" is pipeline/pass-through
+throughput, "vs split" pipeline/split-only; "us/marker" charges all overhead
+over pass-through to the markers. Run:
 ``python benchmarks/bench_aligner.py [--records N] [--every K ...]``.
 """
 
@@ -102,7 +104,7 @@ def main() -> None:
     print(f"{args.channels} channels x {args.records:,} records, batches of {args.batch_rows} rows, "
           f"round-robin, best of {args.repeats}")
     print(f"{'K':>8} {'mode':>14} {'pipeline rec/s':>15} {'split-only rec/s':>17} "
-          f"{'pass-through rec/s':>19} {'ratio':>7} {'us/marker':>9} {'snapshots':>9}")
+          f"{'pass-through rec/s':>19} {'ratio':>7} {'vs split':>8} {'us/marker':>9} {'snapshots':>9}")
     for every in args.every:
         feed = interleave([channel_batches(args.records, every, args.batch_rows, f"t:{c}")
                            for c in range(args.channels)])
@@ -138,7 +140,8 @@ def main() -> None:
             t_pipe = best_of(args.repeats, pipeline)
             per_marker = (t_pipe - t_plain) / n_markers * 1e6 if n_markers else float("nan")
             print(f"{every:>8,} {mode.value:>14} {total / t_pipe:>15,.0f} {total / t_split:>17,.0f} "
-                  f"{total / t_plain:>19,.0f} {t_plain / t_pipe:>7.4f} {per_marker:>9.1f} {fn.snapshots:>9}")
+                  f"{total / t_plain:>19,.0f} {t_plain / t_pipe:>7.4f} {t_split / t_pipe:>8.3f} "
+                  f"{per_marker:>9.1f} {fn.snapshots:>9}")
 
 
 if __name__ == "__main__":
