@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping
 
 from kafka import KafkaAdminClient
@@ -32,6 +33,9 @@ from ._positions import TopicPartition
 __all__ = ["OffsetCommitter", "commit_metadata"]
 
 log = logging.getLogger(__name__)
+
+_ATTEMPTS = 4  # retriable errors only, about 3 s in all
+_BACKOFF_S = 0.5
 
 
 def commit_metadata(checkpoint_id: int, timestamp_ms: int) -> str:
@@ -51,6 +55,7 @@ class OffsetCommitter:
         self._admin: KafkaAdminClient | None = None
         self._committed: dict[TopicPartition, int] | None = None
         self._last_checkpoint = 0
+        self._last_error: Exception | None = None
 
     @property
     def last_committed_checkpoint(self) -> int:
@@ -79,29 +84,33 @@ class OffsetCommitter:
         """
         if checkpoint_id <= self._last_checkpoint:
             return True
-        try:
-            if self._committed is None:
-                self._committed = self.group_offsets()
-            ahead = {tp: off for tp, off in offsets.items()
-                     if off > self._committed.get(tp, -1)}
-            if ahead:
-                meta = commit_metadata(checkpoint_id, timestamp_ms)
-                request = {KafkaTP(tp.topic, tp.partition): OffsetAndMetadata(off, meta, -1)
-                           for tp, off in ahead.items()}
-                errors = self._client().alter_group_offsets(self._group_id, request)
-                failed = {str(tp): err.__name__ for tp, err in errors.items()
-                          if err is not None and getattr(err, "errno", 0) != 0}
-                if failed:
-                    raise _PartialCommit(failed)
-                self._committed.update(ahead)
-        except (KafkaError, _PartialCommit, OSError) as exc:
-            self._metrics.add("commits_failed")
-            # Force a fresh read next time: our view of the group may be stale.
-            self._committed = None
-            log.warning("barrier-kafka: committing checkpoint %d to group %r failed (%s); "
-                        "the next completed checkpoint retries", checkpoint_id,
-                        self._group_id, exc)
-            return False
+        for attempt in range(_ATTEMPTS):
+            try:
+                return self._commit_once(checkpoint_id, timestamp_ms, offsets)
+            except (KafkaError, OSError) as exc:
+                self._last_error = exc
+                if not getattr(exc, "retriable", False) or attempt == _ATTEMPTS - 1:
+                    break
+                # e.g. the coordinator is moving or __consumer_offsets is being created
+                self._committed = None
+                time.sleep(_BACKOFF_S * (attempt + 1))
+        return self._commit_failed(checkpoint_id)
+
+    def _commit_once(self, checkpoint_id: int, timestamp_ms: int,
+                     offsets: Mapping[TopicPartition, int]) -> bool:
+        if self._committed is None:
+            self._committed = self.group_offsets()
+        ahead = {tp: off for tp, off in offsets.items() if off > self._committed.get(tp, -1)}
+        if ahead:
+            meta = commit_metadata(checkpoint_id, timestamp_ms)
+            request = {KafkaTP(tp.topic, tp.partition): OffsetAndMetadata(off, meta, -1)
+                       for tp, off in ahead.items()}
+            errors = self._client().alter_group_offsets(self._group_id, request)
+            failed = {str(tp): err.__name__ for tp, err in errors.items()
+                      if err is not None and getattr(err, "errno", 0) != 0}
+            if failed:
+                raise _PartialCommit(failed)
+            self._committed.update(ahead)
         self._last_checkpoint = checkpoint_id
         self._metrics.add("commits_succeeded")
         self._metrics.set("last_committed_checkpoint", checkpoint_id)
@@ -109,14 +118,25 @@ class OffsetCommitter:
                  self._group_id, {str(tp): off for tp, off in sorted(offsets.items())})
         return True
 
+    def _commit_failed(self, checkpoint_id: int) -> bool:
+        self._metrics.add("commits_failed")
+        # Force a fresh read next time: our view of the group may be stale.
+        self._committed = None
+        log.warning("barrier-kafka: committing checkpoint %d to group %r failed (%s); "
+                    "the next completed checkpoint retries", checkpoint_id,
+                    self._group_id, self._last_error)
+        return False
+
     def close(self) -> None:
         if self._admin is not None:
             self._admin.close()
             self._admin = None
 
 
-class _PartialCommit(Exception):
-    """Some partitions were rejected by the coordinator."""
+class _PartialCommit(KafkaError):
+    """Some partitions were rejected by the coordinator (retried like a retriable error)."""
+
+    retriable = True
 
     def __init__(self, failed: Mapping[str, str]) -> None:
         super().__init__(f"partitions rejected: {dict(failed)}")
