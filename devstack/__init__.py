@@ -1,0 +1,35 @@
+"""A local Kafka + HBase for tests and the demo, without Docker.
+
+``python -m sparkbarrier.devstack up | down | status | env`` or, from Python::
+
+    from sparkbarrier.devstack import Devstack
+    endpoints = Devstack().up()          # idempotent; starts what is not running
+    endpoints.kafka_bootstrap            # "127.0.0.1:9092"
+    endpoints.hbase_thrift               # ("127.0.0.1", 9090)
+
+Kafka (KRaft, one broker+controller) and HBase (standalone master + Thrift1) run
+as plain JVMs on 127.0.0.1; their jars come from Maven Central once (cached, see
+``_config`` for locations and environment variables). Servers outlive the caller
+until ``down``.
+"""
+
+from __future__ import annotations
+
+from .._exceptions import DevstackError
+from ._config import ENV_CACHE, ENV_HOME, ENV_MAVEN_REPO, ENV_MAVEN_SETTINGS, Port
+from ._stack import HBASE_ENV, KAFKA_ENV, Devstack, Endpoints, ProcessStatus, StackStatus
+
+__all__ = [
+    "Devstack",
+    "Endpoints",
+    "StackStatus",
+    "ProcessStatus",
+    "Port",
+    "DevstackError",
+    "KAFKA_ENV",
+    "HBASE_ENV",
+    "ENV_HOME",
+    "ENV_CACHE",
+    "ENV_MAVEN_REPO",
+    "ENV_MAVEN_SETTINGS",
+]

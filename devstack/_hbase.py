@@ -1,0 +1,174 @@
+"""The HBase servers of the dev stack: a standalone HMaster and the Thrift1 gateway.
+
+Standalone mode (``hbase.cluster.distributed=false``) runs master, one regionserver
+and an embedded ZooKeeper in one JVM on the local file system; stream capability
+enforcement is off because ``file://`` has no hflush/hsync. The Thrift server is a
+second JVM with its defaults: thread-pool server, buffered transport, binary
+protocol, which is exactly what happybase speaks by default. It closes sockets idle
+for 60 s (``hbase.thrift.server.socket.read.timeout``), so clients must reconnect.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from .._exceptions import DevstackError
+from ._config import Port
+from ._jvm import Java, write_log4j_config
+from ._maven import Classpath
+
+__all__ = ["MASTER", "THRIFT", "MASTER_MAIN", "THRIFT_MAIN", "prepare", "probe"]
+
+log = logging.getLogger(__name__)
+
+MASTER = "hbase-master"
+THRIFT = "hbase-thrift"
+MASTER_MAIN = "org.apache.hadoop.hbase.master.HMaster"
+THRIFT_MAIN = "org.apache.hadoop.hbase.thrift.ThriftServer"
+MASTER_HEAP = "1g"
+THRIFT_HEAP = "512m"
+
+# The module opens HBase's own bin/hbase passes on Java 11+ (add_jdk11_jvm_flags,
+# HBASE-28259/28252) plus java.util(.concurrent) from its test flags; without them
+# netty and Hadoop fail with InaccessibleObjectException on Java 17.
+JAVA17_OPTIONS = (
+    "-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true",
+    "--add-modules", "jdk.unsupported",
+    "--add-opens", "java.base/java.io=ALL-UNNAMED",
+    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-exports", "java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+    "--add-exports", "java.base/sun.net.dns=ALL-UNNAMED",
+    "--add-exports", "java.base/sun.net.util=ALL-UNNAMED",
+)
+_COMMON_OPTIONS = ("-XX:+UseG1GC", "-Djava.awt.headless=true",
+                   "-Dzookeeper.admin.enableServer=false")
+
+
+def _site(data_dir: Path, ports: Mapping[Port, int]) -> dict[str, object]:
+    return {
+        "hbase.cluster.distributed": "false",
+        "hbase.rootdir": (data_dir / "root").as_uri(),
+        "hbase.tmp.dir": data_dir / "tmp",
+        "hbase.zookeeper.quorum": "127.0.0.1",
+        "hbase.zookeeper.property.clientPort": ports[Port.HBASE_ZOOKEEPER],
+        "hbase.zookeeper.property.dataDir": data_dir / "zookeeper",
+        "hbase.unsafe.stream.capability.enforce": "false",
+        "hbase.master.hostname": "127.0.0.1",
+        "hbase.regionserver.hostname": "127.0.0.1",
+        "hbase.master.port": ports[Port.HBASE_MASTER],
+        "hbase.regionserver.port": ports[Port.HBASE_REGIONSERVER],
+        "hbase.master.info.port": -1,
+        "hbase.regionserver.info.port": -1,
+        "hbase.thrift.info.port": -1,
+        "hbase.regionserver.thrift.port": ports[Port.HBASE_THRIFT],
+        "hbase.regionserver.thrift.ipaddress": "127.0.0.1",
+    }
+
+
+def _site_xml(settings: Mapping[str, object]) -> str:
+    props = "".join(
+        f"  <property><name>{escape(k)}</name><value>{escape(str(v))}</value></property>\n"
+        for k, v in settings.items()
+    )
+    return f'<?xml version="1.0"?>\n<configuration>\n{props}</configuration>\n'
+
+
+def prepare(
+    java: Java,
+    classpath: Classpath,
+    *,
+    markers: Mapping[str, str],
+    data_dir: Path,
+    ports: Mapping[Port, int],
+) -> dict[str, list[str]]:
+    """Wipe ``data_dir``, write ``hbase-site.xml``; return ``{MASTER: cmd, THRIFT: cmd}``.
+
+    The conf dir leads the classpath, which is how HBase finds ``hbase-site.xml``.
+    """
+    shutil.rmtree(data_dir, ignore_errors=True)
+    conf = data_dir / "conf"
+    conf.mkdir(parents=True)
+    (conf / "hbase-site.xml").write_text(_site_xml(_site(data_dir, ports)))
+    log4j = write_log4j_config(conf)
+    options = (*JAVA17_OPTIONS, *_COMMON_OPTIONS, f"-Dlog4j2.configurationFile={log4j}")
+    cp = classpath.as_arg(conf)
+    thrift_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT]),
+                   "--infoport", "-1", "start")
+    return {
+        MASTER: java.command(marker=markers[MASTER], heap=MASTER_HEAP, classpath=cp,
+                             main=MASTER_MAIN, args=("start",), options=options),
+        THRIFT: java.command(marker=markers[THRIFT], heap=THRIFT_HEAP, classpath=cp,
+                             main=THRIFT_MAIN, args=thrift_args, options=options),
+    }
+
+
+def probe(
+    host: str, port: int, *, deadline: float, check: Callable[[], None] | None = None
+) -> None:
+    """Create a table, write, read and drop it through Thrift, retrying until ``deadline``.
+    ``check`` runs before every attempt and may raise to abort (server died).
+
+    Why retry: Thrift accepts connections before ``hbase:meta`` is online, and the
+    master answers "PleaseHoldException: initializing" for a while.
+    """
+    from thriftpy2.thrift import TException
+
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        if check is not None:
+            check()
+        try:
+            _roundtrip(host, port)
+            return
+        except (TException, OSError) as exc:
+            last = exc
+            log.debug("hbase probe not yet successful: %r", exc)
+            time.sleep(1.0)
+    raise DevstackError(
+        f"hbase thrift at {host}:{port} accepts connections but a create/put/get/drop "
+        f"round trip did not succeed in time (last error: {_short(last)})",
+        fix="read <home>/logs/hbase-master.log; then `python -m sparkbarrier.devstack down` "
+        "and `up`",
+    )
+
+
+def _roundtrip(host: str, port: int) -> None:
+    import happybase
+    from thriftpy2.thrift import TException
+
+    table_name = f"sparkbarrier_devstack_probe_{secrets.token_hex(4)}"
+    connection = happybase.Connection(host, port, timeout=20000, autoconnect=False)
+    connection.open()
+    created = False
+    try:
+        connection.create_table(table_name, {"f": {}})
+        created = True
+        table = connection.table(table_name)
+        table.put(b"row", {b"f:q": b"v"})
+        if table.row(b"row") != {b"f:q": b"v"}:
+            raise OSError(f"probe row not read back from {table_name}")
+    finally:
+        if created:
+            try:
+                connection.delete_table(table_name, disable=True)
+            except (TException, OSError) as exc:
+                log.warning("could not drop probe table %s: %r", table_name, exc)
+        connection.close()
+
+
+def _short(exc: BaseException | None) -> str:
+    text = repr(exc)
+    return text if len(text) < 300 else text[:300] + "..."

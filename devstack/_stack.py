@@ -1,0 +1,323 @@
+"""The dev stack as one object: ``up`` (idempotent), ``down``, ``status``, ``endpoints``.
+
+Two components, each started and health-checked as a unit:
+
+* ``kafka``: process ``kafka`` (KRaft broker + controller);
+* ``hbase``: processes ``hbase-master`` (master, regionserver, ZooKeeper) and
+  ``hbase-thrift``.
+
+``up`` leaves a component alone while all its processes are ours, alive and listening
+(and answer a real round trip); otherwise it stops what is left of it and starts it
+afresh from empty data. Whatever ``up`` started is stopped again if ``up`` fails, so
+a failed ``up`` leaves nothing running that it started. ``up``/``down`` of one home
+are serialised with a file lock, so concurrent pytest sessions share one stack.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import subprocess
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._exceptions import DevstackError
+from . import _hbase, _kafka
+from ._config import Paths, Port, port_requests
+from ._jvm import find_java
+from ._maven import resolve_classpath
+from ._process import (
+    ProcessRecord,
+    choose_ports,
+    died,
+    is_ours,
+    marker_for,
+    port_accepts,
+    spawn,
+    stack_lock,
+    stop_processes,
+    wait_for_port,
+)
+
+__all__ = ["Devstack", "Endpoints", "ProcessStatus", "StackStatus", "KAFKA_ENV", "HBASE_ENV"]
+
+log = logging.getLogger(__name__)
+
+KAFKA_ENV = "SPARKBARRIER_KAFKA_BOOTSTRAP"
+HBASE_ENV = "SPARKBARRIER_HBASE_THRIFT"
+
+_COMPONENTS: dict[str, tuple[str, ...]] = {
+    "kafka": (_kafka.NAME,),
+    "hbase": (_hbase.MASTER, _hbase.THRIFT),
+}
+_PROCESS_PORTS: dict[str, tuple[Port, ...]] = {
+    _kafka.NAME: (Port.KAFKA, Port.KAFKA_CONTROLLER),
+    _hbase.MASTER: (Port.HBASE_ZOOKEEPER, Port.HBASE_MASTER, Port.HBASE_REGIONSERVER),
+    _hbase.THRIFT: (Port.HBASE_THRIFT,),
+}
+_PROCESSES = tuple(name for names in _COMPONENTS.values() for name in names)
+_RECHECK_S = 60.0  # budget for the round trip against an already running stack
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where the running stack serves; all on 127.0.0.1."""
+
+    kafka_bootstrap: str
+    hbase_thrift: tuple[str, int]
+
+    def env(self) -> dict[str, str]:
+        """The variables the test fixtures and the demo read."""
+        host, port = self.hbase_thrift
+        return {KAFKA_ENV: self.kafka_bootstrap, HBASE_ENV: f"{host}:{port}"}
+
+    def exports(self) -> str:
+        """``export K=V`` lines for ``eval "$(python -m sparkbarrier.devstack env)"``."""
+        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.env().items())
+
+
+@dataclass(frozen=True)
+class ProcessStatus:
+    """One server process: ``alive`` = pid is ours and running; ``serving`` = its ports
+    accept connections."""
+
+    name: str
+    pid: int | None
+    alive: bool
+    serving: bool
+    ports: dict[str, int]
+    log: str
+
+
+@dataclass(frozen=True)
+class StackStatus:
+    home: Path
+    processes: tuple[ProcessStatus, ...]
+    endpoints: Endpoints | None = None
+
+    @property
+    def running(self) -> bool:
+        """Every process alive and serving."""
+        return all(p.alive and p.serving for p in self.processes)
+
+
+@dataclass
+class _Started:
+    """Processes started by one ``up`` call, stopped again if that call fails."""
+
+    records: list[ProcessRecord] = field(default_factory=list)
+    procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+
+
+class Devstack:
+    """Handle on the stack living in ``home`` (see ``_config`` for the defaults).
+
+    ``ports`` maps ``Port`` → number for explicit requests (they must be free);
+    ``environ`` replaces ``os.environ`` for tests. Creating the object touches nothing.
+    """
+
+    def __init__(
+        self,
+        home: str | os.PathLike[str] | None = None,
+        *,
+        cache: str | os.PathLike[str] | None = None,
+        ports: Mapping[Port, int] | None = None,
+        environ: Mapping[str, str] | None = None,
+        start_timeout_s: float = 240.0,
+    ) -> None:
+        self._environ = dict(os.environ if environ is None else environ)
+        self.paths = Paths.resolve(home, cache, self._environ)
+        self._port_requests = port_requests(ports, self._environ)
+        self._start_timeout_s = start_timeout_s
+
+    # ------------------------------------------------------------------ queries
+    def _records(self) -> dict[str, ProcessRecord | None]:
+        return {name: ProcessRecord.load(self.paths.run, name) for name in _PROCESSES}
+
+    def status(self) -> StackStatus:
+        """What runs, from the pid records; cheap (no round trips)."""
+        rows = []
+        for name, record in self._records().items():
+            alive = record is not None and is_ours(record)
+            serving = alive and record is not None and all(
+                port_accepts(p) for p in record.ports.values())
+            rows.append(ProcessStatus(
+                name=name,
+                pid=record.pid if record else None,
+                alive=alive,
+                serving=serving,
+                ports=dict(record.ports) if record else {},
+                log=str(self.paths.logs / f"{name}.log"),
+            ))
+        return StackStatus(self.paths.home, tuple(rows), self.endpoints())
+
+    def endpoints(self) -> Endpoints | None:
+        """Endpoints of a running stack, or None if any process is not alive."""
+        records = self._records()
+        if not all(r is not None and is_ours(r) for r in records.values()):
+            return None
+        kafka, thrift = records[_kafka.NAME], records[_hbase.THRIFT]
+        assert kafka is not None and thrift is not None  # checked above
+        return Endpoints(
+            kafka_bootstrap=f"127.0.0.1:{kafka.ports[Port.KAFKA.key]}",
+            hbase_thrift=("127.0.0.1", thrift.ports[Port.HBASE_THRIFT.key]),
+        )
+
+    # ------------------------------------------------------------------ down
+    def down(self) -> list[str]:
+        """Stop our processes (SIGTERM, then SIGKILL after a bounded wait).
+
+        Idempotent; returns the names of the processes that were running.
+        """
+        with stack_lock(self.paths.run):
+            records = [r for r in self._records().values() if r is not None]
+            stopped = stop_processes(records)
+            for record in records:
+                ProcessRecord.remove(self.paths.run, record.name)
+        for record in stopped:
+            log.info("stopped %s (pid %d)", record.name, record.pid)
+        return [r.name for r in stopped]
+
+    # ------------------------------------------------------------------ up
+    def up(self) -> Endpoints:
+        """Start what is not running, verify everything serves, return the endpoints.
+
+        Idempotent. Raises ``DevstackError`` (after stopping whatever this call
+        started) when a prerequisite is missing or a server fails to come up.
+        """
+        self.paths.ensure()
+        with stack_lock(self.paths.run):
+            records = self._records()
+            healthy = {c for c, names in _COMPONENTS.items()
+                       if all(self._serving(records[n]) for n in names)}
+            self._check_requested_ports(records, healthy)
+            to_start = [c for c in _COMPONENTS if c not in healthy]
+            leftovers = [r for c in to_start for n in _COMPONENTS[c]
+                         if (r := records[n]) is not None]
+            if leftovers:
+                log.info("restarting %s (not all processes serve)", ", ".join(to_start))
+                stop_processes(leftovers)
+            for c in to_start:
+                for n in _COMPONENTS[c]:
+                    ProcessRecord.remove(self.paths.run, n)
+            if to_start:
+                self._start(to_start)
+            else:
+                self._recheck()
+        endpoints = self.endpoints()
+        if endpoints is None:
+            raise DevstackError("a server died right after start",
+                                fix="run `python -m sparkbarrier.devstack status` and read its log")
+        return endpoints
+
+    def _serving(self, record: ProcessRecord | None) -> bool:
+        return (record is not None and is_ours(record)
+                and all(port_accepts(p) for p in record.ports.values()))
+
+    def _check_requested_ports(self, records: Mapping[str, ProcessRecord | None],
+                               healthy: set[str]) -> None:
+        for component in healthy:
+            for name in _COMPONENTS[component]:
+                record = records[name]
+                assert record is not None  # healthy implies a record
+                for port in _PROCESS_PORTS[name]:
+                    wanted = self._port_requests.get(port)
+                    if wanted is not None and record.ports.get(port.key) != wanted:
+                        raise DevstackError(
+                            f"{name} already runs with {port.key} port "
+                            f"{record.ports.get(port.key)}, not the requested {wanted}",
+                            fix="run `python -m sparkbarrier.devstack down` first, "
+                            "or drop the port request",
+                        )
+
+    def _recheck(self) -> None:
+        endpoints = self.endpoints()
+        if endpoints is None:
+            return
+        deadline = time.monotonic() + _RECHECK_S
+        _kafka.probe(endpoints.kafka_bootstrap, deadline=deadline)
+        _hbase.probe(*endpoints.hbase_thrift, deadline=deadline)
+        log.info("already running and healthy")
+
+    def _start(self, components: list[str]) -> None:
+        java = find_java(self._environ)
+        classpaths = {c: resolve_classpath(c, self.paths, java) for c in components}
+        wanted = {p: self._port_requests[p] for c in components
+                  for n in _COMPONENTS[c] for p in _PROCESS_PORTS[n]}
+        ports = choose_ports(wanted)
+        started = _Started()
+        deadline = time.monotonic() + self._start_timeout_s
+        try:
+            if "hbase" in components:
+                cmds = _hbase.prepare(
+                    java, classpaths["hbase"],
+                    markers={n: marker_for(n, self.paths.home) for n in _COMPONENTS["hbase"]},
+                    data_dir=self.paths.data("hbase"), ports=ports)
+                self._spawn(started, _hbase.MASTER, cmds[_hbase.MASTER], ports)
+            if "kafka" in components:
+                log_path = self._fresh_log(_kafka.NAME)
+                cmd = _kafka.prepare(
+                    java, classpaths["kafka"], marker=marker_for(_kafka.NAME, self.paths.home),
+                    data_dir=self.paths.data("kafka"), ports=ports, log_path=log_path)
+                self._spawn(started, _kafka.NAME, cmd, ports, truncate=False)
+                self._wait_port(started, _kafka.NAME, ports[Port.KAFKA], deadline)
+                _kafka.probe(f"127.0.0.1:{ports[Port.KAFKA]}",
+                             deadline=min(deadline, time.monotonic() + 90),
+                             check=self._watch(started, _kafka.NAME))
+                log.info("kafka serves on 127.0.0.1:%d", ports[Port.KAFKA])
+            if "hbase" in components:
+                self._wait_port(started, _hbase.MASTER, ports[Port.HBASE_ZOOKEEPER], deadline)
+                self._spawn(started, _hbase.THRIFT, cmds[_hbase.THRIFT], ports)
+                self._wait_port(started, _hbase.THRIFT, ports[Port.HBASE_THRIFT], deadline)
+                _hbase.probe("127.0.0.1", ports[Port.HBASE_THRIFT], deadline=deadline,
+                             check=self._watch(started, _hbase.MASTER, _hbase.THRIFT))
+                log.info("hbase thrift serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT])
+        except BaseException:
+            self._abort(started)
+            raise
+
+    def _fresh_log(self, name: str) -> Path:
+        path = self.paths.logs / f"{name}.log"
+        path.write_bytes(b"")
+        return path
+
+    def _spawn(self, started: _Started, name: str, cmd: list[str],
+               ports: Mapping[Port, int], *, truncate: bool = True) -> None:
+        log_path = self._fresh_log(name) if truncate else self.paths.logs / f"{name}.log"
+        log.info("starting %s (log: %s)", name, log_path)
+        proc = spawn(cmd, log_path=log_path, cwd=self.paths.data(name.split("-")[0]),
+                     env=self._environ)
+        record = ProcessRecord(
+            name=name, pid=proc.pid, marker=cmd[1], log=str(log_path),
+            ports={p.key: ports[p] for p in _PROCESS_PORTS[name]}, started_at=time.time())
+        record.save(self.paths.run)
+        started.records.append(record)
+        started.procs[name] = proc
+
+    def _wait_port(self, started: _Started, name: str, port: int, deadline: float) -> None:
+        wait_for_port(port, deadline=deadline, proc=started.procs[name], name=name,
+                      log_path=self.paths.logs / f"{name}.log")
+
+    def _watch(self, started: _Started, *names: str) -> Callable[[], None]:
+        """A check for the probes: raises if one of ``names`` exited meanwhile."""
+        def check() -> None:
+            for name in names:
+                proc = started.procs[name]
+                if proc.poll() is not None:
+                    raise died(name, proc.returncode, self.paths.logs / f"{name}.log")
+        return check
+
+    def _abort(self, started: _Started) -> None:
+        if not started.records:
+            return
+        log.info("start failed; stopping %s", ", ".join(r.name for r in started.records))
+        stop_processes(started.records, grace_s=15.0)
+        for proc in started.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        for record in started.records:
+            ProcessRecord.remove(self.paths.run, record.name)
