@@ -1,0 +1,169 @@
+"""``python -m sparkbarrier status``: where a barrier pipeline stands, read from Kafka and HBase.
+
+Examples::
+
+    python -m sparkbarrier status --group orders-etl --topic orders
+    python -m sparkbarrier status --sink-id orders --commit-table sparkbarrier_commits
+    python -m sparkbarrier status --group g --sink-id s --checkpoint-location /ckpt --json
+
+Endpoints come from ``--bootstrap`` / ``--hbase`` or ``SPARKBARRIER_KAFKA_BOOTSTRAP`` /
+``SPARKBARRIER_HBASE_THRIFT`` (``eval "$(python -m sparkbarrier.devstack env)"`` sets them
+for the local devstack). Exit status: 0 shown, 1 something asked for was not found or
+unreachable, 2 usage error. This module is a CLI, so it writes to stdout/stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ._exceptions import SparkBarrierError
+from ._status import (
+    CheckpointLogStatus,
+    GroupStatus,
+    SinkStatus,
+    as_json,
+    checkpoint_log_status,
+    group_status,
+    sink_status,
+)
+
+__all__ = ["main"]
+
+KAFKA_ENV = "SPARKBARRIER_KAFKA_BOOTSTRAP"
+HBASE_ENV = "SPARKBARRIER_HBASE_THRIFT"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sparkbarrier", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    st = sub.add_parser("status", help="group offsets / lag, last sink commit, pending checkpoints")
+    st.add_argument("--group", help="consumer group (kafka.group.id of the barrier-kafka source)")
+    st.add_argument("--topic", action="append", help="topic to show (repeatable; default: the group's)")
+    st.add_argument("--bootstrap", help=f"Kafka bootstrap servers (default ${KAFKA_ENV})")
+    st.add_argument("--sink-id", help="sink.id of the barrier-hbase sink")
+    st.add_argument("--commit-table", default="sparkbarrier_commits", help="commit table (default %(default)s)")
+    st.add_argument("--table", help="expected data table of the sink (checked against the commit record)")
+    st.add_argument("--hbase", help=f"HBase Thrift1 host:port (default ${HBASE_ENV})")
+    st.add_argument("--checkpoint-location", help="local Spark checkpoint dir: last completed + pending batches")
+    st.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    return parser
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _hostport(value: str, what: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        raise _UsageError(f"{what} must be host:port, got {value!r}")
+    return host, int(port)
+
+
+def _endpoint(flag: str | None, env: str, what: str) -> str:
+    value = flag or os.environ.get(env)
+    if not value:
+        raise _UsageError(f"no {what} endpoint: pass the flag or set {env} "
+                          "(for the devstack: eval \"$(python -m sparkbarrier.devstack env)\")")
+    return value
+
+
+def _when(ms: int | None) -> str:
+    if not ms:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [headers] + [["-" if v is None else str(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths)))
+             for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _render_group(g: GroupStatus) -> str:
+    head = (f"consumer group {g.group}: last completed checkpoint "
+            f"{g.last_checkpoint_id if g.last_checkpoint_id is not None else '-'}, total lag {g.total_lag}")
+    rows = [[p.topic, p.partition, p.committed, p.end, p.lag, p.checkpoint_id, _when(p.checkpoint_timestamp_ms)]
+            for p in g.partitions]
+    return head + "\n" + _table(["topic", "partition", "committed", "end", "lag", "checkpoint", "planned at"], rows)
+
+
+def _render_sink(s: SinkStatus) -> str:
+    head = (f"sink {s.sink_id} -> table {s.table} (commit table {s.commit_table}): last commit seq {s.seq}, "
+            f"Spark batch {s.batch_id}, at {_when(s.committed_at_ms)}, checkpoints "
+            f"{s.checkpoint_ids[-3:] if s.checkpoint_ids else '-'}, gaps {s.gaps}")
+    if s.attempt_seq is not None:
+        head += f"\n  in flight: batch {s.attempt_batch_id} (seq {s.attempt_seq}), not committed"
+    rows = [[ch, off] for ch, off in sorted(s.offsets.items())]
+    return head + "\n" + _table(["source channel", "next offset covered"], rows)
+
+
+def _render_log(c: CheckpointLogStatus) -> str:
+    last = c.last_completed
+    head = f"Spark checkpoint {c.location}: last completed batch " + (
+        f"{last.batch_id} (checkpoint {last.checkpoint_id})" if last else "-")
+    pend = ", ".join(f"batch {b.batch_id} (checkpoint {b.checkpoint_id})" for b in c.pending) or "none"
+    rows = [[ch, off] for ch, off in sorted(last.offsets.items())] if last else []
+    return head + f"\npending checkpoints: {pend}\n" + _table(["source channel", "completed offset"], rows)
+
+
+def _status(args: argparse.Namespace) -> int:
+    if not (args.group or args.sink_id or args.checkpoint_location):
+        raise _UsageError("status needs --group, --sink-id and/or --checkpoint-location")
+    out: dict[str, Any] = {}
+    if args.group:
+        bootstrap = _endpoint(args.bootstrap, KAFKA_ENV, "Kafka (--bootstrap)")
+        out["group"] = group_status(bootstrap, args.group, args.topic)
+    elif args.topic:
+        raise _UsageError("--topic needs --group")
+    if args.sink_id:
+        host, port = _hostport(_endpoint(args.hbase, HBASE_ENV, "HBase Thrift (--hbase)"), "--hbase")
+        sink = sink_status(host, port, args.sink_id, args.commit_table)
+        if args.table and sink.table != args.table:
+            raise SparkBarrierError(f"sink {args.sink_id!r} writes table {sink.table!r}, not {args.table!r}")
+        out["sink"] = sink
+    if args.checkpoint_location:
+        out["checkpoint_log"] = checkpoint_log_status(args.checkpoint_location)
+    if args.json:
+        payload = {k: as_json(v) for k, v in out.items()}
+        if "checkpoint_log" not in out:
+            payload["pending_checkpoints"] = None  # not readable without Spark's checkpoint dir
+        print(json.dumps(payload, indent=2, sort_keys=True))
+        return 0
+    parts = []
+    if "group" in out:
+        parts.append(_render_group(out["group"]))
+    if "sink" in out:
+        parts.append(_render_sink(out["sink"]))
+    if "checkpoint_log" in out:
+        parts.append(_render_log(out["checkpoint_log"]))
+    else:
+        parts.append("pending checkpoints: not available (the source keeps its pending ledger in the "
+                     "driver's memory; pass --checkpoint-location to read Spark's offset log)")
+    print("\n\n".join(parts))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _status(args)
+    except _UsageError as exc:
+        print(f"sparkbarrier: {exc}", file=sys.stderr)
+        return 2
+    except SparkBarrierError as exc:
+        print(f"sparkbarrier: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
