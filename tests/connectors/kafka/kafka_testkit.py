@@ -28,6 +28,15 @@ class KafkaTool:
             self._producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5)
         return self._producer
 
+    def add_partitions(self, topic: str, total: int) -> None:
+        """Grow ``topic`` to ``total`` partitions; a fresh producer sees them."""
+        self.admin.create_partitions({topic: total})
+        if self._producer is not None:
+            self._producer.close()
+        self._producer = None
+        wait_for(lambda: len(self.producer().partitions_for(topic) or ()) == total, 30,
+                 f"{total} partitions of {topic}")
+
     def create_topic(self, name: str, partitions: int = 2) -> str:
         self.admin.create_topics({name: {"num_partitions": partitions, "replication_factor": 1}},
                                  wait_for_metadata=True)

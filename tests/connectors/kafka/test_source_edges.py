@@ -1,0 +1,117 @@
+"""barrier-kafka edge cases against a real broker: discovery, transactions, data loss."""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaProducer
+from kafka import TopicPartition as KafkaTP
+from kafka_testkit import KafkaTool, start, stream, wait_for
+from pyspark.errors import StreamingQueryException
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+
+def base(kafka: KafkaTool, topic: str, group: str, **extra: str) -> dict[str, str]:
+    return {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic,
+            "kafka.group.id": group, "startingOffsets": "earliest", **extra}
+
+
+def run_available_now(spark, options: dict[str, str], path: str):
+    query, got = start(spark, options, path, available_now=True)
+    try:
+        query.awaitTermination(120)
+    finally:
+        query.stop()
+    return got
+
+
+def test_new_partitions_and_pattern_topics_read_from_earliest(
+    spark, kafka: KafkaTool, unique_name, tmp_path
+) -> None:
+    prefix = unique_name("p")
+    first = kafka.create_topic(prefix + "_a", partitions=1)
+    kafka.produce(first, 5, partitions=1)
+    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribePattern": prefix + "_.*",
+               "kafka.group.id": unique_name("g"), "startingOffsets": "earliest"}
+    query, got = start(spark, options, str(tmp_path / "c"), interval="300 milliseconds")
+    try:
+        wait_for(lambda: len(got.values()) == 5, 60, "first topic read")
+        kafka.add_partitions(first, 2)
+        kafka.produce(first, 4, partitions=2, start=100)  # 2 land in new partition 1
+        second = kafka.create_topic(prefix + "_b", partitions=1)
+        kafka.produce(second, 3, partitions=1, start=200)
+        wait_for(lambda: len(got.values()) == 12, 90, "new partition and new topic read")
+    finally:
+        query.stop()
+    channels = {(r[2], r[3]) for r in got.all_data()}
+    assert channels == {(first, 0), (first, 1), (second, 0)}
+    assert len(set(got.values())) == 12
+
+
+def test_read_committed_skips_aborted_transaction(spark, kafka: KafkaTool, unique_name,
+                                                  tmp_path) -> None:
+    topic = kafka.create_topic(unique_name("t"), partitions=1)
+    producer = KafkaProducer(bootstrap_servers=kafka.bootstrap,
+                             transactional_id=unique_name("tx"))
+    try:
+        producer.init_transactions()
+        for outcome, values in (("commit", [b"a", b"b"]), ("abort", [b"x", b"y", b"z"]),
+                                ("commit", [b"c"])):
+            producer.begin_transaction()
+            for value in values:
+                producer.send(topic, value=value, partition=0)
+            producer.flush()
+            producer.commit_transaction() if outcome == "commit" else producer.abort_transaction()
+    finally:
+        producer.close()
+    options = base(kafka, topic, unique_name("g"), **{"kafka.isolation.level": "read_committed"})
+    got = run_available_now(spark, options, str(tmp_path / "c"))
+    assert got.values() == [b"a", b"b", b"c"]
+    # offsets have gaps (aborted records, commit markers) and the range still ends
+    assert [m[12] for b in got.markers.values() for m in b] == [9]
+
+
+def _delete_below(kafka: KafkaTool, topic: str, offset: int) -> None:
+    kafka.admin.delete_records({KafkaTP(topic, 0): offset})
+
+
+def test_out_of_range_offsets_fail_query_by_default(spark, kafka: KafkaTool, unique_name,
+                                                    tmp_path) -> None:
+    topic = kafka.create_topic(unique_name("t"), partitions=1)
+    kafka.produce(topic, 20, partitions=1)
+    _delete_below(kafka, topic, 10)
+    options = base(kafka, topic, unique_name("g"), startingOffsets=f'{{"{topic}": {{"0": 0}}}}')
+    query, _ = start(spark, options, str(tmp_path / "c"), available_now=True)
+    try:
+        with pytest.raises(StreamingQueryException, match=r"DataLossError.*offsets 0\.\.9"):
+            query.awaitTermination(120)
+    finally:
+        query.stop()
+
+
+def test_out_of_range_offsets_skipped_without_fail_on_data_loss(
+    spark, kafka: KafkaTool, unique_name, tmp_path
+) -> None:
+    topic = kafka.create_topic(unique_name("t"), partitions=1)
+    values = kafka.produce(topic, 20, partitions=1)
+    _delete_below(kafka, topic, 10)
+    options = base(kafka, topic, unique_name("g"), failOnDataLoss="false",
+                   startingOffsets=f'{{"{topic}": {{"0": 0}}}}')
+    got = run_available_now(spark, options, str(tmp_path / "c"))
+    assert got.values() == values[10:]
+
+
+def test_shim_registers_without_explicit_register(spark, kafka: KafkaTool, unique_name) -> None:
+    # pyspark_barrier_kafka.DefaultSource is found by Spark's lookup of the format name.
+    options = base(kafka, kafka.create_topic(unique_name("t")), unique_name("g"))
+    reader = spark.readStream.format("barrier-kafka")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    assert "_barrier_kind" in reader.load().columns
+    assert stream(spark, options).isStreaming
+
+
+def test_bad_option_fails_at_load(spark) -> None:
+    with pytest.raises(Exception, match="exactly one of 'subscribe'"):
+        spark.readStream.format("barrier-kafka").option(
+            "kafka.bootstrap.servers", "h:1").option("kafka.group.id", "g").load()
