@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 DEFAULT_COMMIT_TABLE = "sparkbarrier_commits"
+# Keys Spark itself puts into a sink's option map.
+_SPARK_KEYS = ("path", "checkpointLocation", "queryName")
 
 
 class DeliveryGuarantee(str, enum.Enum):
@@ -214,7 +216,7 @@ def parse_columns(raw: str) -> tuple[tuple[str, str, str], ...]:
 
 def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
     """Validate Spark's option map for the sink (driver, at query start)."""
-    v, _ = parse_options(raw, SINK_OPTION_SPECS, source_name="barrier-hbase sink")
+    v, _ = parse_options(raw, SINK_OPTION_SPECS, source_name="barrier-hbase sink", ignored=_SPARK_KEYS)
     return HBaseSinkOptions(
         host=v["hbase.thrift.host"],
         port=v["hbase.thrift.port"],
@@ -239,5 +241,5 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
 
 def parse_read_options(raw: Mapping[str, str]) -> dict[str, object]:
     """Validate the batch reader's options; returns the parsed values by key."""
-    values, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader")
+    values, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader", ignored=_SPARK_KEYS)
     return values
