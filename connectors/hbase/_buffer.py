@@ -74,7 +74,7 @@ class MutationBuffer:
             except (TException, SinkError) as exc:
                 raise FlushError(
                     f"writing {len(mutations)} row(s) to HBase table {self._table.decode()!r} "
-                    f"at timestamp {ts} failed: {exc}",
+                    f"at timestamp {ts} failed: {_first_line(exc)}",
                     checkpoint_id=self.checkpoint_id,
                 ) from exc
         self.flushes += 1
@@ -85,3 +85,9 @@ class MutationBuffer:
                 f"fault injected by {FAULT_ENV}={FAULT_AFTER_PARTIAL_FLUSH} after a partial flush",
                 checkpoint_id=self.checkpoint_id,
             )
+
+
+def _first_line(exc: BaseException) -> str:
+    message = getattr(exc, "message", None)
+    text = message.decode(errors="replace") if isinstance(message, bytes) else str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__

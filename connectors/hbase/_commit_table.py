@@ -134,10 +134,21 @@ def ensure_commit_table(conn: HBaseConnection, name: str) -> None:
 
 
 def read_state(conn: HBaseConnection, commit_table: str, sink_id: str) -> SinkState:
-    row = conn.call(
-        lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_COLUMN, ATTEMPT_COLUMN])
-    )
+    try:
+        row = conn.call(
+            lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_COLUMN, ATTEMPT_COLUMN])
+        )
+    except TException as exc:
+        raise SinkError(f"cannot read sink {sink_id!r} from commit table {commit_table!r}: "
+                        f"{_short(exc)}") from exc
     return SinkState(row.get(COMMIT_COLUMN), row.get(ATTEMPT_COLUMN))
+
+
+def _short(exc: BaseException) -> str:
+    """First line of a Thrift IOError (the server sends a whole Java stack trace)."""
+    message = getattr(exc, "message", None)
+    text = message.decode(errors="replace") if isinstance(message, bytes) else str(message or exc)
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes,
@@ -154,8 +165,11 @@ def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column
         return bool(c.client.checkAndPut(commit_table.encode(), sink_id.encode(), column,
                                          expected, mutation, {}))
 
-    if conn.call(cap):
-        return True
+    try:
+        if conn.call(cap):
+            return True
+    except TException as exc:
+        raise SinkError(f"checkAndPut on {commit_table!r} row {sink_id!r} failed: {_short(exc)}") from exc
     current = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column]))
     return current.get(column) == value
 

@@ -1,0 +1,147 @@
+"""Throughput of the barrier-hbase sink vs. hand-written happybase writers.
+
+N rows of 10 columns (string key, 3 bigint, 3 double, 3 string) go into fresh HBase
+tables, side by side in one run:
+
+* ``raw client``     -- a happybase ``Table.batch(batch_size=1000)`` put loop over the
+  same rows (values encoded inline), no Spark: the ceiling for one Python writer;
+* ``task writer``    -- our executor writer class alone (exactly-once), no Spark;
+* ``foreachBatch``   -- Spark file stream + ``foreachBatch`` + happybase put loop;
+* ``sink eo`` / ``sink alo`` -- Spark file stream → ``barrier-hbase``
+  (exactly-once / at-least-once).
+
+Ratios: task writer / raw client (target >= 0.9), sink eo / foreachBatch, and
+sink eo / sink alo (exactly-once costs <= 10%). Run:
+``python benchmarks/bench_hbase_sink.py --host 127.0.0.1 --port 9090 [--rows N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import struct
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+
+import happybase
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from sparkbarrier.connectors.hbase import parse_sink_options, register
+from sparkbarrier.connectors.hbase._commit_table import ensure_commit_table
+from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
+
+SCHEMA = pa.schema([("id", pa.string())] + [(f"i{k}", pa.int64()) for k in range(3)]
+                   + [(f"f{k}", pa.float64()) for k in range(3)] + [(f"s{k}", pa.string()) for k in range(3)])
+
+
+def make_rows(n: int) -> pa.Table:
+    ids = pa.array([f"row{i:09d}" for i in range(n)])
+    cols = [ids] + [pa.array(range(k, n + k), pa.int64()) for k in range(3)]
+    cols += [pa.array([i * 0.5 + k for i in range(n)], pa.float64()) for k in range(3)]
+    cols += [pa.array([f"value-{k}-{i % 1000}" for i in range(n)]) for k in range(3)]
+    return pa.Table.from_arrays(cols, schema=SCHEMA)
+
+
+def new_table(host: str, port: int) -> str:
+    name = f"bench_{uuid.uuid4().hex[:8]}"
+    conn = happybase.Connection(host, port)
+    conn.create_table(name, {"d": {"max_versions": 10}})
+    conn.close()
+    return name
+
+
+def put_partition(host: str, port: int, table: str, rows: list[dict]) -> None:
+    conn = happybase.Connection(host, port)
+    t = conn.table(table)
+    pack_i, pack_f = struct.Struct(">q").pack, struct.Struct(">d").pack
+    with t.batch(batch_size=1000) as b:
+        for r in rows:
+            data = {}
+            for k in range(3):
+                data[f"d:i{k}".encode()] = pack_i(r[f"i{k}"])
+                data[f"d:f{k}".encode()] = pack_f(r[f"f{k}"])
+                data[f"d:s{k}".encode()] = r[f"s{k}"].encode()
+            b.put(r["id"].encode(), data)
+    conn.close()
+
+
+def timed(fn: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=9090)
+    ap.add_argument("--files", type=int, default=2, help="input files = Spark tasks")
+    args = ap.parse_args()
+    host, port, n = args.host, args.port, args.rows
+    data = make_rows(n)
+    results: dict[str, float] = {}
+
+    results["raw client"] = n / timed(lambda: put_partition(host, port, new_table(host, port), data.to_pylist()))
+
+    opts = parse_sink_options({"hbase.thrift.host": host, "hbase.thrift.port": str(port),
+                               "table": new_table(host, port), "rowkey": "id",
+                               "commit.table": "sparkbarrier_commits_bench"})
+    ensure_commit_table(HBaseConnection(host, port), opts.commit_table)
+    results["task writer"] = n / timed(lambda: HBaseTaskWriter(opts, TaskIdentity("bench", 0, 0)).run(
+        iter(data.to_batches(max_chunksize=10_000))))
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.sql.shuffle.partitions", "2")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("WARN")
+    register(spark)
+    tmp = tempfile.mkdtemp(prefix="bench_hbase_")
+    per_file = -(-n // args.files)
+    os.makedirs(f"{tmp}/in")
+    for i in range(args.files):
+        pq.write_table(data.slice(i * per_file, per_file), f"{tmp}/in/part-{i}.parquet")
+    source = lambda: spark.readStream.schema(spark.read.parquet(f"{tmp}/in").schema).parquet(f"{tmp}/in")  # noqa: E731
+
+    def run(writer: object, tag: str) -> None:
+        q = writer.option("checkpointLocation", f"{tmp}/ckpt-{tag}").trigger(availableNow=True).start()
+        try:
+            q.awaitTermination()
+            if q.exception() is not None:
+                raise RuntimeError(str(q.exception()))
+        finally:
+            q.stop()
+
+    fb_table = new_table(host, port)
+
+    def fb(df, _batch_id):  # noqa: ANN001
+        df.foreachPartition(lambda it: put_partition(host, port, fb_table, [r.asDict() for r in it]))
+
+    results["foreachBatch"] = n / timed(lambda: run(source().writeStream.foreachBatch(fb), "fb"))
+    for tag, guarantee in (("sink eo", "exactly-once"), ("sink alo", "at-least-once"), ("sink eo#2", "exactly-once")):
+        w = (source().writeStream.format("barrier-hbase").option("hbase.thrift.host", host)
+             .option("hbase.thrift.port", str(port)).option("table", new_table(host, port)).option("rowkey", "id")
+             .option("delivery.guarantee", guarantee).option("commit.table", "sparkbarrier_commits_bench"))
+        results[tag] = n / timed(lambda w=w, tag=tag: run(w, tag.replace(" ", "_").replace("#", "")))
+    spark.stop()
+
+    print(f"rows={n} columns=10 spark_tasks={args.files}")
+    for name, rate in results.items():
+        print(f"  {name:<12} {rate:>10,.0f} rows/s")
+    eo = max(results["sink eo"], results["sink eo#2"])
+    print(f"  task writer / raw client : {results['task writer'] / results['raw client']:.2f}x (target >= 0.9)")
+    print(f"  sink eo / foreachBatch   : {eo / results['foreachBatch']:.2f}x")
+    print(f"  sink eo / sink alo       : {eo / results['sink alo']:.2f}x (target >= 0.9)")
+
+
+if __name__ == "__main__":
+    main()
