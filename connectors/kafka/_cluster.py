@@ -15,8 +15,11 @@ from kafka import TopicPartition as KafkaTP
 
 from ._options import KafkaSourceOptions
 from ._positions import TopicPartition
+from ._secrets import install_client_log_redaction
 
 __all__ = ["ClusterView"]
+
+install_client_log_redaction()
 
 
 def _java_regex_fullmatch(pattern: str) -> re.Pattern[str]:

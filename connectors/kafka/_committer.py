@@ -29,8 +29,11 @@ from kafka.structs import OffsetAndMetadata
 
 from ._metrics import SourceMetrics
 from ._positions import TopicPartition
+from ._secrets import install_client_log_redaction
 
 __all__ = ["OffsetCommitter", "commit_metadata"]
+
+install_client_log_redaction()
 
 log = logging.getLogger(__name__)
 

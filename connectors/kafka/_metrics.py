@@ -8,7 +8,7 @@ for every checkpoint and via :meth:`SourceMetrics.snapshot` for tests.
 from __future__ import annotations
 
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 __all__ = ["SourceMetrics"]
 
@@ -36,6 +36,4 @@ class SourceMetrics:
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
-            data = asdict(self)
-        data.pop("_lock", None)
-        return data
+            return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "_lock"}

@@ -34,8 +34,11 @@ from pyspark.sql.datasource import InputPartition
 from ...barrier.markers import CheckpointBarrier, marker_batch
 from ..._exceptions import DataLossError, SourceError
 from ._options import KafkaSourceOptions
+from ._secrets import install_client_log_redaction
 
 __all__ = ["KafkaRangePartition", "read_range"]
+
+install_client_log_redaction()
 
 log = logging.getLogger(__name__)
 
