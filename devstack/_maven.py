@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -27,6 +28,10 @@ __all__ = ["Classpath", "resolve_classpath"]
 log = logging.getLogger(__name__)
 
 _MAVEN_TIMEOUT_S = 1800
+# Fully qualified so Maven needs no plugin-prefix lookup (which hides network errors
+# behind "No plugin found for prefix") and every Maven version runs the same goal.
+_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:3.6.1:build-classpath"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _NETWORK_SIGNS = (
     "UnknownHostException",
     "Could not transfer",
@@ -36,6 +41,7 @@ _NETWORK_SIGNS = (
     "Network is unreachable",
     "No route to host",
     "Read timed out",
+    "No plugin found for prefix",
 )
 
 
@@ -103,7 +109,7 @@ def _run_maven(name: str, workdir: Path, output: Path, paths: Paths, java: Java)
         )
     cmd = [
         mvn, "-B", "-q", "-Dstyle.color=never", "-f", str(workdir / "pom.xml"),
-        "dependency:build-classpath", f"-Dmdep.outputFile={output}",
+        _GOAL, f"-Dmdep.outputFile={output}",
     ]
     if paths.maven_repo is not None:
         cmd.append(f"-Dmaven.repo.local={paths.maven_repo}")
@@ -123,7 +129,7 @@ def _run_maven(name: str, workdir: Path, output: Path, paths: Paths, java: Java)
             fix="check the network to https://repo.maven.apache.org and run `up` again",
         ) from exc
     if result.returncode != 0:
-        raise _maven_failure(name, result.returncode, result.stdout + result.stderr)
+        raise _maven_failure(name, result.returncode, _ANSI.sub("", result.stdout + result.stderr))
     log.info("resolved %s classpath in %.1fs", name, time.monotonic() - started)
 
 
@@ -133,18 +139,23 @@ def _maven_failure(name: str, code: int, text: str) -> DevstackError:
     log.debug("Maven output for %s:\n%s", name, text)
     if any(sign in text for sign in _NETWORK_SIGNS):
         return DevstackError(
-            f"Maven cannot reach Maven Central to fetch the {name} jars ({first[:240]})",
+            f"Maven cannot reach Maven Central to fetch the {name} jars ({_snippet(first)})",
             fix="check network/proxy access to https://repo.maven.apache.org "
             "(Maven proxies go in ~/.m2/settings.xml) and run `up` again",
         )
     if "Could not find artifact" in text or "Could not resolve dependencies" in text:
         return DevstackError(
-            f"Maven could not resolve the {name} dependencies ({first[:240]})",
+            f"Maven could not resolve the {name} dependencies ({_snippet(first)})",
             fix=f"check that the versions in devstack/poms/{name}/pom.xml exist on your "
             "Maven repository/mirror",
         )
     return DevstackError(
-        f"Maven failed (exit {code}) resolving {name}: {first[:240]}",
+        f"Maven failed (exit {code}) resolving {name}: {_snippet(first)}",
         fix=f"run `mvn -B -f {Path('devstack/poms') / name / 'pom.xml'} "
         "dependency:build-classpath` to see the full error",
     )
+
+
+def _snippet(text: str) -> str:
+    """Head and tail of a long Maven error line: the tail usually holds the reason."""
+    return text if len(text) <= 240 else f"{text[:100]} ... {text[-130:]}"

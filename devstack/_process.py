@@ -121,9 +121,14 @@ def spawn(
 
 
 def stop_processes(
-    records: Iterable[ProcessRecord], *, grace_s: float = 30.0, kill_wait_s: float = 10.0
+    records: Iterable[ProcessRecord],
+    *,
+    grace_s: float = 30.0,
+    grace_by_name: Mapping[str, float] | None = None,
+    kill_wait_s: float = 10.0,
 ) -> list[ProcessRecord]:
-    """SIGTERM every record that is still ours, SIGKILL what outlives ``grace_s``.
+    """SIGTERM every record that is still ours, SIGKILL what outlives its grace period
+    (``grace_by_name[name]``, else ``grace_s``); all processes are stopped in parallel.
 
     Returns the records that were running. Raises ``DevstackError`` if a process
     survives SIGKILL (should not happen short of an unkillable D-state process).
@@ -131,10 +136,15 @@ def stop_processes(
     live = [r for r in records if is_ours(r)]
     for record in live:
         _signal(record.pid, signal.SIGTERM)
-    remaining = _wait_gone(live, grace_s)
+    graces = {r.name: (grace_by_name or {}).get(r.name, grace_s) for r in live}
+    signalled = time.monotonic()
+    remaining: list[ProcessRecord] = []
+    for record in sorted(live, key=lambda r: graces[r.name]):
+        left = signalled + graces[record.name] - time.monotonic()
+        remaining += _wait_gone([record], max(0.0, left))
     for record in remaining:
-        log.warning("%s (pid %d) ignored SIGTERM for %.0fs; sending SIGKILL",
-                    record.name, record.pid, grace_s)
+        log.info("%s (pid %d) still running %.0fs after SIGTERM; sending SIGKILL",
+                 record.name, record.pid, graces[record.name])
         _signal(record.pid, signal.SIGKILL)
     stubborn = _wait_gone(remaining, kill_wait_s)
     if stubborn:

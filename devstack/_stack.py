@@ -59,6 +59,7 @@ _PROCESS_PORTS: dict[str, tuple[Port, ...]] = {
     _hbase.THRIFT: (Port.HBASE_THRIFT,),
 }
 _PROCESSES = tuple(name for names in _COMPONENTS.values() for name in names)
+_STOP_GRACE_S = {_hbase.MASTER: _hbase.MASTER_STOP_GRACE_S}
 _RECHECK_S = 60.0  # budget for the round trip against an already running stack
 
 
@@ -174,7 +175,7 @@ class Devstack:
         """
         with stack_lock(self.paths.run):
             records = [r for r in self._records().values() if r is not None]
-            stopped = stop_processes(records)
+            stopped = stop_processes(records, grace_by_name=_STOP_GRACE_S)
             for record in records:
                 ProcessRecord.remove(self.paths.run, record.name)
         for record in stopped:
@@ -199,7 +200,7 @@ class Devstack:
                          if (r := records[n]) is not None]
             if leftovers:
                 log.info("restarting %s (not all processes serve)", ", ".join(to_start))
-                stop_processes(leftovers)
+                stop_processes(leftovers, grace_by_name=_STOP_GRACE_S)
             for c in to_start:
                 for n in _COMPONENTS[c]:
                     ProcessRecord.remove(self.paths.run, n)
@@ -314,7 +315,7 @@ class Devstack:
         if not started.records:
             return
         log.info("start failed; stopping %s", ", ".join(r.name for r in started.records))
-        stop_processes(started.records, grace_s=15.0)
+        stop_processes(started.records, grace_s=15.0, grace_by_name=_STOP_GRACE_S)
         for proc in started.procs.values():
             if proc.poll() is None:
                 proc.kill()

@@ -1,0 +1,86 @@
+"""Pure tests of paths, port requests/choice and the endpoints' shell form (no servers)."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+from pathlib import Path
+
+import pytest
+
+import sparkbarrier.devstack as devstack
+from sparkbarrier.devstack import DevstackError, Endpoints, Port
+from sparkbarrier.devstack._config import Paths, port_requests
+from sparkbarrier.devstack._process import choose_ports, port_is_free
+
+
+def test_public_surface_is_exported() -> None:
+    for name in devstack.__all__:
+        assert hasattr(devstack, name), name
+
+
+def test_home_override_keeps_the_shared_jar_cache(tmp_path: Path) -> None:
+    default = Paths.resolve(environ={})
+    moved = Paths.resolve(environ={"SPARKBARRIER_DEVSTACK_HOME": str(tmp_path)})
+    assert moved.home == tmp_path
+    assert moved.cache == default.cache
+    assert moved.run == tmp_path / "run"
+
+
+def test_cache_is_configurable_apart(tmp_path: Path) -> None:
+    paths = Paths.resolve(environ={"SPARKBARRIER_DEVSTACK_CACHE": str(tmp_path / "c")})
+    assert paths.cache == tmp_path / "c"
+
+
+def test_explicit_port_argument_wins_over_env() -> None:
+    env = {Port.KAFKA.env: "19999"}
+    assert port_requests({Port.KAFKA: 18888}, env)[Port.KAFKA] == 18888
+    assert port_requests(None, env)[Port.KAFKA] == 19999
+    assert port_requests(None, {})[Port.KAFKA] is None
+
+
+def test_port_env_that_is_not_a_number_is_rejected() -> None:
+    with pytest.raises(DevstackError, match="not a port number"):
+        port_requests(None, {Port.HBASE_THRIFT.env: "ninety"})
+
+
+def test_busy_default_port_is_replaced_by_a_free_one() -> None:
+    with contextlib.ExitStack() as stack:
+        if port_is_free(Port.KAFKA.default):  # else it is busy already, as wanted
+            holder = stack.enter_context(socket.socket())
+            holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            holder.bind(("127.0.0.1", Port.KAFKA.default))
+            holder.listen()
+        chosen = choose_ports({Port.KAFKA: None, Port.KAFKA_CONTROLLER: None})
+    assert chosen[Port.KAFKA] != Port.KAFKA.default
+    assert chosen[Port.KAFKA] != chosen[Port.KAFKA_CONTROLLER]
+
+
+def test_busy_explicit_port_is_an_error_naming_flag_and_env() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        with pytest.raises(DevstackError) as info:
+            choose_ports({Port.HBASE_THRIFT: taken})
+    message = str(info.value)
+    assert f"port {taken} requested for hbase_thrift is already in use" in message
+    assert "--hbase-thrift-port" in message and Port.HBASE_THRIFT.env in message
+
+
+def test_same_explicit_port_twice_is_rejected() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    with pytest.raises(DevstackError, match="already in use"):
+        choose_ports({Port.KAFKA: free, Port.KAFKA_CONTROLLER: free})
+
+
+def test_exports_are_eval_friendly_lines() -> None:
+    text = Endpoints("127.0.0.1:9092", ("127.0.0.1", 9090)).exports()
+    assert text.splitlines() == [
+        "export SPARKBARRIER_KAFKA_BOOTSTRAP=127.0.0.1:9092",
+        "export SPARKBARRIER_HBASE_THRIFT=127.0.0.1:9090",
+    ]
+    assert all(re.fullmatch(r"export [A-Z_]+=[0-9.:]+", line) for line in text.splitlines())

@@ -1,0 +1,120 @@
+"""The devstack against real servers: idempotent up, status, env, down/up cycles.
+
+Tests on the shared stack (default home) only ever call ``up``/``status``/``env``;
+anything that stops servers runs in a throw-away home on free ports.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sparkbarrier.devstack import Devstack, DevstackError, Port
+from sparkbarrier.devstack import _stack as stack_module
+from sparkbarrier.devstack._process import choose_ports
+
+from devstack_helpers import run_cli, stack_pids
+
+pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.hbase, pytest.mark.timeout(300)]
+
+_EXPORT = re.compile(
+    r"export SPARKBARRIER_KAFKA_BOOTSTRAP=127\.0\.0\.1:(\d+)\n"
+    r"export SPARKBARRIER_HBASE_THRIFT=127\.0\.0\.1:(\d+)\n"
+)
+
+
+@pytest.fixture(scope="module")
+def shared() -> Devstack:
+    """The shared stack (default home), started if needed and left running."""
+    stack = Devstack()
+    stack.up()
+    return stack
+
+
+def test_up_twice_keeps_the_same_servers(shared: Devstack) -> None:
+    before = {p.name: p.pid for p in shared.status().processes}
+    started = time.monotonic()
+    first = shared.up()
+    second = Devstack().up()
+    assert first == second
+    assert {p.name: p.pid for p in shared.status().processes} == before
+    assert time.monotonic() - started < 60
+
+
+def test_status_reports_every_process_with_pid_and_ports(shared: Devstack) -> None:
+    status = shared.status()
+    assert status.running
+    assert [p.name for p in status.processes] == ["kafka", "hbase-master", "hbase-thrift"]
+    assert all(p.pid and p.alive and p.serving and p.ports for p in status.processes)
+    result = run_cli("status")
+    assert result.returncode == 0
+    for name in ("kafka", "hbase-master", "hbase-thrift"):
+        assert re.search(rf"{name}\s+up\s+pid=\d+", result.stdout), result.stdout
+
+
+def test_env_output_evaluates_in_a_shell(shared: Devstack) -> None:
+    endpoints = shared.endpoints()
+    assert endpoints is not None
+    result = run_cli("env")
+    assert result.returncode == 0
+    match = _EXPORT.fullmatch(result.stdout)
+    assert match, result.stdout
+    script = (f'eval "$({sys.executable} -m sparkbarrier.devstack env)"; '
+              'echo "$SPARKBARRIER_KAFKA_BOOTSTRAP $SPARKBARRIER_HBASE_THRIFT"')
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    host, port = endpoints.hbase_thrift
+    assert out == [endpoints.kafka_bootstrap, f"{host}:{port}"]
+
+
+def test_cli_up_on_running_stack_prints_env_on_stdout_only(shared: Devstack) -> None:
+    result = run_cli("up")
+    assert result.returncode == 0
+    assert _EXPORT.fullmatch(result.stdout), result.stdout
+    assert "already running" in result.stderr
+
+
+def test_up_down_cycle_in_a_separate_home(scratch_home: Path, shared: Devstack) -> None:
+    stack = Devstack(scratch_home)
+    endpoints = stack.up()
+    shared_endpoints = shared.endpoints()
+    assert shared_endpoints is not None
+    assert endpoints.kafka_bootstrap != shared_endpoints.kafka_bootstrap
+    assert endpoints.hbase_thrift != shared_endpoints.hbase_thrift
+    assert len(stack_pids(scratch_home)) == 3
+    assert sorted(stack.down()) == ["hbase-master", "hbase-thrift", "kafka"]
+    assert stack_pids(scratch_home) == []
+    assert stack.endpoints() is None
+    assert not stack.status().running
+    assert shared.status().running  # the shared stack never noticed
+
+
+def test_server_dying_at_start_stops_everything_started(
+    scratch_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Fault injection: hand HBase a ZooKeeper port someone else holds, so the
+    # master exits at start ("Could not start ZK at requested port").
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        zk_port = squatter.getsockname()[1]
+
+        def ports_with_busy_zk(requests: dict[Port, int | None]) -> dict[Port, int]:
+            chosen = choose_ports(requests)
+            if Port.HBASE_ZOOKEEPER in chosen:
+                chosen[Port.HBASE_ZOOKEEPER] = zk_port
+            return chosen
+
+        monkeypatch.setattr(stack_module, "choose_ports", ports_with_busy_zk)
+        with pytest.raises(DevstackError) as info:
+            Devstack(scratch_home, start_timeout_s=120).up()
+    assert "hbase-master exited during start" in info.value.cause
+    assert info.value.log_tail
+    assert stack_pids(scratch_home) == []
+    assert not list((scratch_home / "run").glob("*.json"))
