@@ -1,0 +1,331 @@
+"""The main job: Kafka → barrier-kafka → parse JSON → barrier-hbase (exactly-once), verified.
+
+Run with ``./dev demo`` (starts the devstack first) or directly::
+
+    .venv/bin/python demo/pipeline.py [--seconds 45] [--rate 400] [--trigger "2 seconds"]
+
+Endpoints: ``--bootstrap`` / ``--hbase`` or ``SPARKBARRIER_KAFKA_BOOTSTRAP`` /
+``SPARKBARRIER_HBASE_THRIFT``, else the local devstack (started if needed).
+
+What happens: a new 2-partition topic gets a stream of upserts and deletes over a small
+key space (``workload.py``); the streaming query runs for ``--seconds`` with one progress
+line per checkpoint; then the producer stops, the query is stopped mid-stream, and the same
+query (same checkpoint) drains the rest with ``Trigger.AvailableNow`` -- the way a stopped
+barrier query gets its final batch committed to the consumer group. The report checks that
+HBase's committed view equals the produced events applied in Kafka order, and that the
+group's offsets equal Spark's last completed checkpoint (never ahead of it). Exit status 0
+when every check passes, 1 when one fails, 2 when the run itself could not happen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from workload import Workload, create_topic, expected_state  # noqa: E402
+
+from sparkbarrier import SourceError, SparkBarrierError  # noqa: E402
+from sparkbarrier._status import (  # noqa: E402
+    checkpoint_log_status,
+    group_status,
+    parse_commit_metadata,
+    sink_status,
+)
+
+log = logging.getLogger("sparkbarrier.demo")
+
+EVENT_DDL = "id string, op string, v bigint, city string, ts bigint"
+COMMIT_TABLE = "sparkbarrier_commits"
+
+
+@dataclass(frozen=True)
+class Names:
+    topic: str
+    group: str
+    table: str
+    sink_id: str
+
+    @classmethod
+    def fresh(cls, prefix: str = "demo") -> Names:
+        tag = f"{prefix}_{time.strftime('%Y%m%d_%H%M%S')}_{os.getpid()}"
+        return cls(topic=tag, group=f"{tag}_group", table=tag, sink_id=tag)
+
+
+def spark_session(master: str = "local[2]", app: str = "sparkbarrier-demo") -> Any:
+    """A loopback-only session whose Python workers run this interpreter."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master(master).appName(app)
+             .config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1")
+             .config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.ui.showConsoleProgress", "false")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    # Explicit: Spark's automatic discovery of the pyspark_* shims does not see modules
+    # of an editable install (setuptools' import-hook finder), so register by hand.
+    import sparkbarrier
+
+    sparkbarrier.register(spark)
+    return spark
+
+
+def pipeline(spark: Any, bootstrap: str, hbase: tuple[str, int], names: Names) -> Any:
+    """The streaming DataFrame writer: source → transformation (markers kept) → sink."""
+    from pyspark.sql import functions as F
+
+    from sparkbarrier.connectors.hbase import keep_markers
+
+    raw = (spark.readStream.format("barrier-kafka")
+           .option("kafka.bootstrap.servers", bootstrap)
+           .option("subscribe", names.topic)
+           .option("kafka.group.id", names.group)
+           .option("startingOffsets", "earliest")
+           .option("maxOffsetsPerTrigger", "20000")
+           .load())
+    event = F.from_json(F.col("value").cast("string"), EVENT_DDL)
+    # keep_markers keeps the _barrier_* columns: the sink flushes at each barrier and
+    # records the source offsets of every checkpoint in its commit record.
+    rows = keep_markers(raw.withColumn("e", event),
+                        F.col("e.id").alias("id"), F.col("e.op").alias("op"),
+                        F.col("e.v").alias("v"), F.upper(F.col("e.city")).alias("city"),
+                        F.col("partition").alias("src_partition"),
+                        F.col("offset").alias("src_offset"))
+    return (rows.writeStream.format("barrier-hbase")
+            .option("hbase.thrift.host", hbase[0]).option("hbase.thrift.port", str(hbase[1]))
+            .option("table", names.table).option("create.table", "true")
+            .option("rowkey", "id").option("op.column", "op")
+            .option("sink.id", names.sink_id).option("commit.table", COMMIT_TABLE)
+            .option("delivery.guarantee", "exactly-once")
+            .queryName(names.sink_id))
+
+
+def _offsets(raw: Any) -> dict[str, int]:
+    """``{"topic:partition": offset}`` from a progress offset (JSON string or dict)."""
+    if not raw:
+        return {}
+    obj = json.loads(raw) if isinstance(raw, str) else raw
+    nested = obj.get("offsets", obj) if isinstance(obj, dict) else {}
+    return {f"{t}:{p}": int(o) for t, parts in nested.items() if isinstance(parts, dict)
+            for p, o in parts.items()}
+
+
+class Progress:
+    """Prints one line per completed checkpoint from ``query.recentProgress``."""
+
+    def __init__(self, bootstrap: str, group: str) -> None:
+        from kafka import KafkaAdminClient
+
+        self._admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        self._group = group
+        self._seen = -1
+        self.rows: list[dict[str, Any]] = []
+
+    def _group_checkpoint(self) -> int | None:
+        found = self._admin.list_group_offsets({self._group: None}).get(self._group, {})
+        ids = [parse_commit_metadata(m.metadata)[0] for m in found.values() if m is not None]
+        ids = [i for i in ids if i is not None]
+        return max(ids) if ids else None
+
+    def poll(self, query: Any) -> None:
+        for p in query.recentProgress:
+            if p.batchId <= self._seen or not p.sources:
+                continue
+            self._seen = p.batchId
+            src = p.sources[0]
+            end, latest = _offsets(src.endOffset), _offsets(src.latestOffset)
+            ckpt = json.loads(src.endOffset).get("checkpointId") if src.endOffset else None
+            lag = sum(max(0, latest.get(ch, off) - off) for ch, off in end.items())
+            row = {"batch": p.batchId, "checkpoint": ckpt, "rows": p.numInputRows,
+                   "rps": p.processedRowsPerSecond, "ms": p.durationMs.get("triggerExecution", 0),
+                   "lag": lag, "group_ckpt": self._group_checkpoint()}
+            self.rows.append(row)
+            print(f"  batch {row['batch']:>3}  checkpoint {row['checkpoint']!s:>3}  "
+                  f"{row['rows']:>6} rows  {row['rps']:>8.0f} rec/s  {row['ms']:>5} ms  "
+                  f"lag {row['lag']:>5}  group committed checkpoint {row['group_ckpt']}", flush=True)
+
+    def close(self) -> None:
+        self._admin.close()
+
+
+class Checks:
+    """Collects named pass/fail checks for the report."""
+
+    def __init__(self) -> None:
+        self.results: list[tuple[str, bool, str]] = []
+
+    def check(self, name: str, ok: bool, detail: str = "") -> None:
+        self.results.append((name, bool(ok), detail))
+        print(f"  [{'ok' if ok else 'FAIL'}] {name}" + (f": {detail}" if detail else ""), flush=True)
+
+    @property
+    def passed(self) -> bool:
+        return all(ok for _, ok, _ in self.results)
+
+
+def _group_view(bootstrap: str, names: Names) -> tuple[int | None, dict[str, int]]:
+    group = group_status(bootstrap, names.group, [names.topic])
+    return group.last_checkpoint_id, group.offsets()
+
+
+def _committed_view(hbase: tuple[str, int], names: Names) -> dict[str, dict[str, Any]]:
+    from sparkbarrier.connectors.hbase import read_committed
+
+    table = read_committed(hbase[0], hbase[1], names.table, sink_id=names.sink_id,
+                           commit_table=COMMIT_TABLE)
+    return {r.pop("id"): r for r in table.to_pylist()}
+
+
+def _endpoints(args: argparse.Namespace) -> tuple[str, tuple[str, int]]:
+    kafka = args.bootstrap or os.environ.get("SPARKBARRIER_KAFKA_BOOTSTRAP")
+    hbase = args.hbase or os.environ.get("SPARKBARRIER_HBASE_THRIFT")
+    if not (kafka and hbase):
+        from sparkbarrier.devstack import Devstack
+
+        endpoints = Devstack().up()
+        kafka = kafka or endpoints.kafka_bootstrap
+        hbase = hbase or "%s:%d" % tuple(endpoints.hbase_thrift)
+    host, _, port = hbase.rpartition(":")
+    return kafka, (host, int(port))
+
+
+def run(args: argparse.Namespace) -> int:
+    bootstrap, hbase = _endpoints(args)
+    names = Names.fresh()
+    ckpt = Path(tempfile.mkdtemp(prefix="sparkbarrier-demo-"))
+    started = time.monotonic()
+    print(f"sparkbarrier demo: Kafka {bootstrap}, HBase Thrift {hbase[0]}:{hbase[1]}\n"
+          f"  topic/table/sink.id {names.topic}, group {names.group}, checkpoint {ckpt}", flush=True)
+    create_topic(bootstrap, names.topic, partitions=2)
+    workload = Workload(bootstrap, names.topic, rate=args.rate, keys=args.keys)
+    spark = spark_session()
+    progress = Progress(bootstrap, names.group)
+    checks = Checks()
+    try:
+        query = (pipeline(spark, bootstrap, hbase, names)
+                 .option("checkpointLocation", str(ckpt))
+                 .trigger(processingTime=args.trigger).start())
+        workload.start()
+        print(f"streaming for {args.seconds:.0f} s (producing ~{args.rate} events/s):", flush=True)
+        deadline = time.monotonic() + args.seconds
+        while time.monotonic() < deadline and query.isActive:
+            progress.poll(query)
+            time.sleep(0.5)
+        progress.poll(query)
+        if query.exception() is not None:
+            raise RuntimeError(f"streaming query failed: {query.exception()}")
+        events = workload.stop()
+        query.stop()
+        print(f"producer stopped after {len(events)} events; query stopped mid-stream", flush=True)
+
+        last = checkpoint_log_status(str(ckpt)).last_completed
+        try:
+            group_ckpt, group_offsets = _group_view(bootstrap, names)
+        except SourceError:  # no checkpoint completed-and-committed yet: nothing committed
+            group_ckpt, group_offsets = None, {}
+        done_ckpt, done_offsets = (last.checkpoint_id or 0, last.offsets) if last else (0, {})
+        print("\nafter stop (before the final drain):", flush=True)
+        checks.check("group checkpoint <= last completed checkpoint", (group_ckpt or 0) <= done_ckpt,
+                     f"group {group_ckpt}, Spark's last completed {done_ckpt}")
+        checks.check("group offsets <= last completed offsets",
+                     all(off <= done_offsets.get(ch, -1) for ch, off in group_offsets.items()),
+                     f"group {group_offsets}, completed {done_offsets}")
+
+        print("\nfinal drain (Trigger.AvailableNow, same checkpoint):", flush=True)
+        drain = (pipeline(spark, bootstrap, hbase, names).option("checkpointLocation", str(ckpt))
+                 .trigger(availableNow=True).start())
+        if not drain.awaitTermination(args.drain_timeout):
+            drain.stop()
+            raise RuntimeError(f"the final drain did not finish within {args.drain_timeout} s")
+        progress.poll(drain)
+        if drain.exception() is not None:
+            raise RuntimeError(f"the final drain failed: {drain.exception()}")
+        return _verify(bootstrap, hbase, names, str(ckpt), events, checks, started)
+    finally:
+        workload.stop_quietly()
+        progress.close()
+        for q in spark.streams.active:
+            q.stop()
+        spark.stop()
+        if not args.keep_checkpoint:
+            shutil.rmtree(ckpt, ignore_errors=True)
+
+
+def _verify(bootstrap: str, hbase: tuple[str, int], names: Names, ckpt: str, events: list,
+            checks: Checks, started: float) -> int:
+    print("\nverification:", flush=True)
+    log_status = checkpoint_log_status(ckpt)
+    last = log_status.last_completed
+    group = group_status(bootstrap, names.group, [names.topic])
+    sink = sink_status(hbase[0], hbase[1], names.sink_id, COMMIT_TABLE)
+    produced_end: dict[str, int] = {}
+    for ev in events:
+        ch = f"{names.topic}:{ev.partition}"
+        produced_end[ch] = max(produced_end.get(ch, 0), ev.offset + 1)
+    checks.check("no pending checkpoints left", not log_status.pending,
+                 f"{[b.batch_id for b in log_status.pending]}" if log_status.pending else "")
+    checks.check("group offsets == last completed checkpoint's offsets",
+                 last is not None and group.offsets() == last.offsets, f"{group.offsets()}")
+    checks.check("group checkpoint id == last completed checkpoint id",
+                 last is not None and group.last_checkpoint_id == last.checkpoint_id,
+                 f"{group.last_checkpoint_id}")
+    checks.check("sink commit covers the same offsets", sink.offsets == group.offsets(),
+                 f"sink {sink.offsets}")
+    checks.check("everything produced was consumed (lag 0)", group.offsets() == produced_end
+                 and group.total_lag == 0, f"produced {produced_end}")
+    expected = expected_state(events)
+    actual = _committed_view(hbase, names)
+    missing = sorted(set(expected) - set(actual))
+    extra = sorted(set(actual) - set(expected))
+    wrong = sorted(k for k in set(expected) & set(actual) if expected[k] != actual[k])
+    checks.check("HBase committed view == events applied in Kafka order",
+                 not (missing or extra or wrong),
+                 f"{len(actual)} rows ({len(events)} events, "
+                 f"{sum(1 for e in events if e.value['op'] == 'delete')} deletes)"
+                 + (f"; missing {missing[:5]} extra {extra[:5]} wrong {wrong[:5]}"
+                    if missing or extra or wrong else ""))
+    print(f"\n{'PASSED' if checks.passed else 'FAILED'}: {sum(ok for _, ok, _ in checks.results)}/"
+          f"{len(checks.results)} checks, last checkpoint {last.checkpoint_id if last else None} "
+          f"(Spark batch {last.batch_id if last else None}), sink seq {sink.seq}, "
+          f"total {time.monotonic() - started:.0f} s", flush=True)
+    print(f"inspect: python -m sparkbarrier status --group {names.group} --sink-id {names.sink_id}",
+          flush=True)
+    return 0 if checks.passed else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="sparkbarrier demo: Kafka → Spark → HBase, exactly once")
+    parser.add_argument("--seconds", type=float, default=45, help="streaming time (default %(default)s)")
+    parser.add_argument("--rate", type=int, default=400, help="events per second (default %(default)s)")
+    parser.add_argument("--keys", type=int, default=500, help="distinct keys (default %(default)s)")
+    parser.add_argument("--trigger", default="2 seconds", help="processing-time trigger")
+    parser.add_argument("--drain-timeout", type=float, default=120)
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers")
+    parser.add_argument("--hbase", help="HBase Thrift1 host:port")
+    parser.add_argument("--keep-checkpoint", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return run(args)
+    except (RuntimeError, TimeoutError, OSError, SparkBarrierError) as exc:
+        print(f"sparkbarrier demo: the run failed: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
