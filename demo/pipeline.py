@@ -85,7 +85,8 @@ def spark_session(master: str = "local[2]", app: str = "sparkbarrier-demo") -> A
     return spark
 
 
-def pipeline(spark: Any, bootstrap: str, hbase: tuple[str, int], names: Names) -> Any:
+def pipeline(spark: Any, bootstrap: str, hbase: tuple[str, int], names: Names, *,
+             max_per_trigger: int = 20_000) -> Any:
     """The streaming DataFrame writer: source → transformation (markers kept) → sink."""
     from pyspark.sql import functions as F
 
@@ -96,7 +97,7 @@ def pipeline(spark: Any, bootstrap: str, hbase: tuple[str, int], names: Names) -
            .option("subscribe", names.topic)
            .option("kafka.group.id", names.group)
            .option("startingOffsets", "earliest")
-           .option("maxOffsetsPerTrigger", "20000")
+           .option("maxOffsetsPerTrigger", str(max_per_trigger))
            .load())
     event = F.from_json(F.col("value").cast("string"), EVENT_DDL)
     # keep_markers keeps the _barrier_* columns: the sink flushes at each barrier and
