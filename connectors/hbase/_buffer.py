@@ -13,20 +13,19 @@ nothing is duplicated.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import Any
 
 from thriftpy2.thrift import TException
 
 from ..._exceptions import FlushError, SinkError
+from ..._faults import FAULT_ENV, fault_point
 from ._connection import HBaseConnection
 
 __all__ = ["MutationBuffer", "FAULT_ENV", "FAULT_AFTER_PARTIAL_FLUSH"]
 
 log = logging.getLogger(__name__)
 
-FAULT_ENV = "SPARKBARRIER_FAULT"
 FAULT_AFTER_PARTIAL_FLUSH = "hbase.after_partial_flush"
 
 
@@ -45,7 +44,6 @@ class MutationBuffer:
         self._oldest: float | None = None
         self.flushes = 0
         self.rows_written = 0
-        self._fault = os.environ.get(FAULT_ENV, "")
 
     def add(self, ts: int, batch_mutation: Any, nbytes: int) -> None:
         """Buffer one row's mutations at ``ts``; flushes first-come when a limit is hit."""
@@ -80,11 +78,7 @@ class MutationBuffer:
         self.flushes += 1
         self.rows_written += rows
         log.debug("flushed %d rows in %d timestamp group(s)", rows, len(groups))
-        if self._fault == FAULT_AFTER_PARTIAL_FLUSH:
-            raise FlushError(
-                f"fault injected by {FAULT_ENV}={FAULT_AFTER_PARTIAL_FLUSH} after a partial flush",
-                checkpoint_id=self.checkpoint_id,
-            )
+        fault_point(FAULT_AFTER_PARTIAL_FLUSH, fail=lambda m: FlushError(m, checkpoint_id=self.checkpoint_id))
 
 
 def _first_line(exc: BaseException) -> str:

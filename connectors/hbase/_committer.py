@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pyspark.sql.datasource import WriterCommitMessage
 
 from ..._exceptions import FencedError, ProtocolError
+from ..._faults import fault_point
 from ._commit_table import (
     ATTEMPT_COLUMN,
     COMMIT_COLUMN,
@@ -122,6 +123,7 @@ class Committer:
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> CommitRecord | None:
         """Record checkpoint ``batch_id`` atomically; idempotent for an already-committed batch."""
+        fault_point("sink.after_flush_before_commit")
         msgs = [m for m in messages if isinstance(m, HBaseCommitMessage)]
         if not msgs:
             log.info("batch %d: no write task reported; nothing to commit", batch_id)
@@ -169,6 +171,7 @@ class Committer:
                                state.commit_raw, record.to_bytes()):
             raise FencedError(f"sink {first.sink_id!r}: the commit record changed while committing "
                               f"batch {batch_id}; another writer uses this sink.id", checkpoint_id=batch_id)
+        fault_point("sink.after_commit_before_commitlog")
         log.info("sink %s committed batch %d as sequence %d (%d rows)", first.sink_id, batch_id,
                  first.seq, sum(m.rows for m in msgs))
         return record

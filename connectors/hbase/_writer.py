@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..._exceptions import SinkError
+from ..._faults import fault_point
 from ...barrier.markers import CheckpointBarrier, split_markers
 from ._buffer import MutationBuffer
 from ._committer import HBaseCommitMessage, plan_attempt
@@ -82,6 +83,7 @@ class HBaseTaskWriter:
                     if isinstance(piece, pa.RecordBatch):
                         msg.rows += self._add(piece, buf, base)
                     elif isinstance(piece, CheckpointBarrier):
+                        fault_point("sink.before_flush")
                         buf.flush()  # snapshot at the barrier: unconditional
                         checkpoints.add(piece.checkpoint_id)
                         if piece.channel is not None and piece.next_offset is not None:
