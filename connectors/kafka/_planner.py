@@ -146,11 +146,11 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _below_minimum(self, state: DriverState, current: Mapping[TopicPartition, int],
                        end: Mapping[TopicPartition, int], limit: ReadLimit) -> bool:
+        if state.target is not None or isinstance(limit, ReadAllAvailable):
+            return False  # AvailableNow must reach its target; the trigger asked for all
         minimum = self._options.min_offsets_per_trigger
         if isinstance(limit, ReadMinRows):
             minimum = limit.min_rows
-        elif isinstance(limit, ReadAllAvailable) or state.target is not None:
-            return False
         if minimum is None:
             return False
         new = sum(end[tp] - current[tp] for tp in end)

@@ -50,3 +50,47 @@ def test_split_honours_min_partitions_and_one_barrier_per_channel() -> None:
         assert sum(p.emit_barrier for p in mine) == 1 and mine[-1].emit_barrier
         assert all(a.end == b.start for a, b in zip(mine, mine[1:]))
     assert {p.checkpoint_id for p in parts} == {4}
+
+
+def _planner(**extra: str):
+    from types import SimpleNamespace
+
+    from pyspark.sql.types import StructType
+
+    from sparkbarrier.connectors.kafka import parse_source_options
+    from sparkbarrier.connectors.kafka._planner import KafkaStreamPlanner
+
+    options = parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
+                                    "commitOffsets": "false", **extra})
+    import time
+
+    state = SimpleNamespace(target=None, last_planned_at=time.monotonic())
+    return KafkaStreamPlanner(options, StructType([])), state
+
+
+def test_min_offsets_waits_until_enough_or_max_trigger_delay() -> None:
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+    planner, state = _planner(minOffsetsPerTrigger="10", maxOffsetsPerTrigger="100",
+                              maxTriggerDelay="1h")
+    start, few, many = {TP("t", 0): 0}, {TP("t", 0): 5}, {TP("t", 0): 10}
+    assert isinstance(planner.getDefaultReadLimit(), ReadMaxRows)
+    assert planner._below_minimum(state, start, few, ReadMaxRows(100))
+    assert not planner._below_minimum(state, start, many, ReadMaxRows(100))
+    assert not planner._below_minimum(state, start, few, ReadAllAvailable())  # trigger wins
+    state.last_planned_at -= 3601
+    assert not planner._below_minimum(state, start, few, ReadMaxRows(100))  # waited long enough
+    planner, state = _planner(minOffsetsPerTrigger="10")
+    assert planner.getDefaultReadLimit() == ReadMinRows(10)
+    assert planner._below_minimum(state, start, few, ReadMinRows(10))
+    state.target = {}
+    assert not planner._below_minimum(state, start, few, ReadMinRows(10))  # AvailableNow
+
+
+def test_planner_pickles_without_driver_state() -> None:
+    import pickle
+
+    planner, _ = _planner()
+    planner._driver = object()  # type: ignore[assignment]
+    clone = pickle.loads(pickle.dumps(planner))
+    assert clone._driver is None and clone._options == planner._options
