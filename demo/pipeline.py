@@ -35,13 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from workload import Workload, create_topic, expected_state  # noqa: E402
 
-from sparkbarrier import SourceError, SparkBarrierError  # noqa: E402
-from sparkbarrier._status import (  # noqa: E402
+from sparkbarrier import (  # noqa: E402
+    SourceError,
+    SparkBarrierError,
     checkpoint_log_status,
     group_status,
-    parse_commit_metadata,
     sink_status,
 )
+from sparkbarrier._status import parse_commit_metadata  # noqa: E402
 
 log = logging.getLogger("sparkbarrier.demo")
 

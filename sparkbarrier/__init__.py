@@ -15,6 +15,16 @@ from ._exceptions import (
     StateCompatibilityError,
 )
 
+from ._status import (
+    CheckpointLogStatus,
+    GroupStatus,
+    PartitionStatus,
+    SinkStatus,
+    checkpoint_log_status,
+    group_status,
+    sink_status,
+)
+
 __version__ = "0.1.0"
 
 
@@ -32,16 +42,23 @@ def register(spark: object) -> None:
     register_hbase(spark)
 
 __all__ = [
+    "CheckpointLogStatus",
     "ConfigError",
     "CorruptStateError",
     "DataLossError",
     "FencedError",
     "FlushError",
+    "GroupStatus",
+    "PartitionStatus",
     "ProtocolError",
     "SinkError",
+    "SinkStatus",
     "SourceError",
     "SparkBarrierError",
     "StateCompatibilityError",
     "__version__",
+    "checkpoint_log_status",
+    "group_status",
     "register",
+    "sink_status",
 ]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 
-from sparkbarrier._status import checkpoint_log_status, group_status, sink_status
+from sparkbarrier import checkpoint_log_status, group_status, sink_status
 from sparkbarrier.connectors.hbase import read_committed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.hbase, pytest.mark.spark, pytest.mark.slow,
