@@ -1,0 +1,78 @@
+"""``sparkbarrier._faults``: arming, hit counting, fail-instead-of-kill, killing the JVM ancestor."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sparkbarrier import ConfigError
+from sparkbarrier._faults import FAULT_ENV, FAULT_STATE_DIR_ENV, armed, fault_point, fired
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class Boom(Exception):
+    pass
+
+
+def test_unarmed_point_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(FAULT_ENV, raising=False)
+    fault_point("sink.before_flush", fail=Boom)
+
+
+def test_armed_parses_comma_list_and_hit_numbers(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FAULT_ENV, "a.b, sink.before_flush@3")
+    assert armed("a.b") == 1
+    assert armed("sink.before_flush") == 3
+    assert armed("sink") is None
+    monkeypatch.setenv(FAULT_ENV, "x@two")
+    with pytest.raises(ConfigError):
+        armed("x")
+
+
+def test_nth_hit_fires_once_per_state_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(FAULT_ENV, "p@2")
+    monkeypatch.setenv(FAULT_STATE_DIR_ENV, str(tmp_path))
+    fault_point("p", fail=Boom)
+    assert not fired("p", tmp_path)
+    with pytest.raises(Boom, match="fault injected at 'p'"):
+        fault_point("p", fail=Boom)
+    assert fired("p", tmp_path)
+    fault_point("p", fail=Boom)  # fired already: never again
+
+
+def test_hit_number_without_state_dir_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(FAULT_ENV, "p@2")
+    monkeypatch.delenv(FAULT_STATE_DIR_ENV, raising=False)
+    with pytest.raises(ConfigError, match=FAULT_STATE_DIR_ENV):
+        fault_point("p")
+
+
+def test_kill_takes_down_the_java_ancestor_and_the_caller(tmp_path: Path) -> None:
+    # A stand-in "driver JVM": a process whose argv[0] is java, parent of the worker.
+    worker = textwrap.dedent("""
+        import os, sys
+        from sparkbarrier._faults import fault_point
+        os.environ["SPARKBARRIER_FAULT"] = "driver.dies"
+        fault_point("driver.dies")
+        sys.exit(3)  # not reached
+    """)
+    jvm = textwrap.dedent(f"""
+        import subprocess, sys, time
+        subprocess.run([{sys.executable!r}, "-c", {worker!r}])
+        time.sleep(30)  # only reached if the fault did not kill us
+    """)
+    java = tmp_path / "java"
+    java.symlink_to(os.path.realpath(sys.executable))
+    proc = subprocess.Popen([str(java), "-c", jvm], start_new_session=True)
+    try:
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
