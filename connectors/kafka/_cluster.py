@@ -22,18 +22,14 @@ __all__ = ["ClusterView"]
 install_client_log_redaction()
 
 
-def _java_regex_fullmatch(pattern: str) -> re.Pattern[str]:
-    # Spark matches subscribePattern against the whole topic name (Java Pattern.matches).
-    return re.compile(pattern)
-
-
 class ClusterView:
     """Partitions the options select, and their earliest/latest/by-time offsets."""
 
     def __init__(self, options: KafkaSourceOptions) -> None:
         self._options = options
         self._consumer: KafkaConsumer | None = None
-        self._regex = _java_regex_fullmatch(options.pattern) if options.pattern else None
+        # Like Spark (Java Pattern.matches): the pattern must match the whole topic name.
+        self._regex = re.compile(options.pattern) if options.pattern else None
 
     def _client(self) -> KafkaConsumer:
         if self._consumer is None:

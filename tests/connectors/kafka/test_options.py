@@ -174,3 +174,11 @@ def test_datasource_validates_at_construction() -> None:
 def test_options_table_lists_every_spec() -> None:
     table = kafka_options_table()
     assert all(f"`{s.key}`" in table for s in SPECS)
+
+
+def test_public_surface_is_reexported() -> None:
+    import sparkbarrier.connectors.kafka as pkg
+
+    assert all(hasattr(pkg, name) for name in pkg.__all__)
+    assert not [n for n in vars(pkg) if not n.startswith("_") and n not in pkg.__all__
+                and not isinstance(getattr(pkg, n), type(pkg)) and n not in {"annotations", "Any"}]

@@ -115,3 +115,31 @@ def test_bad_option_fails_at_load(spark) -> None:
     with pytest.raises(Exception, match="exactly one of 'subscribe'"):
         spark.readStream.format("barrier-kafka").option(
             "kafka.bootstrap.servers", "h:1").option("kafka.group.id", "g").load()
+
+
+def test_deleted_topic_fails_query_with_data_loss(spark, kafka: KafkaTool, unique_name,
+                                                  tmp_path) -> None:
+    topic = kafka.create_topic(unique_name("t"), partitions=1)
+    kafka.produce(topic, 5, partitions=1)
+    query, got = start(spark, base(kafka, topic, unique_name("g")), str(tmp_path / "c"))
+    try:
+        wait_for(lambda: len(got.values()) == 5, 60, "records read")
+        kafka.admin.delete_topics([topic])
+        with pytest.raises(StreamingQueryException, match=r"DataLossError.*disappeared"):
+            query.awaitTermination(60)
+    finally:
+        query.stop()
+
+
+def test_group_start_without_offsets_and_fallback_error_fails_at_start(
+    spark, kafka: KafkaTool, unique_name, tmp_path
+) -> None:
+    topic = kafka.create_topic(unique_name("t"))
+    options = base(kafka, topic, unique_name("g"), startingOffsets="group",
+                   **{"startingOffsets.groupFallback": "error"})
+    query, _ = start(spark, options, str(tmp_path / "c"), available_now=True)
+    try:
+        with pytest.raises(StreamingQueryException, match="has no committed offset"):
+            query.awaitTermination(60)
+    finally:
+        query.stop()
