@@ -172,7 +172,8 @@ def options_table(specs: Iterable[OptionSpec]) -> str:
     """A Markdown table of the options, for the README (generated, never hand-written)."""
     lines = ["| option | type | default | meaning |", "| --- | --- | --- | --- |"]
     for s in specs:
-        default = "(required)" if s.required else ("" if s.default is None else f"`{s.default}`")
+        shown = str(s.default).lower() if isinstance(s.default, bool) else s.default
+        default = "(required)" if s.required else ("" if s.default is None else f"`{shown}`")
         kind = " \\| ".join(s.choices) if s.choices else s.type_name
         lines.append(f"| `{s.key}` | {kind} | {default} | {s.description} |")
     return "\n".join(lines)

@@ -85,7 +85,7 @@ SPECS: tuple[OptionSpec, ...] = (
                "Wait for at least this many new records (or `maxTriggerDelay`) before "
                "planning a batch.", type_name="long"),
     OptionSpec("maxTriggerDelay", parse_duration_ms, 15 * 60 * 1000,
-               "Longest wait for `minOffsetsPerTrigger` (e.g. `15m`).", type_name="duration"),
+               "Longest wait for `minOffsetsPerTrigger` (e.g. `15m`).", type_name="duration (ms)"),
     OptionSpec("failOnDataLoss", parse_bool, True,
                "Fail the query when planned offsets are gone (retention, deleted topic); "
                "`false` skips them with a warning.", type_name="boolean"),
