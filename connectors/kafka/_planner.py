@@ -43,6 +43,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from ..._exceptions import DataLossError
+from ..._faults import fault_point
 from ...state import CheckpointLock, PendingCheckpoints
 from ._offsets import SourceOffset
 from ._options import KafkaSourceOptions
@@ -193,6 +194,7 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if any(p.checkpoint_id == completed.checkpoint_id for p in state.ledger.pending):
                 state.ledger.complete(completed.checkpoint_id)
         if state.committer is not None:
+            fault_point("source.after_commitlog_before_kafka_commit")
             state.committer.commit(completed.checkpoint_id, completed.timestamp_ms,
                                    completed.offsets)
 
