@@ -128,41 +128,39 @@ def _offsets(raw: Any) -> dict[str, int]:
 
 
 class Progress:
-    """Prints one line per completed checkpoint from ``query.recentProgress``."""
+    """Prints one line per completed checkpoint from ``query.recentProgress``.
 
-    def __init__(self, bootstrap: str, group: str) -> None:
-        from kafka import KafkaAdminClient
+    ``group lag`` is what Kafka tooling shows: end offset now minus the group's committed
+    offset -- it includes the batch that just completed until the next trigger commits it.
+    """
 
-        self._admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-        self._group = group
+    def __init__(self, bootstrap: str, names: Names) -> None:
+        self._bootstrap, self._names = bootstrap, names
         self._seen = -1
         self.rows: list[dict[str, Any]] = []
 
-    def _group_checkpoint(self) -> int | None:
-        found = self._admin.list_group_offsets({self._group: None}).get(self._group, {})
-        ids = [parse_commit_metadata(m.metadata)[0] for m in found.values() if m is not None]
-        ids = [i for i in ids if i is not None]
-        return max(ids) if ids else None
+    def _group(self) -> tuple[int | None, int | None]:
+        try:
+            group = group_status(self._bootstrap, self._names.group, [self._names.topic])
+        except SourceError:  # nothing committed yet
+            return None, None
+        return group.last_checkpoint_id, group.total_lag
 
     def poll(self, query: Any) -> None:
         for p in query.recentProgress:
-            if p.batchId <= self._seen or not p.sources:
+            if p.batchId <= self._seen or not p.sources or not p.numInputRows:
                 continue
             self._seen = p.batchId
             src = p.sources[0]
-            end, latest = _offsets(src.endOffset), _offsets(src.latestOffset)
             ckpt = json.loads(src.endOffset).get("checkpointId") if src.endOffset else None
-            lag = sum(max(0, latest.get(ch, off) - off) for ch, off in end.items())
+            group_ckpt, lag = self._group()
             row = {"batch": p.batchId, "checkpoint": ckpt, "rows": p.numInputRows,
                    "rps": p.processedRowsPerSecond, "ms": p.durationMs.get("triggerExecution", 0),
-                   "lag": lag, "group_ckpt": self._group_checkpoint()}
+                   "lag": lag, "group_ckpt": group_ckpt}
             self.rows.append(row)
             print(f"  batch {row['batch']:>3}  checkpoint {row['checkpoint']!s:>3}  "
-                  f"{row['rows']:>6} rows  {row['rps']:>8.0f} rec/s  {row['ms']:>5} ms  "
-                  f"lag {row['lag']:>5}  group committed checkpoint {row['group_ckpt']}", flush=True)
-
-    def close(self) -> None:
-        self._admin.close()
+                  f"{row['rows']:>6} rows  {row['rps']:>7.0f} rec/s  {row['ms']:>5} ms   "
+                  f"group: checkpoint {row['group_ckpt']!s:>4}, lag {row['lag']!s:>5}", flush=True)
 
 
 class Checks:
@@ -178,6 +176,13 @@ class Checks:
     @property
     def passed(self) -> bool:
         return all(ok for _, ok, _ in self.results)
+
+
+def _wait_idle(query: Any, timeout: float) -> None:
+    """Wait until no trigger runs, so ``stop()`` does not interrupt a batch (quieter logs)."""
+    deadline = time.monotonic() + timeout
+    while query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _group_view(bootstrap: str, names: Names) -> tuple[int | None, dict[str, int]]:
@@ -216,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     create_topic(bootstrap, names.topic, partitions=2)
     workload = Workload(bootstrap, names.topic, rate=args.rate, keys=args.keys)
     spark = spark_session()
-    progress = Progress(bootstrap, names.group)
+    progress = Progress(bootstrap, names)
     checks = Checks()
     try:
         query = (pipeline(spark, bootstrap, hbase, names)
@@ -232,8 +237,12 @@ def run(args: argparse.Namespace) -> int:
         if query.exception() is not None:
             raise RuntimeError(f"streaming query failed: {query.exception()}")
         events = workload.stop()
+        how = "mid-batch" if args.interrupt else "between batches"
+        if not args.interrupt:
+            _wait_idle(query, timeout=30)
         query.stop()
-        print(f"producer stopped after {len(events)} events; query stopped mid-stream", flush=True)
+        progress.poll(query)  # batches that completed while the producer flushed
+        print(f"producer stopped after {len(events)} events; query stopped {how}", flush=True)
 
         last = checkpoint_log_status(str(ckpt)).last_completed
         try:
@@ -260,7 +269,6 @@ def run(args: argparse.Namespace) -> int:
         return _verify(bootstrap, hbase, names, str(ckpt), events, checks, started)
     finally:
         workload.stop_quietly()
-        progress.close()
         for q in spark.streams.active:
             q.stop()
         spark.stop()
@@ -320,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers")
     parser.add_argument("--hbase", help="HBase Thrift1 host:port")
     parser.add_argument("--keep-checkpoint", action="store_true")
+    parser.add_argument("--interrupt", action="store_true",
+                        help="stop the query mid-batch (Spark logs the aborted batch; the drain replays it)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
