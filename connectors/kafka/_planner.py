@@ -31,6 +31,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
+from kafka.errors import KafkaError
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
@@ -128,7 +129,14 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._notify_complete(begin)
         with state.lock:
             current = self._current_partitions(begin)
-            latest = state.cluster.latest(current)
+            try:
+                latest = state.cluster.latest(current)
+            except KafkaError as exc:
+                # e.g. a topic deleted between discovery and lookup: discover once more so
+                # a vanished partition is reported as data loss, not as a timeout
+                log.warning("barrier-kafka: end offset lookup failed (%s); rediscovering", exc)
+                current = self._current_partitions(begin)
+                latest = state.cluster.latest(current)
             state.latest_seen = latest
             end = {tp: max(current[tp], latest.get(tp, current[tp])) for tp in current}
             if state.target is not None:
