@@ -119,9 +119,10 @@ def start(spark: SparkSession, options: dict[str, str], checkpoint: str, *,
     out = collected or Collected()
 
     def handle(batch: DataFrame, batch_id: int) -> None:
+        kind = batch.columns.index("_barrier_kind")
         rows = [tuple(r) for r in batch.collect()]
-        data = [r for r in rows if r[7] is None]
-        marks = [r for r in rows if r[7] is not None]
+        data = [r for r in rows if r[kind] is None]
+        marks = [r for r in rows if r[kind] is not None]
         if on_batch is not None:
             on_batch(batch_id, rows)
         with out.lock:

@@ -148,3 +148,22 @@ def test_idle_stream_commits_within_one_trigger_and_never_ahead(
     finally:
         query.stop()
     assert violations == []
+
+
+def test_include_headers_adds_headers_column(spark, kafka: KafkaTool, unique_name,
+                                             tmp_path) -> None:
+    topic = kafka.create_topic(unique_name("t"), partitions=1)
+    prod = kafka.producer()
+    prod.send(topic, value=b"v", partition=0, headers=[("h1", b"a"), ("h2", b"")])
+    prod.send(topic, value=b"w", partition=0)
+    prod.flush()
+    query, got = start(spark, base(kafka, topic, unique_name("g"), includeHeaders="true",
+                                   commitOffsets="false"), str(tmp_path / "c"),
+                       available_now=True)
+    try:
+        query.awaitTermination(120)
+    finally:
+        query.stop()
+    rows = got.all_data()
+    headers = [[(h["key"], bytes(h["value"])) for h in r[7]] for r in rows]
+    assert headers == [[("h1", b"a"), ("h2", b"")], []]
