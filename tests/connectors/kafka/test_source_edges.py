@@ -101,8 +101,17 @@ def test_out_of_range_offsets_skipped_without_fail_on_data_loss(
     assert got.values() == values[10:]
 
 
-def test_shim_registers_without_explicit_register(spark, kafka: KafkaTool, unique_name) -> None:
-    # pyspark_barrier_kafka.DefaultSource is found by Spark's lookup of the format name.
+def test_shim_is_discoverable_like_spark_does_it() -> None:
+    # Spark's lookup_data_sources: top-level pyspark_* modules exposing DefaultSource.
+    from pkgutil import iter_modules
+
+    import pyspark_barrier_kafka
+
+    assert "pyspark_barrier_kafka" in {m.name for m in iter_modules()}
+    assert pyspark_barrier_kafka.DefaultSource.name() == "barrier-kafka"
+
+
+def test_format_name_resolves_in_spark(spark, kafka: KafkaTool, unique_name) -> None:
     options = base(kafka, kafka.create_topic(unique_name("t")), unique_name("g"))
     reader = spark.readStream.format("barrier-kafka")
     for key, value in options.items():
