@@ -91,10 +91,11 @@ def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
 
 def run_pipeline(cfg: PipelineConfig, workdir: Path, *, fault: str | None = None,
                  timeout: float = 150, env: dict[str, str] | None = None,
-                 during: Callable[[], None] | None = None) -> RunResult:
+                 during: Callable[[Callable[[], bool]], None] | None = None) -> RunResult:
     """Run the pipeline once (own process group); kill the group if it outlives ``timeout``.
 
-    ``during`` runs in this process while the pipeline runs (e.g. restart a server).
+    ``during(alive)`` runs in this process while the pipeline runs (e.g. restart a
+    server); ``alive()`` tells whether the pipeline still runs.
     """
     state = workdir / "faults"
     run_env = {k: v for k, v in os.environ.items() if k not in (FAULT_ENV, FAULT_STATE_DIR_ENV)}
@@ -111,7 +112,7 @@ def run_pipeline(cfg: PipelineConfig, workdir: Path, *, fault: str | None = None
         started = time.monotonic()
         try:
             if during is not None:
-                during()
+                during(lambda: proc.poll() is None)
             code = proc.wait(max(1.0, timeout - (time.monotonic() - started)))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -6,13 +6,20 @@ upserts and deletes, crashes it at a fault point (``sparkbarrier._faults``), che
 that the group offsets are not ahead of the sink's commit record, restarts on the
 same checkpoint and checks: committed history == every record once, in order;
 committed view == last record per key; group offsets == end offsets.
+
+Also: a write task failing mid-write (retried by Spark), a fresh query resuming from
+the sink's commit record after the checkpoint is lost, and the Kafka broker and the
+HBase Thrift server restarted mid-stream (on a private devstack: the shared one is
+never restarted). Observed: the query rides through the broker restart; the Thrift
+restart fails it with a ``SinkError`` ("cannot reach the HBase Thrift server"), and
+the restarted query completes exactly once.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -96,7 +103,7 @@ def test_fresh_query_resumes_from_sink_commit_after_checkpoint_loss(
         tmp_path: Path, unique_name, kafka_bootstrap: str, hbase_thrift: tuple[str, int]) -> None:
     sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift)
     sc.fill_topic(N_RECORDS)
-    crashed = sc.run("sink.after_commit_before_commitlog@3")
+    crashed = sc.run("sink.after_commit_before_commitlog@2")
     assert crashed.killed, crashed.log[-3000:]
     record = sc.commit_record()
     assert record is not None and record.offsets != sc.end_offsets()
@@ -116,6 +123,12 @@ def test_resume_without_a_commit_is_a_clear_error(hbase_thrift: tuple[str, int],
         starting_offsets_from_sink(*hbase_thrift, unique_name("never_written"))
 
 
+def _advanced(sc: Scenario, first: object, batches: int) -> bool:
+    record = sc.commit_record()
+    return record is not None and (record.offsets == sc.end_offsets()
+                                   or record.batch_id >= getattr(first, "batch_id", -1) + batches)
+
+
 @pytest.mark.timeout(420)
 def test_broker_and_thrift_restarts_mid_stream_keep_exactly_once(
         tmp_path: Path, unique_name, private_stack) -> None:
@@ -124,16 +137,17 @@ def test_broker_and_thrift_restarts_mid_stream_keep_exactly_once(
                    max_offsets=15)
     sc.fill_topic(N_RECORDS)
 
-    def restarts() -> None:
-        first = wait_for(sc.commit_record, 120, "a first sink commit")
+    def restarts(alive: Callable[[], bool]) -> None:
+        # Both servers are restarted whatever happens; the waits end early if the
+        # query died (it then resumes below).
+        first = wait_for(lambda: sc.commit_record() or not alive(), 120, "a first sink commit")
         restart_server(home, "kafka")
-        wait_for(lambda: (r := sc.commit_record()) is not None and r.batch_id > first.batch_id + 1,
-                 120, "commits after the broker restart")
+        wait_for(lambda: not alive() or _advanced(sc, first, 2), 120, "commits after the broker restart")
         restart_server(home, "hbase-thrift")
 
     first_run = sc.run(during=restarts, timeout=300)
     sc.check_group_not_ahead_of_sink()
     if first_run.returncode != 0:  # failed with an error rather than riding through: resume
-        assert "Error" in first_run.log
+        assert any(e in first_run.log for e in ("SinkError", "SourceError")), first_run.log[-3000:]
         assert sc.run(timeout=150).returncode == 0
     sc.check_complete()
