@@ -138,12 +138,16 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 current = self._current_partitions(begin)
                 latest = state.cluster.latest(current)
             state.latest_seen = latest
+            self._check_truncation(current, latest)
             end = {tp: max(current[tp], latest.get(tp, current[tp])) for tp in current}
             if state.target is not None:
                 end = {tp: max(current[tp], min(end[tp], state.target.get(tp, current[tp])))
                        for tp in end}
             if isinstance(limit, ReadMaxRows):
                 end = _cap_rows(current, end, limit.max_rows)
+            # failOnDataLoss=false: a truncated partition jumps back to its new end
+            end.update({tp: off for tp, off in latest.items()
+                        if tp in current and off < current[tp]})
             if self._below_minimum(state, current, end, limit):
                 return start
             if end == dict(begin.offsets):
@@ -152,6 +156,22 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                    max(_now_ms(), begin.timestamp_ms + 1), end)
             state.record_planned(planned, begin, latest)
             return planned.to_json()
+
+    def _check_truncation(self, current: Mapping[TopicPartition, int],
+                          latest: Mapping[TopicPartition, int]) -> None:
+        """The log ends before our next offset: the topic was recreated or truncated."""
+        behind = {tp: (current[tp], latest[tp]) for tp in current
+                  if tp in latest and latest[tp] < current[tp]}
+        if not behind:
+            return
+        message = ", ".join(f"{tp} next offset {nxt} but log ends at {end}"
+                            for tp, (nxt, end) in sorted(behind.items()))
+        if self._options.fail_on_data_loss:
+            raise DataLossError(f"offsets vanished ({message}); topic recreated or truncated? "
+                                f"Set failOnDataLoss=false to continue from the new end",
+                                topic_partition=str(min(behind)))
+        log.warning("barrier-kafka: data loss skipped: %s", message)
+        self._state().metrics.add("data_loss_skipped", len(behind))
 
     def _below_minimum(self, state: DriverState, current: Mapping[TopicPartition, int],
                        end: Mapping[TopicPartition, int], limit: ReadLimit) -> bool:
@@ -162,7 +182,7 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             minimum = limit.min_rows
         if minimum is None:
             return False
-        new = sum(end[tp] - current[tp] for tp in end)
+        new = sum(max(0, end[tp] - current[tp]) for tp in end)
         waited = time.monotonic() - state.last_planned_at
         if new < minimum and waited * 1000 < self._options.max_trigger_delay_ms:
             return True

@@ -152,3 +152,42 @@ def test_group_start_without_offsets_and_fallback_error_fails_at_start(
             query.awaitTermination(60)
     finally:
         query.stop()
+
+
+def _recreate(kafka: KafkaTool, topic: str) -> None:
+    from kafka.errors import TopicAlreadyExistsError
+
+    kafka.admin.delete_topics([topic])
+
+    def created() -> bool:
+        try:
+            kafka.create_topic(topic, partitions=1)
+        except TopicAlreadyExistsError:  # deletion still in progress
+            return False
+        return True
+
+    wait_for(created, 30, f"{topic} recreated")
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_recreated_topic_behind_checkpoint_is_data_loss(spark, kafka: KafkaTool, unique_name,
+                                                        tmp_path, fail: bool) -> None:
+    topic = kafka.create_topic(unique_name("t"), partitions=1)
+    kafka.produce(topic, 10, partitions=1)
+    options = base(kafka, topic, unique_name("g"), failOnDataLoss=str(fail).lower())
+    ckpt = str(tmp_path / "c")
+    assert len(run_available_now(spark, options, ckpt).values()) == 10
+    _recreate(kafka, topic)
+    kafka.produce(topic, 3, partitions=1, start=100)
+    if fail:
+        query, _ = start(spark, options, ckpt, available_now=True)
+        try:
+            with pytest.raises(StreamingQueryException, match=r"DataLossError.*log ends at 3"):
+                query.awaitTermination(60)
+        finally:
+            query.stop()
+    else:
+        assert run_available_now(spark, options, ckpt).values() == []  # 0..2 skipped, as Spark
+        kafka.produce(topic, 2, partitions=1, start=200)
+        got3 = run_available_now(spark, options, ckpt)
+        assert got3.values() == [b"200", b"201"]
