@@ -102,7 +102,9 @@ _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
         "optional mapping `col=family:qualifier,...`; unlisted data columns map to "
         "`column.family:<col>`",
     ),
-    OptionSpec("sink.id", _str, "", "namespace of this sink in the commit table; default `query-<query id>`"),
+    OptionSpec("sink.id", _str, "",
+               "namespace of this sink in the commit table; default `query-<query id>`, which "
+               "changes with a new checkpoint dir: set it to resume with `starting_offsets_from_sink`"),
     OptionSpec(
         "commit.table", _nonempty, DEFAULT_COMMIT_TABLE,
         "HBase table holding one commit record per `sink.id` (created if missing)",
