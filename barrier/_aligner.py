@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable, Sequence
 
-from .._exceptions import ProtocolError
+from ._channels import ChannelBook
 from ._handler import AbortReason, CheckpointTarget
 from .markers import CancelCheckpointMarker, CheckpointBarrier
 
@@ -45,16 +45,11 @@ class CheckpointBarrierAligner:
     """Decides blocking, triggering and declining for exactly-once checkpoints."""
 
     def __init__(self, channels: Sequence[Hashable], target: CheckpointTarget) -> None:
-        if not channels:
-            raise ProtocolError("an aligner needs at least one input channel")
-        if len(set(channels)) != len(channels):
-            raise ProtocolError(f"duplicate channel names in {list(channels)}")
-        self._channels = tuple(channels)
-        self._known = frozenset(channels)
+        self._book = ChannelBook(channels, "an aligner")
+        self._channels = self._book.channels
+        self._closed = self._book.closed
         self._target = target
         self._blocked: set[Hashable] = set()
-        self._closed: set[Hashable] = set()
-        self._last_barrier: dict[Hashable, int] = {}
         self._current_id: int | None = None  # newest id started, triggered or declined
 
     # -- introspection -----------------------------------------------------
@@ -86,33 +81,12 @@ class CheckpointBarrierAligner:
 
     # -- protocol ----------------------------------------------------------
 
-    def _check_open(self, channel: Hashable, what: str, checkpoint_id: int | None) -> None:
-        if channel not in self._known:
-            raise ProtocolError(
-                f"{what} from unknown channel {channel!r}", checkpoint_id=checkpoint_id, channel=channel
-            )
-        if channel in self._closed:
-            raise ProtocolError(
-                f"{what} on channel {channel!r} after its EndOfPartition",
-                checkpoint_id=checkpoint_id,
-                channel=channel,
-            )
-
     def _newer(self, checkpoint_id: int) -> bool:
         return self._current_id is None or checkpoint_id > self._current_id
 
     def process_barrier(self, barrier: CheckpointBarrier, channel: Hashable) -> bool:
         cid = barrier.checkpoint_id
-        self._check_open(channel, f"barrier {cid}", cid)
-        last = self._last_barrier.get(channel)
-        if last is not None and cid <= last:
-            raise ProtocolError(
-                f"stream corrupt: barrier {cid} on channel {channel!r} after barrier {last} "
-                "(barrier ids must strictly increase per channel)",
-                checkpoint_id=cid,
-                channel=channel,
-            )
-        self._last_barrier[channel] = cid
+        self._book.record_barrier(channel, cid)
 
         if len(self._channels) == 1:
             if self._newer(cid):
@@ -157,7 +131,7 @@ class CheckpointBarrierAligner:
 
     def process_cancel(self, marker: CancelCheckpointMarker, channel: Hashable) -> bool:
         cid = marker.checkpoint_id
-        self._check_open(channel, f"cancel marker {cid}", cid)
+        self._book.check_open(channel, f"cancel marker {cid}", cid)
         if len(self._channels) == 1:
             if self._newer(cid):
                 self._current_id = cid
@@ -185,8 +159,7 @@ class CheckpointBarrierAligner:
         return False
 
     def process_end_of_partition(self, channel: Hashable) -> bool:
-        self._check_open(channel, "EndOfPartition", None)
-        self._closed.add(channel)
+        self._book.close(channel)
         if self._blocked:
             current = self._current_id
             assert current is not None

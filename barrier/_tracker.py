@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from .._exceptions import ProtocolError
+from ._channels import ChannelBook
 from ._handler import AbortReason, CheckpointTarget
 from .markers import CancelCheckpointMarker, CheckpointBarrier
 
@@ -60,18 +60,13 @@ class CheckpointBarrierTracker:
         *,
         max_tracked: int = MAX_CHECKPOINTS_TO_TRACK,
     ) -> None:
-        if not channels:
-            raise ProtocolError("a tracker needs at least one input channel")
-        if len(set(channels)) != len(channels):
-            raise ProtocolError(f"duplicate channel names in {list(channels)}")
-        self._channels = tuple(channels)
-        self._known = frozenset(channels)
+        self._book = ChannelBook(channels, "a tracker")
+        self._channels = self._book.channels
+        self._closed = self._book.closed
         self._target = target
         self._max_tracked = max_tracked
         self._pending: deque[_Count] = deque()
         self._latest_pending: int | None = None
-        self._closed: set[Hashable] = set()
-        self._last_barrier: dict[Hashable, int] = {}
 
     @property
     def channels(self) -> tuple[Hashable, ...]:
@@ -85,32 +80,11 @@ class CheckpointBarrierTracker:
         return False
 
     def _open_count(self) -> int:
-        return len(self._channels) - len(self._closed)
-
-    def _check_open(self, channel: Hashable, what: str, checkpoint_id: int | None) -> None:
-        if channel not in self._known:
-            raise ProtocolError(
-                f"{what} from unknown channel {channel!r}", checkpoint_id=checkpoint_id, channel=channel
-            )
-        if channel in self._closed:
-            raise ProtocolError(
-                f"{what} on channel {channel!r} after its EndOfPartition",
-                checkpoint_id=checkpoint_id,
-                channel=channel,
-            )
+        return self._book.open_count
 
     def process_barrier(self, barrier: CheckpointBarrier, channel: Hashable) -> bool:
         cid = barrier.checkpoint_id
-        self._check_open(channel, f"barrier {cid}", cid)
-        last = self._last_barrier.get(channel)
-        if last is not None and cid <= last:
-            raise ProtocolError(
-                f"stream corrupt: barrier {cid} on channel {channel!r} after barrier {last} "
-                "(barrier ids must strictly increase per channel)",
-                checkpoint_id=cid,
-                channel=channel,
-            )
-        self._last_barrier[channel] = cid
+        self._book.record_barrier(channel, cid)
 
         if len(self._channels) == 1:
             self._target.trigger_checkpoint(barrier)
@@ -147,7 +121,7 @@ class CheckpointBarrierTracker:
 
     def process_cancel(self, marker: CancelCheckpointMarker, channel: Hashable) -> bool:
         cid = marker.checkpoint_id
-        self._check_open(channel, f"cancel marker {cid}", cid)
+        self._book.check_open(channel, f"cancel marker {cid}", cid)
         if len(self._channels) == 1:
             self._target.abort_checkpoint(cid, AbortReason.CANCELLED)
             return False
@@ -173,8 +147,7 @@ class CheckpointBarrierTracker:
         return False
 
     def process_end_of_partition(self, channel: Hashable) -> bool:
-        self._check_open(channel, "EndOfPartition", None)
-        self._closed.add(channel)
+        self._book.close(channel)
         while self._pending:
             entry = self._pending.popleft()
             if entry.mark_aborted():

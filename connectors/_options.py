@@ -8,6 +8,7 @@ Python values that the connector copies into its frozen options dataclass.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -172,8 +173,16 @@ def options_table(specs: Iterable[OptionSpec]) -> str:
     """A Markdown table of the options, for the README (generated, never hand-written)."""
     lines = ["| option | type | default | meaning |", "| --- | --- | --- | --- |"]
     for s in specs:
-        shown = str(s.default).lower() if isinstance(s.default, bool) else s.default
-        default = "(required)" if s.required else ("" if s.default is None else f"`{shown}`")
+        if isinstance(s.default, bool):
+            shown = str(s.default).lower()
+        elif isinstance(s.default, enum.Enum):
+            shown = s.default.value
+        else:
+            shown = s.default
+        if s.required:
+            default = "(required)"
+        else:
+            default = "" if s.default in (None, "") else f"`{shown}`"
         kind = " \\| ".join(s.choices) if s.choices else s.type_name
         lines.append(f"| `{s.key}` | {kind} | {default} | {s.description} |")
     return "\n".join(lines)

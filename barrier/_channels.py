@@ -1,0 +1,61 @@
+"""Per-channel bookkeeping shared by the aligner and the tracker.
+
+Both handlers must reject the same corrupt streams the same way: a marker from an
+unknown channel, anything after a channel's ``EndOfPartition``, and a barrier id
+that does not strictly increase on its channel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+from .._exceptions import ProtocolError
+
+__all__ = ["ChannelBook"]
+
+
+class ChannelBook:
+    """Which channels exist, which are closed, and the last barrier id of each."""
+
+    def __init__(self, channels: Sequence[Hashable], role: str) -> None:
+        if not channels:
+            raise ProtocolError(f"{role} needs at least one input channel")
+        if len(set(channels)) != len(channels):
+            raise ProtocolError(f"duplicate channel names in {list(channels)}")
+        self.channels = tuple(channels)
+        self._known = frozenset(channels)
+        self.closed: set[Hashable] = set()
+        self._last_barrier: dict[Hashable, int] = {}
+
+    @property
+    def open_count(self) -> int:
+        return len(self.channels) - len(self.closed)
+
+    def check_open(self, channel: Hashable, what: str, checkpoint_id: int | None) -> None:
+        if channel not in self._known:
+            raise ProtocolError(
+                f"{what} from unknown channel {channel!r}", checkpoint_id=checkpoint_id, channel=channel
+            )
+        if channel in self.closed:
+            raise ProtocolError(
+                f"{what} on channel {channel!r} after its EndOfPartition",
+                checkpoint_id=checkpoint_id,
+                channel=channel,
+            )
+
+    def record_barrier(self, channel: Hashable, checkpoint_id: int) -> None:
+        """Accept barrier ``checkpoint_id`` on an open channel, or raise: ids strictly increase."""
+        self.check_open(channel, f"barrier {checkpoint_id}", checkpoint_id)
+        last = self._last_barrier.get(channel)
+        if last is not None and checkpoint_id <= last:
+            raise ProtocolError(
+                f"stream corrupt: barrier {checkpoint_id} on channel {channel!r} after barrier {last} "
+                "(barrier ids must strictly increase per channel)",
+                checkpoint_id=checkpoint_id,
+                channel=channel,
+            )
+        self._last_barrier[channel] = checkpoint_id
+
+    def close(self, channel: Hashable) -> None:
+        self.check_open(channel, "EndOfPartition", None)
+        self.closed.add(channel)
