@@ -123,8 +123,24 @@ _KAFKA_PYTHON_CONFIG: Mapping[str, Any] = dict(KafkaConsumer.DEFAULT_CONFIG)
 _JAAS_RE = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 
 
+# kafka-python settings that take Python objects, not strings.
+_OBJECT_SETTINGS = frozenset({"ssl_context", "selector", "socket_options", "metric_reporters",
+                              "kafka_client", "partition_assignment_strategy",
+                              "default_offset_commit_callback", "sasl_oauth_token_provider",
+                              "consumer_timeout_ms"})
+
+
 def _client_value(key: str, name: str, raw: str) -> Any:
     """Convert a string to the type of kafka-python's default for ``name``."""
+    if name in _OBJECT_SETTINGS:
+        raise ConfigError(f"option {key!r} takes a Python object in kafka-python and cannot be "
+                          f"set from an option string; remove it", option=key)
+    if name == "api_version":
+        parts = raw.strip().split(".")
+        if not all(p.isdigit() for p in parts):
+            raise ConfigError(f"option {key!r} must look like '3.7' or '2.8.1', got {raw!r}",
+                              option=key)
+        return tuple(int(p) for p in parts)
     default = _KAFKA_PYTHON_CONFIG[name]
     if isinstance(default, bool):
         return parse_bool(key, raw)

@@ -182,3 +182,10 @@ def test_public_surface_is_reexported() -> None:
     assert all(hasattr(pkg, name) for name in pkg.__all__)
     assert not [n for n in vars(pkg) if not n.startswith("_") and n not in pkg.__all__
                 and not isinstance(getattr(pkg, n), type(pkg)) and n not in {"annotations", "Any"}]
+
+
+def test_object_settings_rejected_and_api_version_parsed() -> None:
+    with pytest.raises(ConfigError, match="Python object"):
+        parse_source_options(opts(**{"kafka.ssl.context": "x"}))
+    assert parse_source_options(opts(**{"kafka.api.version": "3.7"})).client_configs == {
+        "api_version": (3, 7)}
