@@ -170,6 +170,9 @@ def main() -> None:
         except Exception as exc:  # report and go on: the other numbers still stand
             print(f"  builtin  failed: {str(exc).splitlines()[0][:300]}")
     spark.stop()
+    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap)
+    admin.delete_topics([topic, warm_topic])  # do not leave gigabytes on a shared broker
+    admin.close()
 
     for name, rate in results.items():
         print(f"  {name:<8} {rate:>12,.0f} rec/s")
