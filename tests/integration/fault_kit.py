@@ -32,6 +32,7 @@ from kafka import TopicPartition as KafkaTP
 from sparkbarrier._faults import FAULT_ENV, FAULT_STATE_DIR_ENV, fired
 from sparkbarrier.connectors.hbase import read_committed
 from sparkbarrier.connectors.hbase._commit_table import COMMIT_COLUMN, CommitRecord
+from polling import wait_for  # noqa: F401  (re-exported for the tests)
 
 __all__ = ["Record", "Scenario", "PipelineConfig", "RunResult", "run_pipeline", "wait_for"]
 
@@ -78,15 +79,6 @@ class RunResult:
         return self.fired and self.returncode != 0
 
 
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
 
 
 def run_pipeline(cfg: PipelineConfig, workdir: Path, *, fault: str | None = None,

@@ -13,6 +13,7 @@ from kafka import TopicPartition as KafkaTP
 from pyspark.sql import DataFrame, SparkSession
 
 from sparkbarrier.connectors.kafka import register
+from polling import wait_for  # noqa: F401  (re-exported for the tests)
 
 
 class KafkaTool:
@@ -74,16 +75,6 @@ class KafkaTool:
         self.admin.close()
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 60, what: str = "condition") -> Any:
-    """Poll ``condition`` until truthy; fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.2)
 
 
 
