@@ -75,9 +75,6 @@ class KafkaTool:
         self.admin.close()
 
 
-
-
-
 @dataclass
 class Collected:
     """Rows per batch id (data rows and marker rows apart)."""
