@@ -78,11 +78,7 @@ def spark_session(master: str = "local[2]", app: str = "sparkbarrier-demo") -> A
              .config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    # Explicit: Spark's automatic discovery of the pyspark_* shims does not see modules
-    # of an editable install (setuptools' import-hook finder), so register by hand.
-    import sparkbarrier
-
-    sparkbarrier.register(spark)
+    # No register call: the installed pyspark_barrier_* modules make both formats known.
     return spark
 
 
