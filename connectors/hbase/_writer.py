@@ -61,7 +61,7 @@ class HBaseTaskWriter:
         self.sink_id = opts.sink_id or f"query-{identity.query_id}"
         self._conn = HBaseConnection.from_options(opts)
         self._layout: SinkLayout | None = None
-        self._gens = GenerationCounter()
+        self._gens = GenerationCounter(identity.partition_id)
         from happybase.batch import BatchMutation, Mutation
 
         self._Mutation = Mutation
@@ -93,7 +93,7 @@ class HBaseTaskWriter:
                     buf.flush()
             buf.flush()
             msg.checkpoint_ids = sorted(checkpoints)
-            msg.max_ts = base + self._gens.generation if msg.rows else None
+            msg.max_ts = base + self._gens.current if msg.rows else None
             return msg
         finally:
             self._conn.close()

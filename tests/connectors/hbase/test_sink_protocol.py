@@ -57,6 +57,22 @@ def test_put_then_delete_of_one_row_in_one_checkpoint_removes_it(make_sink) -> N
     assert sink.read() == [{"id": "b", "v": 1, "s": None}]
 
 
+def test_one_key_in_two_tasks_of_a_batch_resolves_to_the_later_task_on_every_replay(
+    make_sink,
+) -> None:
+    """Two splits of one Kafka partition (minPartitions) writing one key: the later split wins."""
+    sink = make_sink(OPS, **{"op.column": "op"})
+    early = [{"id": "a", "v": 1, "s": "early", "op": None}]
+    late = [{"id": "a", "v": 3, "s": "late", "op": None}]
+    # Replays run the tasks in any order; the outcome must not depend on it.
+    first = [sink.task(late, batch=0, partition=1), sink.task(early, batch=0, partition=0)]
+    sink.commit(first, 0)
+    assert sink.read() == [{"id": "a", "v": 3, "s": "late"}]
+    replay = [sink.task(early, batch=0, partition=0), sink.task(late, batch=0, partition=1)]
+    sink.commit(replay, 0)
+    assert sink.read() == [{"id": "a", "v": 3, "s": "late"}]
+
+
 def test_uncommitted_delete_does_not_hide_committed_row(make_sink) -> None:
     sink = make_sink(OPS, **{"op.column": "op"})
     sink.commit([sink.task([{"id": "a", "v": 1, "s": "x", "op": None}], batch=0)], 0)

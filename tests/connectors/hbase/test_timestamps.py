@@ -27,3 +27,22 @@ def test_sequence_ranges_do_not_overlap_and_start_above_wall_clock() -> None:
     assert seq_ceiling(5) == seq_floor(6) == 6 * STRIDE
     now_ms = 1_763_000_000_000
     assert seq_floor(first_seq(now_ms)) > now_ms
+
+
+def test_tasks_of_one_batch_never_share_a_timestamp() -> None:
+    first, second = GenerationCounter(0), GenerationCounter(1)
+    keys = [b"k"] * 5  # the same key repeated in both tasks
+    a = [first.next(k) for k in keys]
+    b = [second.next(k) for k in keys]
+    assert not set(a) & set(b)
+    assert max(a) < min(b)  # the later split of a Kafka partition wins
+
+
+def test_too_many_write_tasks_is_a_clear_error() -> None:
+    import pytest
+
+    from sparkbarrier import SinkError
+    from sparkbarrier.connectors.hbase._timestamps import MAX_TASKS
+
+    with pytest.raises(SinkError, match="coalesce"):
+        GenerationCounter(MAX_TASKS)
