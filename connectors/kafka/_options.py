@@ -210,7 +210,8 @@ class KafkaSourceOptions:
     poll_timeout_ms: int = 120_000
     commit_offsets: bool = True
     arrow_batch_size: int = 10_000
-    client_configs: Mapping[str, Any] = field(default_factory=dict)
+    # Holds passwords: kept out of repr() so tracebacks and logs of the options stay clean.
+    client_configs: Mapping[str, Any] = field(default_factory=dict, repr=False)
     safe_options: Mapping[str, str] = field(default_factory=dict)  # redacted, for logs
 
     def consumer_configs(self) -> dict[str, Any]:

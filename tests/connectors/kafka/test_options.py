@@ -150,6 +150,7 @@ def test_secrets_never_in_errors_or_safe_options(caplog: pytest.LogCaptureFixtur
     caplog.set_level(logging.DEBUG)
     o = parse_source_options(raw)
     assert secret not in repr(o.safe_options)
+    assert secret not in repr(o) and secret not in str(o)
     with pytest.raises(ConfigError) as err:
         parse_source_options({**raw, "failOnDataLoss": "maybe"})
     assert secret not in str(err.value)
