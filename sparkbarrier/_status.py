@@ -161,8 +161,11 @@ def group_status(bootstrap: str, group: str, topics: list[str] | None = None) ->
     if not committed:
         raise SourceError(f"consumer group {group!r} has no committed offsets on {bootstrap} "
                           "(unknown group, or no checkpoint has completed yet)")
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             request_timeout_ms=_TIMEOUT_MS + 1000)
+    try:
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                 request_timeout_ms=_TIMEOUT_MS + 1000)
+    except KafkaError as exc:
+        raise SourceError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
     try:
         wanted = topics or sorted({t for t, _ in committed})
         existing = consumer.topics()
@@ -171,6 +174,8 @@ def group_status(bootstrap: str, group: str, topics: list[str] | None = None) ->
             raise SourceError(f"topic(s) {missing} do not exist on {bootstrap}")
         tps = [KafkaTP(t, p) for t in wanted for p in sorted(consumer.partitions_for_topic(t) or ())]
         ends = consumer.end_offsets(tps)
+    except KafkaError as exc:
+        raise SourceError(f"cannot read end offsets from {bootstrap}: {exc}") from exc
     finally:
         consumer.close()
     rows = []

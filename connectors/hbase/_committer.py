@@ -176,6 +176,9 @@ class Committer:
                  first.seq, sum(m.rows for m in msgs))
         return record
 
+    def close(self) -> None:
+        self._conn.close()
+
     def abort(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
         """Nothing to undo: the batch's cells sit above the committed read bound (see module doc)."""
         seqs = sorted({m.seq for m in messages if isinstance(m, HBaseCommitMessage)})

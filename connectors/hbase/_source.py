@@ -112,10 +112,14 @@ class HBaseStreamWriter(DataSourceStreamArrowWriter):
                          rowkey=self.opts.rowkey, columns=columns)
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        self._committer().commit(messages, batchId)
+        committer = self._committer()
+        try:
+            committer.commit(messages, batchId)
+        finally:
+            committer.close()
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        self._committer().abort(messages, batchId)
+        self._committer().abort(messages, batchId)  # writes nothing; opens no connection
 
 
 class HBaseCommittedReader(DataSourceReader):

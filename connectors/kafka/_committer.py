@@ -109,10 +109,13 @@ class OffsetCommitter:
             request = {KafkaTP(tp.topic, tp.partition): OffsetAndMetadata(off, meta, -1)
                        for tp, off in ahead.items()}
             errors = self._client().alter_group_offsets(self._group_id, request)
-            failed = {str(tp): err.__name__ for tp, err in errors.items()
-                      if err is not None and getattr(err, "errno", 0) != 0}
-            if failed:
-                raise _PartialCommit(failed)
+            rejected = {tp: err for tp, err in errors.items()
+                        if err is not None and getattr(err, "errno", 0) != 0}
+            if rejected:
+                raise _PartialCommit(
+                    {str(tp): err.__name__ for tp, err in rejected.items()},
+                    retriable=all(getattr(err, "retriable", False) for err in rejected.values()),
+                )
             self._committed.update(ahead)
         self._last_checkpoint = checkpoint_id
         self._metrics.add("commits_succeeded")
@@ -137,9 +140,12 @@ class OffsetCommitter:
 
 
 class _PartialCommit(KafkaError):
-    """Some partitions were rejected by the coordinator (retried like a retriable error)."""
+    """Some partitions were rejected by the coordinator.
 
-    retriable = True
+    Retried at once only when every rejection is retriable (e.g. the coordinator is
+    moving); UNKNOWN_MEMBER_ID and the like wait for the next completed checkpoint.
+    """
 
-    def __init__(self, failed: Mapping[str, str]) -> None:
+    def __init__(self, failed: Mapping[str, str], *, retriable: bool) -> None:
         super().__init__(f"partitions rejected: {dict(failed)}")
+        self.retriable = retriable

@@ -89,9 +89,13 @@ def _from_group(options: KafkaSourceOptions, tps: set[TopicPartition],
                 earliest: dict[TopicPartition, int], latest: dict[TopicPartition, int],
                 committer: OffsetCommitter | None) -> dict[TopicPartition, int]:
     if committer is None:  # commitOffsets=false: read the group, never write it
-        committer = OffsetCommitter(options.admin_configs(), options.group_id or "",
-                                    SourceMetrics())
-    committed = committer.group_offsets()
+        reader = OffsetCommitter(options.admin_configs(), options.group_id or "", SourceMetrics())
+        try:
+            committed = reader.group_offsets()
+        finally:
+            reader.close()
+    else:
+        committed = committer.group_offsets()
     out: dict[TopicPartition, int] = {}
     for tp in tps:
         if tp in committed:
