@@ -219,12 +219,19 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if completed.checkpoint_id == 0:
             return
         with state.lock:
+            # Flink's pendingOffsetsToCommit: take the snapshot's offsets out of the
+            # ledger (dropping older entries). After a driver restart the ledger is
+            # empty and ``completed`` itself, read back from Spark's offset log, is
+            # the same snapshot.
+            pending = None
             if any(p.checkpoint_id == completed.checkpoint_id for p in state.ledger.pending):
-                state.ledger.complete(completed.checkpoint_id)
+                pending = state.ledger.complete(completed.checkpoint_id)
+        offsets: Mapping[TopicPartition, int] = completed.offsets
+        if pending is not None:
+            offsets = {TopicPartition.from_channel(ch): off for ch, off in pending.offsets.items()}
         if state.committer is not None:
             fault_point("source.after_commitlog_before_kafka_commit")
-            state.committer.commit(completed.checkpoint_id, completed.timestamp_ms,
-                                   completed.offsets)
+            state.committer.commit(completed.checkpoint_id, completed.timestamp_ms, offsets)
 
     def commit(self, end: dict) -> None:
         """Spark: everything up to ``end`` is processed (batch in the commit log)."""
@@ -253,6 +260,7 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 if self._options.fail_on_data_loss:
                     raise DataLossError(message, topic_partition=str(tp))
                 log.warning("barrier-kafka: data loss skipped: %s", message)
+                state.metrics.add("data_loss_skipped")
                 continue
             if until > since:
                 ranges.append((tp, since, until))
