@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "demo"))
@@ -23,7 +24,13 @@ def main(argv: list[str]) -> int:
     names = Names(topic=topic, group=group, table=table, sink_id=table)
     spark = spark_session(master=master, app="sparkbarrier-cluster-test")
     try:
-        executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size()
+        # The executor JVM registers a few seconds after the session starts: wait for it
+        # (bounded), so the query really runs on the separate executor.
+        status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus
+        deadline = time.monotonic() + 90
+        while status().size() < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        executors = status().size()
         query = (pipeline(spark, bootstrap, (host, int(port)), names, max_per_trigger=1000)
                  .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
         finished = query.awaitTermination(180)
