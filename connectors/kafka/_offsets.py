@@ -6,6 +6,11 @@ JSON form (version 1)::
      "offsets": {"orders": {"0": 42, "1": 17}}}
 
 ``offsets`` holds the *next* offset to read per topic-partition (Spark's layout).
+``starts`` (optional, same layout) holds where partitions that entered the stream in
+this checkpoint begin (discovered partitions start at their earliest offset *as seen
+when the batch was planned*); a replay reads from there instead of looking earliest up
+again, so it reads the same range or reports the loss. Readers that predate the field
+ignore it.
 ``checkpointId`` increases by one only when the range advances; ``timestampMs`` is
 fixed when the batch is planned and strictly increases. Because Spark persists
 this dict, a replayed batch carries the same id and timestamp -- they are never
@@ -15,13 +20,13 @@ recomputed. Unknown versions are rejected.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..._exceptions import ProtocolError
 from ._positions import TopicPartition
 
-__all__ = ["OFFSET_VERSION", "SourceOffset"]
+__all__ = ["OFFSET_VERSION", "SourceOffset", "nest_offsets"]
 
 OFFSET_VERSION = 1
 
@@ -33,20 +38,22 @@ class SourceOffset:
     checkpoint_id: int
     timestamp_ms: int
     offsets: Mapping[TopicPartition, int]
+    starts: Mapping[TopicPartition, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "offsets", dict(sorted(self.offsets.items())))
+        object.__setattr__(self, "starts", dict(sorted(self.starts.items())))
 
     def to_json(self) -> dict[str, Any]:
-        nested: dict[str, dict[str, int]] = {}
-        for tp, off in self.offsets.items():
-            nested.setdefault(tp.topic, {})[str(tp.partition)] = off
-        return {
+        data: dict[str, Any] = {
             "version": OFFSET_VERSION,
             "checkpointId": self.checkpoint_id,
             "timestampMs": self.timestamp_ms,
-            "offsets": nested,
+            "offsets": nest_offsets(self.offsets),
         }
+        if self.starts:
+            data["starts"] = nest_offsets(self.starts)
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SourceOffset:
@@ -58,15 +65,24 @@ class SourceOffset:
                 f"source or a newer sparkbarrier?"
             )
         try:
-            offsets = {
-                TopicPartition(topic, int(part)): int(off)
-                for topic, parts in data["offsets"].items()
-                for part, off in parts.items()
-            }
-            return cls(int(data["checkpointId"]), int(data["timestampMs"]), offsets)
+            return cls(int(data["checkpointId"]), int(data["timestampMs"]),
+                       _flat(data["offsets"]), _flat(data.get("starts", {})))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ProtocolError(f"malformed barrier-kafka offset: {exc!r}") from None
 
     def channel_offsets(self) -> dict[str, int]:
         """``{"topic:partition": next_offset}`` -- the ledger's channel form."""
         return {tp.channel: off for tp, off in self.offsets.items()}
+
+
+def nest_offsets(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Spark's ``{"topic": {"partition": offset}}`` layout."""
+    nested: dict[str, dict[str, int]] = {}
+    for tp, off in offsets.items():
+        nested.setdefault(tp.topic, {})[str(tp.partition)] = off
+    return nested
+
+
+def _flat(nested: Mapping[str, Mapping[str, Any]]) -> dict[TopicPartition, int]:
+    return {TopicPartition(topic, int(part)): int(off)
+            for topic, parts in nested.items() for part, off in parts.items()}

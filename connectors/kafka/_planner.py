@@ -46,7 +46,7 @@ from pyspark.sql.types import StructType
 from ..._exceptions import DataLossError
 from ..._faults import fault_point
 from ...state import CheckpointLock, PendingCheckpoints
-from ._offsets import SourceOffset
+from ._offsets import SourceOffset, nest_offsets
 from ._options import KafkaSourceOptions
 from ._partition_reader import KafkaRangePartition, read_range
 from ._starting import resolve_initial
@@ -153,7 +153,8 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if end == dict(begin.offsets):
                 return start
             planned = SourceOffset(begin.checkpoint_id + 1,
-                                   max(_now_ms(), begin.timestamp_ms + 1), end)
+                                   max(_now_ms(), begin.timestamp_ms + 1), end,
+                                   {tp: current[tp] for tp in end if tp not in begin.offsets})
             state.record_planned(planned, begin, latest)
             return planned.to_json()
 
@@ -241,16 +242,15 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = self._state().latest_seen
         if not latest:
             return None
-        nested: dict[str, dict[str, int]] = {}
-        for tp, off in sorted(latest.items()):
-            nested.setdefault(tp.topic, {})[str(tp.partition)] = off
-        return nested
+        return nest_offsets(dict(sorted(latest.items())))
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         state = self._state()
         begin, stop = SourceOffset.from_json(start), SourceOffset.from_json(end)
-        new = [tp for tp in stop.offsets if tp not in begin.offsets]
-        firsts = state.cluster.earliest(new) if new else {}
+        # Planned starts of new partitions; only a checkpoint written before they were
+        # recorded needs the earliest offset looked up again.
+        unplanned = [tp for tp in stop.offsets if tp not in begin.offsets and tp not in stop.starts]
+        firsts = {**(state.cluster.earliest(unplanned) if unplanned else {}), **stop.starts}
         ranges: list[tuple[TopicPartition, int, int]] = []
         for tp, until in stop.offsets.items():
             since = begin.offsets.get(tp, firsts.get(tp, 0))

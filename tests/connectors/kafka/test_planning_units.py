@@ -94,3 +94,29 @@ def test_planner_pickles_without_driver_state() -> None:
     planner._driver = object()  # type: ignore[assignment]
     clone = pickle.loads(pickle.dumps(planner))
     assert clone._driver is None and clone._options == planner._options
+
+
+def test_offset_json_carries_planned_starts_of_new_partitions() -> None:
+    off = SourceOffset(4, 2000, {TP("a", 0): 9, TP("a", 1): 30}, {TP("a", 1): 12})
+    data = off.to_json()
+    assert data["starts"] == {"a": {"1": 12}}
+    assert SourceOffset.from_json(data) == off
+    # Offsets written before the field existed read as "no planned starts".
+    assert SourceOffset.from_json({k: v for k, v in data.items() if k != "starts"}).starts == {}
+    assert "starts" not in SourceOffset(1, 1, {TP("a", 0): 1}).to_json()
+
+
+def test_new_partition_is_read_from_its_planned_start_not_looked_up_again() -> None:
+    from types import SimpleNamespace
+
+    planner, _ = _planner()
+
+    class NoLookup:
+        def earliest(self, tps):  # a replay must not ask Kafka where the partition starts
+            raise AssertionError(f"looked up earliest of {tps}")
+
+    planner._driver = SimpleNamespace(cluster=NoLookup(), metrics=None)  # type: ignore[assignment]
+    begin = SourceOffset(1, 10, {TP("t", 0): 5})
+    end = SourceOffset(2, 11, {TP("t", 0): 8, TP("t", 1): 20}, {TP("t", 1): 12})
+    parts = planner.partitions(begin.to_json(), end.to_json())
+    assert sorted((p.channel, p.start, p.end) for p in parts) == [("t:0", 5, 8), ("t:1", 12, 20)]
