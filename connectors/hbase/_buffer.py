@@ -1,84 +1,174 @@
-"""Mutation buffer and flush policy (executor, one per write task).
+"""Mutation buffer and flush policy (executor, one per write task): net per key, flush in rounds.
 
-Rows are grouped by cell timestamp (one group per generation, see ``_timestamps``)
-because Thrift1's ``mutateRowsTs`` stamps a whole call with one timestamp. A flush
-sends every group in order, oldest timestamp first. Flush triggers: the row or byte
-limit (checked on every row, so limits hold inside one huge Arrow batch), the
-interval (checked by the writer between Arrow batches), every barrier and the end of
-the task. Any failure raises :class:`FlushError`: Spark fails the task and retries it,
-and the retry rewrites the same cells at the same timestamps, so nothing is lost and
-nothing is duplicated.
+Rows are *netted* per row key while buffered, as Flink's reduced-buffer executors do:
+the buffer keeps, per key, whether the row was deleted, which cells were deleted and
+the last value of every put cell. Ten thousand updates of a hot key leave one put; a
+delete followed by puts leaves one delete marker (at the round's delete slot) and
+newer puts (at its put slot), see ``_timestamps``. A flush sends at most two
+``mutateRowsTs`` calls: every delete of the flush at the delete slot (Thrift1 turns a
+``family`` column into a DeleteFamily marker and ``family:qualifier`` into a
+DeleteColumns marker, both masking versions at or below the slot), then every put at
+the put slot.
+
+Flush points are deterministic, so a replay of the same input flushes at the same rows
+and writes the same cells at the same timestamps: the row limit (input rows since the
+last flush), the byte limit, every barrier and the end of the task. A delete of a key
+whose put this round already flushed cannot mask that put from the same delete slot,
+so that flush opens a new round first. When only the last round is left, the buffer
+stops flushing mid-task and sends everything at the end of the task in one go (memory
+then grows with the task's distinct keys; a warning says which option to raise).
+
+Any write failure raises :class:`FlushError`: Spark fails the task and retries it, and
+the retry rewrites the same cells at the same timestamps.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from thriftpy2.thrift import TException
 
 from ..._exceptions import FlushError, SinkError
-from ..._faults import FAULT_ENV, fault_point
+from ..._faults import fault_point
 from ._connection import HBaseConnection
+from ._timestamps import TaskClock
 
-__all__ = ["MutationBuffer", "FAULT_ENV", "FAULT_AFTER_PARTIAL_FLUSH"]
+__all__ = ["MutationBuffer", "FAULT_AFTER_PARTIAL_FLUSH", "FLUSHED_KEYS_LIMIT"]
 
 log = logging.getLogger(__name__)
 
 FAULT_AFTER_PARTIAL_FLUSH = "hbase.after_partial_flush"
+# Keys whose puts went out in the current round are remembered to spot a later delete
+# of them; past this many the next flush opens a new round, bounding that memory.
+FLUSHED_KEYS_LIMIT = 1_000_000
+
+
+class _RowChange:
+    """The net effect of a task's buffered rows on one row key."""
+
+    __slots__ = ("deleted", "cell_deletes", "puts")
+
+    def __init__(self) -> None:
+        self.deleted = False
+        self.cell_deletes: set[bytes] = set()
+        self.puts: dict[bytes, bytes] = {}
+
+    @property
+    def has_delete(self) -> bool:
+        return self.deleted or bool(self.cell_deletes)
 
 
 class MutationBuffer:
-    """Buffered ``BatchMutation`` objects keyed by timestamp, with Flink's flush limits."""
+    """Netted row changes of one task with Flink's row/byte flush limits."""
 
-    def __init__(self, conn: HBaseConnection, table: str, *, max_rows: int, max_size: int,
-                 interval_ms: int, checkpoint_id: int | None = None) -> None:
+    def __init__(self, conn: HBaseConnection, table: str, clock: TaskClock, *, families: tuple[bytes, ...],
+                 max_rows: int, max_size: int, checkpoint_id: int | None = None) -> None:
         self._conn = conn
         self._table = table.encode()
-        self.max_rows, self.max_size, self.interval_ms = max_rows, max_size, interval_ms
+        self._clock = clock
+        self._families = families
+        self.max_rows, self.max_size = max_rows, max_size
         self.checkpoint_id = checkpoint_id
-        self._groups: list[tuple[int, list[Any]]] = []
-        self.rows = 0
-        self.bytes = 0
-        self._oldest: float | None = None
-        self.flushes = 0
-        self.rows_written = 0
+        self._changes: dict[bytes, _RowChange] = {}
+        self._flushed_puts: set[bytes] = set()
+        self._rows = 0
+        self._bytes = 0
+        self._holding = False
+        self.written = False
 
-    def add(self, ts: int, batch_mutation: Any, nbytes: int) -> None:
-        """Buffer one row's mutations at ``ts``; flushes first-come when a limit is hit."""
-        if not self._groups or self._groups[-1][0] != ts:
-            self._groups.append((ts, []))
-        self._groups[-1][1].append(batch_mutation)
-        self.rows += 1
-        self.bytes += nbytes
-        if self._oldest is None:
-            self._oldest = time.monotonic()
-        if self.rows >= self.max_rows or self.bytes >= self.max_size:
+    def delete_row(self, key: bytes, nbytes: int) -> None:
+        change = self._change(key)
+        change.deleted = True
+        change.cell_deletes.clear()
+        change.puts.clear()
+        self._count(nbytes)
+
+    def upsert(self, key: bytes, puts: list[tuple[bytes, bytes]], deletes: list[bytes], nbytes: int) -> None:
+        change = self._change(key)
+        for column in deletes:
+            change.puts.pop(column, None)
+            if not change.deleted:  # a row delete in this round already masks the cell
+                change.cell_deletes.add(column)
+        change.puts.update(puts)
+        self._count(nbytes)
+
+    def _change(self, key: bytes) -> _RowChange:
+        change = self._changes.get(key)
+        if change is None:
+            change = self._changes[key] = _RowChange()
+        return change
+
+    def _count(self, nbytes: int) -> None:
+        self._rows += 1
+        self._bytes += nbytes
+        if self._rows >= self.max_rows or self._bytes >= self.max_size:
             self.flush()
 
-    def interval_due(self) -> bool:
-        return self._oldest is not None and (time.monotonic() - self._oldest) * 1000 >= self.interval_ms
-
-    def flush(self) -> None:
-        """Send everything buffered; raise :class:`FlushError` if any of it failed."""
-        if not self._groups:
+    def flush(self, *, final: bool = False) -> None:
+        """Send the netted changes (a barrier or limit; ``final`` at the end of the task)."""
+        if not self._changes or (self._holding and not final):
             return
-        groups, rows = self._groups, self.rows
-        self._groups, self.rows, self.bytes, self._oldest = [], 0, 0, None
-        for ts, mutations in groups:
-            try:
-                self._conn.call(lambda c, m=mutations, t=ts: c.client.mutateRowsTs(self._table, m, t, {}))
-            except (TException, SinkError) as exc:
-                raise FlushError(
-                    f"writing {len(mutations)} row(s) to HBase table {self._table.decode()!r} "
-                    f"at timestamp {ts} failed: {_first_line(exc)}",
-                    checkpoint_id=self.checkpoint_id,
-                ) from exc
-        self.flushes += 1
-        self.rows_written += rows
-        log.debug("flushed %d rows in %d timestamp group(s)", rows, len(groups))
+        clock = self._clock
+        if not self._holding and self._needs_new_round():
+            if clock.next_is_last:
+                clock.advance()
+                self._holding = True
+                log.warning("a write task deleted keys it had already written %d times in one "
+                            "micro-batch; it now holds the rest of its rows until its end. Raise "
+                            "sink.buffer-flush.max-rows or use smaller micro-batches to avoid this",
+                            clock.round)
+                if not final:
+                    return
+            else:
+                clock.advance()
+                self._flushed_puts.clear()
+        changes = self._changes
+        self._changes, self._rows, self._bytes = {}, 0, 0
+        Mutation, BatchMutation = _thrift_types()
+        deletes: list[Any] = []
+        puts: list[Any] = []
+        for key, change in changes.items():
+            if change.deleted:
+                deletes.append(BatchMutation(row=key, mutations=[
+                    Mutation(isDelete=True, column=f) for f in self._families]))
+            elif change.cell_deletes:
+                deletes.append(BatchMutation(row=key, mutations=[
+                    Mutation(isDelete=True, column=c) for c in change.cell_deletes]))
+            if change.puts:
+                puts.append(BatchMutation(row=key, mutations=[
+                    Mutation(column=c, value=v) for c, v in change.puts.items()]))
+                self._flushed_puts.add(key)
+        self._send(deletes, clock.delete_ts)
+        self._send(puts, clock.put_ts)
+        self.written = True
+        log.debug("flushed %d row(s) (%d delete, %d put) in round %d", len(changes), len(deletes),
+                  len(puts), clock.round)
         fault_point(FAULT_AFTER_PARTIAL_FLUSH, fail=lambda m: FlushError(m, checkpoint_id=self.checkpoint_id))
+
+    def _needs_new_round(self) -> bool:
+        if len(self._flushed_puts) >= FLUSHED_KEYS_LIMIT:
+            return True
+        flushed = self._flushed_puts
+        return any(c.has_delete and k in flushed for k, c in self._changes.items())
+
+    def _send(self, mutations: list[Any], ts: int) -> None:
+        if not mutations:
+            return
+        try:
+            self._conn.call(lambda c: c.client.mutateRowsTs(self._table, mutations, ts, {}))
+        except (TException, SinkError) as exc:
+            raise FlushError(
+                f"writing {len(mutations)} row(s) to HBase table {self._table.decode()!r} "
+                f"at timestamp {ts} failed: {_first_line(exc)}",
+                checkpoint_id=self.checkpoint_id,
+            ) from exc
+
+
+def _thrift_types() -> tuple[Any, Any]:
+    from happybase.batch import BatchMutation, Mutation
+
+    return Mutation, BatchMutation
 
 
 def _first_line(exc: BaseException) -> str:

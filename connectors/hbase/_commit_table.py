@@ -1,18 +1,23 @@
-"""The commit table: one row per ``sink.id`` holding its last commit and in-flight attempt.
+"""The commit table: per ``sink.id`` its last commit, its in-flight attempt and its history.
 
 Layout (table ``commit.table``, default ``sparkbarrier_commits``, family ``c``):
 
-* row key: the ``sink.id`` (UTF-8)
-* ``c:commit`` — JSON :class:`CommitRecord` of the last committed checkpoint. Replaced
-  only with ``checkAndPut`` against the exact bytes the writer based its work on, so a
-  second writer under the same ``sink.id`` is fenced.
-* ``c:attempt`` — JSON :class:`AttemptRecord`: the sequence the running micro-batch
-  writes under. Executors of one batch agree on it through ``checkAndPut``; a replay
-  of the same (query, batch) reuses it so replayed cells are identical.
+* row ``<sink.id>``:
 
-Both records carry ``"version": 1``; unknown versions are rejected. ``offsets`` maps
-a source channel (``"topic:partition"``) to the next offset to read -- enough to
-resume a fresh query from what the sink holds.
+  * ``c:commit`` — JSON :class:`CommitRecord` of the last committed checkpoint. Replaced
+    only with ``checkAndPut`` against the exact bytes the writer based its work on, so a
+    second writer under the same ``sink.id`` is fenced.
+  * ``c:attempt`` — JSON :class:`AttemptRecord`: the timestamp base the running
+    micro-batch writes at. Executors of one batch agree on it through ``checkAndPut``;
+    a replay of the same (query, batch) reuses it, so replayed cells are identical.
+
+* row ``<sink.id>\\x00<sequence, 20 digits>``, ``c:history`` — every commit record
+  ever written, kept for as-of reads and lineage (a scan of the sink's prefix lists
+  them in commit order).
+
+Records carry ``"version": 2``; other versions are rejected. ``offsets`` maps a source
+channel (``"topic:partition"``) to the next offset to read -- enough to resume a fresh
+query from what the sink holds.
 """
 
 from __future__ import annotations
@@ -39,12 +44,16 @@ __all__ = [
     "check_and_put",
     "put_cell",
     "list_sinks",
+    "put_history",
+    "read_history",
 ]
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 COMMIT_FAMILY = "c"
 COMMIT_COLUMN = b"c:commit"
 ATTEMPT_COLUMN = b"c:attempt"
+HISTORY_COLUMN = b"c:history"
+_HISTORY_SEP = b"\x00"
 
 
 def _check_version(obj: dict[str, Any], what: str) -> None:
@@ -56,16 +65,24 @@ def _check_version(obj: dict[str, Any], what: str) -> None:
 
 @dataclass(frozen=True)
 class CommitRecord:
-    """The last committed checkpoint of one sink (``c:commit``)."""
+    """One committed checkpoint of a sink (``c:commit``, and its ``c:history`` copy).
+
+    ``seq`` counts the sink's commits (1, 2, ...). The batch wrote its cells at
+    timestamps in ``[ts_lo, ts_hi)``; the committed view is every cell below
+    ``read_bound`` (the largest ``ts_hi`` so far) outside ``gaps`` (timestamp ranges of
+    attempts that were replaced and never committed).
+    """
 
     sink_id: str
     table: str
     seq: int
     query_id: str
     batch_id: int
+    ts_lo: int
+    ts_hi: int
     read_bound: int
     offsets: dict[str, int] = field(default_factory=dict)
-    checkpoint_ids: list[int] = field(default_factory=list)
+    source_checkpoints: list[int] = field(default_factory=list)
     gaps: list[list[int]] = field(default_factory=list)
     schema_json: str = ""
     rowkey: str = ""
@@ -78,20 +95,22 @@ class CommitRecord:
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> CommitRecord:
-        obj = json.loads(raw)
-        _check_version(obj, "commit record")
-        return cls(**obj)
+        return _build(cls, raw, "commit record")
 
 
 @dataclass(frozen=True)
 class AttemptRecord:
-    """The sequence a (query, batch) writes under (``c:attempt``)."""
+    """The timestamp base a (query, batch) writes at (``c:attempt``).
+
+    ``prev_seq`` is the commit the attempt builds on; ``gap`` the timestamp range of an
+    attempt it replaced (that one never committed and its cells must stay invisible).
+    """
 
     query_id: str
     batch_id: int
-    seq: int
+    base_ms: int
     prev_seq: int | None
-    gap_from: int | None
+    gap: list[int] | None = None
     version: int = RECORD_VERSION
 
     def to_bytes(self) -> bytes:
@@ -99,9 +118,22 @@ class AttemptRecord:
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> AttemptRecord:
+        return _build(cls, raw, "attempt record")
+
+
+def _build(cls: Any, raw: bytes, what: str) -> Any:
+    """Parse and version-check one record; every malformed record is a ProtocolError."""
+    try:
         obj = json.loads(raw)
-        _check_version(obj, "attempt record")
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"{what} is not valid JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"{what} is not a JSON object")
+    _check_version(obj, what)
+    try:
         return cls(**obj)
+    except TypeError as exc:
+        raise ProtocolError(f"{what} has unexpected fields: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -179,9 +211,30 @@ def put_cell(conn: HBaseConnection, commit_table: str, sink_id: str, column: byt
 
 
 def list_sinks(conn: HBaseConnection, commit_table: str) -> list[CommitRecord]:
-    """Every commit record in the commit table (the committed-view reader picks one)."""
+    """Every sink's last commit record (the committed-view reader picks one)."""
     rows = conn.call(lambda c: list(c.table(commit_table).scan(columns=[COMMIT_COLUMN])))
     return [CommitRecord.from_bytes(data[COMMIT_COLUMN]) for _key, data in rows if COMMIT_COLUMN in data]
+
+
+def _history_key(sink_id: str, seq: int) -> bytes:
+    return sink_id.encode() + _HISTORY_SEP + b"%020d" % seq
+
+
+def put_history(conn: HBaseConnection, commit_table: str, record: CommitRecord) -> None:
+    """Keep ``record`` in the sink's history (idempotent: same key, same bytes)."""
+    key = _history_key(record.sink_id, record.seq)
+    conn.call(lambda c: c.table(commit_table).put(key, {HISTORY_COLUMN: record.to_bytes()}))
+
+
+def read_history(conn: HBaseConnection, commit_table: str, sink_id: str) -> list[CommitRecord]:
+    """The sink's commit records, oldest first."""
+    prefix = sink_id.encode() + _HISTORY_SEP
+    try:
+        rows = conn.call(lambda c: list(c.table(commit_table).scan(row_prefix=prefix, columns=[HISTORY_COLUMN])))
+    except TException as exc:
+        raise SinkError(f"cannot read the history of sink {sink_id!r} from {commit_table!r}: "
+                        f"{_short(exc)}") from exc
+    return [CommitRecord.from_bytes(data[HISTORY_COLUMN]) for _key, data in rows if HISTORY_COLUMN in data]
 
 
 def _mutation(column: bytes, value: bytes) -> Any:

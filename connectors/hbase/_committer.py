@@ -1,21 +1,24 @@
-"""The sink's commit protocol: executors agree on a sequence, the driver commits it.
+"""The sink's commit protocol: executors agree on a timestamp base, the driver commits it.
 
 Executor (:func:`plan_attempt`, once per write task): read the sink's row in the
-commit table and pick the checkpoint sequence for (query id, batch id):
+commit table and pick the timestamp base for (query id, batch id):
 
 1. the last commit is this (query, batch) → a replay of a committed batch: reuse its
-   sequence (cells come out identical; the driver's commit is a no-op);
+   base (cells come out identical; the driver's commit is a no-op);
 2. the in-flight attempt is this (query, batch) on top of the same commit → a task
-   retry or a replay after a failure: reuse its sequence;
-3. otherwise start a new attempt one above everything seen, via ``checkAndPut`` so the
-   tasks of one batch agree. A superseded, never-committed attempt becomes a *gap*
-   that committed readers skip, so its cells stay invisible forever.
+   retry or a replay after a failure: reuse its base;
+3. otherwise start a new attempt at ``max(now, everything written before)`` via
+   ``checkAndPut``, so the tasks of one batch agree. Within one query Spark always
+   replays a batch under its own id, so this replaces an attempt only when another
+   query takes the ``sink.id`` over; the replaced attempt's timestamp range becomes a
+   *gap* that committed readers skip, and the new base starts above it.
 
 Driver (:class:`Committer`, Spark's ``commit``/``abort``): ``commit`` replaces
 ``c:commit`` with ``checkAndPut`` on the exact record the tasks started from; anything
-else there means another writer committed meanwhile → :class:`FencedError`. ``abort``
-deletes nothing: uncommitted cells sit above the read bound, a replay rewrites them
-identically, and any other writer turns them into a gap.
+else there means another writer committed meanwhile → :class:`FencedError`. Every
+commit is also kept in the sink's history (as-of reads, lineage). ``abort`` deletes
+nothing: the batch's cells sit above the committed read bound and its replay
+rewrites them identically.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from ..._exceptions import FencedError, ProtocolError
 from ..._faults import fault_point
 from ._commit_table import (
     ATTEMPT_COLUMN,
+    put_history,
     COMMIT_COLUMN,
     AttemptRecord,
     CommitRecord,
@@ -39,7 +43,7 @@ from ._commit_table import (
     read_state,
 )
 from ._connection import HBaseConnection
-from ._timestamps import first_seq, seq_ceiling, seq_floor
+from ._timestamps import BATCH_SPAN_MS, next_base
 
 __all__ = ["HBaseCommitMessage", "Plan", "plan_attempt", "Committer"]
 
@@ -55,50 +59,50 @@ class HBaseCommitMessage(WriterCommitMessage):
     query_id: str
     batch_id: int
     partition_id: int
-    seq: int
+    base_ms: int
     prev_seq: int | None
-    gap_from: int | None
+    gap: list[int] | None
     replay_of_committed: bool
     rows: int = 0
-    max_ts: int | None = None
+    ts_end: int | None = None
     offsets: dict[str, int] = field(default_factory=dict)
-    checkpoint_ids: list[int] = field(default_factory=list)
+    source_checkpoints: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Plan:
-    seq: int
+    base_ms: int
     prev_seq: int | None
-    gap_from: int | None
+    gap: list[int] | None
     replay_of_committed: bool
 
 
 def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
                  batch_id: int, *, fenced: bool = True) -> Plan:
-    """The sequence this task writes under (executor; one get, at most one checkAndPut)."""
+    """The timestamp base this task writes at (executor; one get, at most one checkAndPut)."""
     for _ in range(_MAX_PLAN_ROUNDS):
         state = read_state(conn, commit_table, sink_id)
         commit, attempt = state.commit, state.attempt
         if commit is not None and commit.query_id == query_id and commit.batch_id == batch_id:
-            return Plan(commit.seq, None, None, True)
+            return Plan(commit.ts_lo, commit.seq - 1 if commit.seq > 1 else None, None, True)
         prev = commit.seq if commit is not None else None
         if (attempt is not None and attempt.query_id == query_id and attempt.batch_id == batch_id
                 and attempt.prev_seq == prev):
-            return Plan(attempt.seq, attempt.prev_seq, attempt.gap_from, False)
-        base = prev if prev is not None else first_seq(int(time.time() * 1000)) - 1
-        if attempt is not None and attempt.seq > base:
-            # An attempt that never committed: its range becomes a gap.
-            gap_from = attempt.gap_from if attempt.gap_from is not None and attempt.prev_seq == prev else attempt.seq
-            base = attempt.seq
-        else:
-            gap_from = None
-        new = AttemptRecord(query_id, batch_id, base + 1, prev, gap_from)
+            return Plan(attempt.base_ms, attempt.prev_seq, attempt.gap, False)
+        floor = commit.read_bound if commit is not None else 0
+        gap = None
+        if attempt is not None and attempt.prev_seq == prev:
+            # An attempt on top of the same commit that never committed: replaced.
+            lo = attempt.gap[0] if attempt.gap else attempt.base_ms
+            gap = [lo, attempt.base_ms + BATCH_SPAN_MS]
+            floor = max(floor, gap[1])
+        new = AttemptRecord(query_id, batch_id, next_base(int(time.time() * 1000), floor), prev, gap)
         if not fenced:
             put_cell(conn, commit_table, sink_id, ATTEMPT_COLUMN, new.to_bytes())
-            return Plan(new.seq, prev, gap_from, False)
+            return Plan(new.base_ms, prev, gap, False)
         if check_and_put(conn, commit_table, sink_id, ATTEMPT_COLUMN, state.attempt_raw, new.to_bytes()):
-            return Plan(new.seq, prev, gap_from, False)
-    raise ProtocolError(f"sink {sink_id!r}: could not agree on a checkpoint sequence for batch "
+            return Plan(new.base_ms, prev, gap, False)
+    raise ProtocolError(f"sink {sink_id!r}: could not agree on a timestamp base for batch "
                         f"{batch_id} after {_MAX_PLAN_ROUNDS} rounds (another writer keeps racing)")
 
 
@@ -129,19 +133,20 @@ class Committer:
             log.info("batch %d: no write task reported; nothing to commit", batch_id)
             return None
         first = msgs[0]
-        keys = {(m.sink_id, m.query_id, m.batch_id, m.seq, m.prev_seq) for m in msgs}
+        keys = {(m.sink_id, m.query_id, m.batch_id, m.base_ms, m.prev_seq) for m in msgs}
         if len(keys) != 1:
             raise FencedError(
-                f"batch {batch_id}: write tasks disagree on the checkpoint sequence {sorted(map(str, keys))}; "
+                f"batch {batch_id}: write tasks disagree on the timestamp base {sorted(map(str, keys))}; "
                 "another writer is using the same sink.id", checkpoint_id=batch_id)
         state = read_state(self._conn, self._commit_table, first.sink_id)
         current = state.commit
         if current is not None and current.query_id == first.query_id and current.batch_id == first.batch_id:
-            if current.seq != first.seq:
-                raise FencedError(f"sink {first.sink_id!r}: batch {batch_id} is committed under sequence "
-                                  f"{current.seq}, the tasks wrote {first.seq}", checkpoint_id=batch_id)
+            if current.ts_lo != first.base_ms:
+                raise FencedError(f"sink {first.sink_id!r}: batch {batch_id} is committed at timestamp base "
+                                  f"{current.ts_lo}, the tasks wrote at {first.base_ms}", checkpoint_id=batch_id)
+            put_history(self._conn, self._commit_table, current)  # the first try may have died before it
             log.info("sink %s batch %d already committed (seq %d); commit is a no-op",
-                     first.sink_id, batch_id, first.seq)
+                     first.sink_id, batch_id, current.seq)
             return current
         current_seq = current.seq if current is not None else None
         if self._fenced and current_seq != first.prev_seq:
@@ -154,14 +159,14 @@ class Committer:
         for m in msgs:
             for channel, nxt in m.offsets.items():
                 offsets[channel] = max(nxt, offsets.get(channel, nxt))
-        gap_lo = seq_ceiling(current_seq) if current_seq is not None else (
-            seq_floor(first.gap_from) if first.gap_from is not None else None)
-        gap = [gap_lo, seq_floor(first.seq)] if gap_lo is not None else None
+        ends = [m.ts_end for m in msgs if m.ts_end is not None]
+        ts_hi = max(ends) if ends else first.base_ms
         record = CommitRecord(
-            sink_id=first.sink_id, table=self._table, seq=first.seq, query_id=first.query_id,
-            batch_id=first.batch_id, read_bound=seq_ceiling(first.seq), offsets=offsets,
-            checkpoint_ids=sorted({c for m in msgs for c in m.checkpoint_ids}),
-            gaps=_merge_gaps(current.gaps if current is not None else [], gap),
+            sink_id=first.sink_id, table=self._table, seq=(current_seq or 0) + 1, query_id=first.query_id,
+            batch_id=first.batch_id, ts_lo=first.base_ms, ts_hi=ts_hi,
+            read_bound=max(ts_hi, current.read_bound if current is not None else 0), offsets=offsets,
+            source_checkpoints=sorted({c for m in msgs for c in m.source_checkpoints}),
+            gaps=_merge_gaps(current.gaps if current is not None else [], first.gap),
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
             committed_at_ms=int(time.time() * 1000),
         )
@@ -171,9 +176,10 @@ class Committer:
                                state.commit_raw, record.to_bytes()):
             raise FencedError(f"sink {first.sink_id!r}: the commit record changed while committing "
                               f"batch {batch_id}; another writer uses this sink.id", checkpoint_id=batch_id)
+        put_history(self._conn, self._commit_table, record)
         fault_point("sink.after_commit_before_commitlog")
-        log.info("sink %s committed batch %d as sequence %d (%d rows)", first.sink_id, batch_id,
-                 first.seq, sum(m.rows for m in msgs))
+        log.info("sink %s committed batch %d as sequence %d (%d rows, timestamps %d..%d)", first.sink_id,
+                 batch_id, record.seq, sum(m.rows for m in msgs), record.ts_lo, record.ts_hi)
         return record
 
     def close(self) -> None:
@@ -181,6 +187,6 @@ class Committer:
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
         """Nothing to undo: the batch's cells sit above the committed read bound (see module doc)."""
-        seqs = sorted({m.seq for m in messages if isinstance(m, HBaseCommitMessage)})
-        log.warning("batch %d aborted; its cells (sequence %s) stay invisible to committed readers",
-                    batch_id, seqs or "unknown")
+        bases = sorted({m.base_ms for m in messages if isinstance(m, HBaseCommitMessage)})
+        log.warning("batch %d aborted; its cells (timestamp base %s) stay invisible to committed readers "
+                    "until its replay commits", batch_id, bases or "unknown")

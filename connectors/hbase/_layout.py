@@ -1,18 +1,9 @@
-"""Where each data column goes in HBase, and the reserved tombstone qualifiers.
+"""Where each data column goes in HBase.
 
 Built once from the Spark schema (driver, query start: every problem is a
-:class:`ConfigError` there) and again on executors from the Arrow schema.
-
-Deletes are written as *tombstone cells* rather than HBase delete markers, because a
-time-range read still applies delete markers newer than its range (HBase's user scan
-matcher keeps markers "within or after" the range), so an uncommitted real delete
-would hide committed data and could not be undone by abort. Tombstones are ordinary
-puts, invisible to a read bounded at the last committed timestamp:
-
-* ``<family>:_sb_deleted`` -- the row was deleted at this cell's timestamp: every cell
-  of that family with a smaller timestamp is gone.
-* ``<family>:_sb_deleted:<qualifier>`` -- the cell was deleted (a null written with
-  ``sink.ignore-null-value=false``).
+:class:`ConfigError` there) and again on executors from the Arrow schema. The table
+holds only the mapped data columns: deletes are real HBase delete markers (see
+``_buffer``), so no bookkeeping qualifier ever lands in a data table.
 """
 
 from __future__ import annotations
@@ -25,10 +16,7 @@ import pyarrow as pa
 from ..._exceptions import ConfigError
 from ._encoding import SUPPORTED_TYPES_TEXT, is_supported
 
-__all__ = ["ROW_TOMBSTONE", "CELL_TOMBSTONE_PREFIX", "ColumnTarget", "SinkLayout", "data_field_names"]
-
-ROW_TOMBSTONE = b"_sb_deleted"
-CELL_TOMBSTONE_PREFIX = b"_sb_deleted:"
+__all__ = ["ColumnTarget", "SinkLayout", "data_field_names"]
 
 _MARKER_PREFIX = "_barrier_"
 
@@ -47,10 +35,6 @@ class ColumnTarget:
     def column(self) -> bytes:
         return self.family + b":" + self.qualifier
 
-    @property
-    def tombstone(self) -> bytes:
-        return self.family + b":" + CELL_TOMBSTONE_PREFIX + self.qualifier
-
 
 @dataclass(frozen=True)
 class SinkLayout:
@@ -63,10 +47,6 @@ class SinkLayout:
     def families(self) -> tuple[bytes, ...]:
         """Families a delete clears: the mapped ones (the default one for a key-only stream)."""
         return tuple(dict.fromkeys(t.family for t in self.targets)) or (self.default_family,)
-
-    @property
-    def row_tombstones(self) -> tuple[bytes, ...]:
-        return tuple(f + b":" + ROW_TOMBSTONE for f in self.families)
 
     @classmethod
     def build(cls, schema: pa.Schema, *, rowkey: str, op_column: str | None, default_family: str,
@@ -96,9 +76,6 @@ class SinkLayout:
             if name in (rowkey, op_column):
                 continue
             family, qualifier = mapping.get(name, (default_family, name))
-            if qualifier.encode().startswith(ROW_TOMBSTONE):
-                raise ConfigError(f"qualifier {qualifier!r} starts with the reserved prefix "
-                                  f"{ROW_TOMBSTONE.decode()!r}", option="columns")
             targets.append(ColumnTarget(name, family.encode(), qualifier.encode()))
         columns = [t.column for t in targets]
         if len(columns) != len(set(columns)):

@@ -16,7 +16,6 @@ from ..._exceptions import ConfigError
 from .._options import (
     OptionSpec,
     parse_bool,
-    parse_duration_ms,
     parse_int,
     parse_options,
     parse_size,
@@ -130,16 +129,12 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
     ),
     OptionSpec(
         "sink.buffer-flush.max-rows", _positive_int, 1000,
-        "flush when this many rows are buffered", type_name="int",
+        "flush when this many input rows are buffered (rows are netted per key while buffered)",
+        type_name="int",
     ),
     OptionSpec(
         "sink.buffer-flush.max-size", _positive_size, 2 * 1024 * 1024,
         "flush when the buffered mutations reach this size (e.g. `2mb`)", type_name="size",
-    ),
-    OptionSpec(
-        "sink.buffer-flush.interval", parse_duration_ms, 1000,
-        "flush when the oldest buffered mutation is this old (checked between Arrow batches)",
-        type_name="duration",
     ),
     OptionSpec(
         "delivery.guarantee", _guarantee, DeliveryGuarantee.EXACTLY_ONCE,
@@ -149,7 +144,37 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
     ),
 )
 
-READ_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS
+def _epoch_ms(key: str, raw: str) -> int:
+    """Epoch milliseconds, or an ISO-8601 time (``2026-11-22T10:00:00Z``; no zone = UTC)."""
+    text = raw.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"option {key!r} takes epoch milliseconds or an ISO-8601 time, got {raw!r}",
+                          option=key) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+def _batch_id(key: str, raw: str) -> int:
+    return parse_int(key, raw, minimum=0)
+
+
+READ_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
+    OptionSpec("as.of.batch", _batch_id, None,
+               "read the table as the sink had committed it after this Spark batch id", type_name="long"),
+    OptionSpec("as.of.timestamp", _epoch_ms, None,
+               "read the table as of the last commit at or before this time (epoch ms or ISO-8601)",
+               type_name="timestamp"),
+    OptionSpec("filter.pushdown", parse_bool, False,
+               "push filters on a string/binary row key into the region scans; needs "
+               "`spark.sql.python.filterPushdown.enabled=true`", type_name="bool"),
+)
 
 
 @dataclass(frozen=True)
@@ -183,7 +208,6 @@ class HBaseSinkOptions:
     create_table: bool
     max_rows: int
     max_size: int
-    interval_ms: int
     guarantee: DeliveryGuarantee
     sink_id: str | None
     commit_table: str
@@ -234,7 +258,6 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
         create_table=v["create.table"],
         max_rows=v["sink.buffer-flush.max-rows"],
         max_size=v["sink.buffer-flush.max-size"],
-        interval_ms=v["sink.buffer-flush.interval"],
         guarantee=v["delivery.guarantee"],
         sink_id=v["sink.id"] or None,
         commit_table=v["commit.table"],

@@ -1,13 +1,20 @@
-"""Committed view: what a sink has committed, and nothing it has not.
+"""Committed and as-of views: what a sink had committed at a checkpoint, nothing it had not.
 
-Per cell the newest version with a timestamp below the last commit's ``read_bound``
-(``scan(timestamp=read_bound)``; HBase returns ``ts < read_bound``) and outside every
-recorded *gap* (sequences attempted but never committed; a cell found in a gap is
-replaced by its newest older version). Tombstones (see ``_layout``) then hide what
-they delete: a family's row tombstone hides the family's cells with smaller
-timestamps, a cell tombstone hides its cell. Rows with no visible cell are absent.
+A view is one commit record (the last one, or one from the sink's history picked by
+Spark batch id or by time). Per cell it returns the newest version with a timestamp
+below the record's ``read_bound`` (``scan(timestamp=read_bound)``: HBase's time range
+``[0, read_bound)``), outside every recorded *gap* (an attempt that was replaced and
+never committed; a cell found in a gap is replaced by its newest older version).
+Deletes are HBase delete markers, which HBase applies itself.
 
-Used by ``spark.read.format("barrier-hbase")`` (batch) and by :func:`read_committed`.
+Exactness needs ``KEEP_DELETED_CELLS=TRUE`` on the families: then a delete marker newer
+than the bound (an in-flight batch's, or a later checkpoint's) does not hide the
+versions below it from a time-range read, and major compactions keep deleted cells.
+Without it the views are exact only while no newer delete touches the rows read
+(the sink warns at query start, see ``_admin``).
+
+Used by ``spark.read.format("barrier-hbase")`` (one Spark partition per region and
+pushed-down row-key range) and by :func:`read_committed`.
 """
 
 from __future__ import annotations
@@ -19,14 +26,16 @@ from typing import Any
 import pyarrow as pa
 
 from ..._exceptions import ConfigError, SinkError
-from ._commit_table import CommitRecord, list_sinks, read_state
+from ._commit_table import CommitRecord, list_sinks, read_history, read_state
 from ._connection import HBaseConnection
 from ._encoding import decode_column
-from ._layout import CELL_TOMBSTONE_PREFIX, ROW_TOMBSTONE
+from ._key_ranges import FULL, KeyRange
 
-__all__ = ["find_commit", "read_committed", "committed_schema"]
+__all__ = ["find_commit", "view_record", "read_committed", "committed_schema", "iter_committed",
+           "region_ranges"]
 
 _VERSIONS = 100
+_SCAN_BATCH = 1000
 
 
 def find_commit(conn: HBaseConnection, commit_table: str, table: str, sink_id: str | None) -> CommitRecord:
@@ -45,6 +54,34 @@ def find_commit(conn: HBaseConnection, commit_table: str, table: str, sink_id: s
     return records[0]
 
 
+def view_record(conn: HBaseConnection, commit_table: str, latest: CommitRecord, *,
+                as_of_batch: int | None = None, as_of_ms: int | None = None) -> CommitRecord:
+    """The record a view reads under: ``latest``, or the one committed for a batch / by a time."""
+    if as_of_batch is None and as_of_ms is None:
+        return latest
+    if as_of_batch is not None and as_of_ms is not None:
+        raise ConfigError("set at most one of 'as.of.batch' and 'as.of.timestamp'", option="as.of.batch")
+    history = read_history(conn, commit_table, latest.sink_id)
+    if as_of_batch is not None:
+        found = [r for r in history if r.batch_id == as_of_batch and r.query_id == latest.query_id]
+        found = found or [r for r in history if r.batch_id == as_of_batch]
+        if not found:
+            batches = [r.batch_id for r in history]
+            raise ConfigError(f"sink {latest.sink_id!r} committed no batch {as_of_batch}; committed batches: "
+                              f"{_span(batches)}", option="as.of.batch")
+        return found[-1]
+    before = [r for r in history if r.committed_at_ms <= int(as_of_ms or 0)]
+    if not before:
+        first = history[0].committed_at_ms if history else None
+        raise ConfigError(f"sink {latest.sink_id!r} had committed nothing at {as_of_ms} ms; its first commit "
+                          f"is at {first} ms", option="as.of.timestamp")
+    return before[-1]
+
+
+def _span(ids: list[int]) -> str:
+    return f"{ids[0]}..{ids[-1]} ({len(ids)})" if ids else "none"
+
+
 def committed_schema(record: CommitRecord) -> Any:
     """The Spark schema of the committed view: row key + mapped columns (no op/marker columns)."""
     from pyspark.sql.types import StructType
@@ -54,66 +91,61 @@ def committed_schema(record: CommitRecord) -> Any:
     return StructType([f for f in full.fields if f.name in keep])
 
 
+def region_ranges(conn: HBaseConnection, table: str) -> list[KeyRange]:
+    """Row-key ranges of the table's regions, in key order (Thrift1 ``getTableRegions``)."""
+    regions = conn.call(lambda c: c.table(table).regions())
+    return sorted((r["start_key"], r["end_key"]) for r in regions) or [FULL]
+
+
 def _in_gap(ts: int, gaps: list[list[int]]) -> bool:
     return any(lo <= ts < hi for lo, hi in gaps)
 
 
-def _visible_cells(table: Any, key: bytes, data: dict[bytes, tuple[bytes, int]],
-                   gaps: list[list[int]]) -> dict[bytes, bytes]:
-    cells: dict[bytes, tuple[bytes, int]] = {}
+def _outside_gaps(table: Any, key: bytes, data: dict[bytes, tuple[bytes, int]],
+                  gaps: list[list[int]]) -> dict[bytes, bytes]:
+    out: dict[bytes, bytes] = {}
     for column, (value, ts) in data.items():
-        if gaps and _in_gap(ts, gaps):
+        if _in_gap(ts, gaps):
             older = table.cells(key, column, versions=_VERSIONS, timestamp=ts, include_timestamp=True)
-            found = next(((v, t) for v, t in older if not _in_gap(t, gaps)), None)
+            found = next((v for v, t in older if not _in_gap(t, gaps)), None)
             if found is None:
                 continue
-            value, ts = found
-        cells[column] = (value, ts)
-    out: dict[bytes, bytes] = {}
-    for column, (value, ts) in cells.items():
-        family, _, qualifier = column.partition(b":")
-        if qualifier.startswith(ROW_TOMBSTONE):
-            continue
-        row_del = cells.get(family + b":" + ROW_TOMBSTONE)
-        if row_del is not None and row_del[1] >= ts:
-            continue
-        cell_del = cells.get(family + b":" + CELL_TOMBSTONE_PREFIX + qualifier)
-        if cell_del is not None and cell_del[1] >= ts:
-            continue
+            value = found
         out[column] = value
     return out
 
 
-def iter_committed(conn: HBaseConnection, record: CommitRecord, *, chunk_rows: int = 10_000) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of the committed view of ``record.table``."""
+def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRange = FULL, *,
+                   chunk_rows: int = 10_000) -> Iterator[pa.RecordBatch]:
+    """Arrow batches of the view of ``record.table`` under ``record``, for one key range."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     schema = to_arrow_schema(committed_schema(record), timezone="UTC")
-    targets = [(c[0], f"{c[1]}:{c[2]}".encode()) for c in record.columns]
+    by_name = {c[0]: f"{c[1]}:{c[2]}".encode() for c in record.columns}
+    plan = [(f.name == record.rowkey, by_name.get(f.name), f.type) for f in schema]
     families = sorted({c[1].encode() for c in record.columns})
     table = conn.connection.table(record.table)
+    gaps = record.gaps
     keys: list[bytes] = []
-    rows: list[dict[bytes, bytes]] = []
+    rows: list[dict[bytes, Any]] = []
 
     def emit() -> pa.RecordBatch:
-        arrays = []
-        for field in schema:
-            if field.name == record.rowkey:
-                arrays.append(decode_column(keys, field.type))
-            else:
-                col = dict(targets)[field.name]
-                arrays.append(decode_column([r.get(col) for r in rows], field.type))
+        arrays = [decode_column(keys, typ) if is_key else decode_column([r.get(col) for r in rows], typ)
+                  for is_key, col, typ in plan]
         keys.clear()
         rows.clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    scan = table.scan(columns=families or None, timestamp=record.read_bound, include_timestamp=True)
+    start, stop = key_range
+    scan = table.scan(row_start=start or None, row_stop=stop or None, columns=families or None,
+                      timestamp=record.read_bound, include_timestamp=bool(gaps), batch_size=_SCAN_BATCH)
     for key, data in scan:
-        visible = _visible_cells(table, key, data, record.gaps)
-        if not visible:
-            continue
+        if gaps:
+            data = _outside_gaps(table, key, data, gaps)
+            if not data:
+                continue
         keys.append(key)
-        rows.append(visible)
+        rows.append(data)
         if len(keys) >= chunk_rows:
             yield emit()
     if keys:
@@ -122,11 +154,13 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, *, chunk_rows: i
 
 def read_committed(host: str, port: int, table: str, *, sink_id: str | None = None,
                    commit_table: str = "sparkbarrier_commits", transport: str = "buffered",
-                   protocol: str = "binary") -> pa.Table:
-    """The committed view of ``table`` as a pyarrow Table (no Spark session needed)."""
+                   protocol: str = "binary", as_of_batch: int | None = None,
+                   as_of_ms: int | None = None) -> pa.Table:
+    """The committed (or as-of) view of ``table`` as a pyarrow Table (no Spark session needed)."""
     conn = HBaseConnection(host, port, transport=transport, protocol=protocol)
     try:
-        record = find_commit(conn, commit_table, table, sink_id)
+        latest = find_commit(conn, commit_table, table, sink_id)
+        record = view_record(conn, commit_table, latest, as_of_batch=as_of_batch, as_of_ms=as_of_ms)
         from pyspark.sql.pandas.types import to_arrow_schema
 
         schema = to_arrow_schema(committed_schema(record), timezone="UTC")

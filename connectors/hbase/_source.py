@@ -8,16 +8,20 @@ Sink options (``df.writeStream.format("barrier-hbase")``; generated table in the
 * mapping: ``column.family`` (``d``), ``columns`` (``col=family:qualifier,...``),
   ``op.column`` (``upsert``|``delete``), ``sink.ignore-null-value`` (true)
 * ``create.table`` (false), ``sink.buffer-flush.max-rows`` (1000), ``.max-size`` (2mb),
-  ``.interval`` (1s), ``delivery.guarantee`` (exactly-once|at-least-once),
+  ``delivery.guarantee`` (exactly-once|at-least-once),
   ``sink.id`` (``query-<query id>``), ``commit.table`` (``sparkbarrier_commits``)
 
 Reader options (``spark.read.format("barrier-hbase")``): the connection options,
-``table``, ``commit.table`` and ``sink.id`` (needed only when several sinks committed
-to the table). The schema comes from the commit record.
+``table``, ``commit.table``, ``sink.id`` (needed only when several sinks committed
+to the table) and at most one of ``as.of.batch`` / ``as.of.timestamp``. The schema
+comes from the commit record. One Spark partition per region; filters on a string or
+binary row key are pushed into the scans with ``filter.pushdown=true`` (which needs
+Spark's ``spark.sql.python.filterPushdown.enabled=true``).
 
 Everything is validated when the query starts (``streamWriter`` on the driver):
 options, row key / op column present, column types supported, the table and its
-families (versions >= 2, no TTL), and the commit table is created if missing.
+families (versions >= 2; a warning where deleted cells are not kept), and the commit
+table is created if missing.
 """
 
 from __future__ import annotations
@@ -41,7 +45,9 @@ from ._committer import Committer
 from ._connection import HBaseConnection
 from ._layout import SinkLayout, data_field_names
 from ._options import HBaseSinkOptions, parse_read_options, parse_sink_options
-from ._reader import committed_schema, find_commit, iter_committed
+from ._key_ranges import FULL, KeyRange, split_by_regions
+from ._pushdown import rowkey_ranges
+from ._reader import committed_schema, find_commit, iter_committed, region_ranges, view_record
 from ._writer import HBaseTaskWriter, TaskIdentity
 
 __all__ = ["BarrierHBaseDataSource", "HBaseStreamWriter", "HBaseCommittedReader"]
@@ -64,18 +70,30 @@ class BarrierHBaseDataSource(DataSource):
         values = parse_read_options(self.options)
         conn = _read_connection(values)
         try:
-            record = find_commit(conn, str(values["commit.table"]), str(values["table"]),
-                                 str(values["sink.id"]) or None)
-            return committed_schema(record)
+            return committed_schema(_view(conn, values))
         finally:
             conn.close()
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return HBaseCommittedReader(dict(self.options))
+        values = parse_read_options(self.options)
+        conn = _read_connection(values)
+        try:
+            record = _view(conn, values)
+            regions = region_ranges(conn, record.table)
+        finally:
+            conn.close()
+        cls = HBaseFilteringReader if values["filter.pushdown"] else HBaseCommittedReader
+        return cls(dict(self.options), record, regions, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> HBaseStreamWriter:
         opts = parse_sink_options(self.options)
         return HBaseStreamWriter(opts, schema, validate=True)
+
+
+def _view(conn: HBaseConnection, values: dict[str, Any]) -> Any:
+    latest = find_commit(conn, str(values["commit.table"]), str(values["table"]), str(values["sink.id"]) or None)
+    return view_record(conn, str(values["commit.table"]), latest, as_of_batch=values["as.of.batch"],
+                       as_of_ms=values["as.of.timestamp"])
 
 
 def _read_connection(values: dict[str, Any]) -> HBaseConnection:
@@ -122,21 +140,54 @@ class HBaseStreamWriter(DataSourceStreamArrowWriter):
         self._committer().abort(messages, batchId)  # writes nothing; opens no connection
 
 
-class HBaseCommittedReader(DataSourceReader):
-    """Batch read of the committed view (one partition; the scan streams in chunks)."""
+class ScanPartition(InputPartition):
+    """One row-key range inside one region (picklable)."""
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, index: int, start: bytes, stop: bytes, *, empty: bool = False) -> None:
+        super().__init__(index)
+        self.start, self.stop, self.empty = start, stop, empty
+
+
+class HBaseCommittedReader(DataSourceReader):
+    """Batch read of a committed or as-of view: one partition per region and key range.
+
+    The commit record is resolved once, on the driver, when the reader is created, so
+    every partition reads the same checkpoint even while the sink keeps committing.
+    """
+
+    def __init__(self, options: dict[str, str], record: Any, regions: list[KeyRange],
+                 schema: StructType) -> None:
         self._options = options
+        self._record = record
+        self._regions = regions
+        key_field = next((f for f in schema.fields if f.name == record.rowkey), None)
+        self._key_type = key_field.dataType if key_field is not None else None
+        self._ranges: list[KeyRange] = [FULL]
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [InputPartition(0)]
+        ranges = split_by_regions(self._ranges, self._regions)
+        if not ranges:  # the pushed filters exclude every key
+            return [ScanPartition(0, b"", b"", empty=True)]
+        return [ScanPartition(i, start, stop) for i, (start, stop) in enumerate(ranges)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, ScanPartition) or partition.empty:
+            return
         values = parse_read_options(self._options)
         conn = _read_connection(values)
         try:
-            record = find_commit(conn, str(values["commit.table"]), str(values["table"]),
-                                 str(values["sink.id"]) or None)
-            yield from iter_committed(conn, record)
+            yield from iter_committed(conn, self._record, (partition.start, partition.stop))
         finally:
             conn.close()
+
+
+class HBaseFilteringReader(HBaseCommittedReader):
+    """The reader with row-key filter pushdown (option ``filter.pushdown=true``).
+
+    A separate class because Spark refuses a reader that implements ``pushFilters``
+    while ``spark.sql.python.filterPushdown.enabled`` is false (its default).
+    """
+
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
+        self._ranges, rest = rowkey_ranges(filters, self._record.rowkey, self._key_type)
+        yield from rest

@@ -1,27 +1,34 @@
-"""Deterministic cell timestamps: checkpoint sequence × stride + generation.
+"""Cell timestamps: wall-clock milliseconds, fixed per (batch, task, round), identical on replay.
 
-Every cell written for checkpoint sequence ``seq`` gets a timestamp in
-``[seq * STRIDE, (seq + 1) * STRIDE)``. The range is cut into one block of
-:data:`TASK_SPAN` timestamps per Spark partition (task ``p`` owns
-``[p * TASK_SPAN, (p + 1) * TASK_SPAN)``), so two tasks never share a timestamp: a key
-written by two tasks of one batch resolves the same way on every replay, and the later
-split of a Kafka partition (``minPartitions`` numbers splits in offset order) wins.
-Inside its block, a task's rows are cut into
-*generations*: a new generation starts whenever a row key repeats within the current
-one (or it reaches :data:`GENERATION_MAX_ROWS` rows, which bounds the memory of the
-seen-key set). So
+Why this shape. Every HBase client expects epoch-millisecond timestamps: TTLs expire
+by them, time-range queries select by them, other writers' puts and deletes compare
+against them, and clusters with ``hbase.hregion.keyvalue.timestamp.slop.millisecs``
+reject cells too far ahead. Exactly-once, on the other hand, needs a replayed
+micro-batch to write *identical* cells and delete markers at *identical* timestamps,
+so a replay converges on what the first attempt wrote instead of adding versions.
 
-* two writes to one row inside a checkpoint land at increasing timestamps, and
-  applying them in HBase's timestamp order equals applying them in input order
-  (a tombstone at ``t`` hides a put at ``t' < t``; a later put at ``t'' > t`` shows);
-* one generation never holds a row key twice, so it goes out in ``mutateRowsTs``
-  calls sharing one timestamp (Thrift1 has no per-mutation timestamp);
-* generations depend only on the task's input rows, never on flush timing, so a
-  replay of the same input writes byte-identical cells at identical timestamps.
+So a micro-batch attempt picks its **base** once, from the wall clock
+(``max(now, end of everything written before)``), and records it in the commit table
+(see ``_committer``); replays reuse the recorded base. Inside a batch every timestamp
+is a pure function of the input:
 
-Sequences strictly increase across checkpoints whatever the wall clock does; the
-first sequence of a new sink starts just above the current wall clock in
-milliseconds, so the sink's cells sort above cells stamped by HBase itself.
+* write task ``p`` owns :data:`TASK_WIDTH_MS` milliseconds starting at
+  ``base + p * TASK_WIDTH_MS``, so two tasks never share a timestamp and a key written
+  by two tasks resolves the same way on every replay (the higher partition wins: for
+  ``minPartitions`` splits of one Kafka partition that is the later offset range);
+* a task's block holds :data:`ROUNDS` rounds of two slots each: deletes at
+  ``2r``, puts at ``2r + 1``. A put masks nothing and a delete marker at ``t`` masks
+  every put at ``<= t`` whatever the arrival order, so "delete, then put" inside a
+  round is a marker and a newer put, and replays converge;
+* within a round the task nets its rows per key (``_buffer``): a hot key updated
+  thousands of times costs one put, not thousands of timestamps. A new round starts
+  only when a delete follows a put of the same key that has already been flushed in
+  the current round, which is a deterministic function of the input and the
+  deterministic flush points (row/byte limits, barriers), never of time.
+
+A batch therefore spans at most ``MAX_TASKS * TASK_WIDTH_MS`` ms (4.1 s) and usually
+``8 * tasks`` ms; the next batch starts at ``max(now, end of this one)``, so cells
+stay within a few seconds of the wall clock however often keys repeat.
 """
 
 from __future__ import annotations
@@ -29,75 +36,61 @@ from __future__ import annotations
 from ..._exceptions import SinkError
 
 __all__ = [
-    "STRIDE",
-    "GENERATION_MAX_ROWS",
-    "MAX_SEQ",
-    "seq_floor",
-    "seq_ceiling",
-    "first_seq",
-    "GenerationCounter",
+    "ROUNDS",
+    "TASK_WIDTH_MS",
     "MAX_TASKS",
-    "TASK_SPAN",
+    "BATCH_SPAN_MS",
+    "next_base",
+    "TaskClock",
 ]
 
-STRIDE = 1 << 32
-GENERATION_MAX_ROWS = 1 << 16
-MAX_SEQ = (1 << 63) // STRIDE - 1
-TASK_SPAN = 1 << 21
-MAX_TASKS = STRIDE // TASK_SPAN
+ROUNDS = 4
+TASK_WIDTH_MS = 2 * ROUNDS
+MAX_TASKS = 512
+BATCH_SPAN_MS = MAX_TASKS * TASK_WIDTH_MS
 
 
-def seq_floor(seq: int) -> int:
-    """Smallest timestamp of checkpoint ``seq``."""
-    return seq * STRIDE
+def next_base(now_ms: int, floor_ms: int) -> int:
+    """Base of a new batch attempt: the wall clock, never below what was written before."""
+    return max(now_ms, floor_ms)
 
 
-def seq_ceiling(seq: int) -> int:
-    """First timestamp *after* checkpoint ``seq`` (the exclusive read bound)."""
-    return (seq + 1) * STRIDE
+class TaskClock:
+    """The two timestamps one write task uses in its current round (executor, one per task)."""
 
+    __slots__ = ("round", "_start")
 
-def first_seq(now_ms: int) -> int:
-    """Sequence for a sink's first checkpoint: its cells sort above wall-clock stamps."""
-    return now_ms // STRIDE + 1
-
-
-class GenerationCounter:
-    """Assigns generations to a task's rows in input order (executor, one per task).
-
-    ``partition_id`` selects the task's block, so the returned offsets (added to
-    ``seq_floor(seq)``) never collide with another task's.
-    """
-
-    __slots__ = ("generation", "_offset", "_seen", "_rows")
-
-    def __init__(self, partition_id: int = 0) -> None:
+    def __init__(self, base_ms: int, partition_id: int) -> None:
         if not 0 <= partition_id < MAX_TASKS:
             raise SinkError(
                 f"barrier-hbase supports at most {MAX_TASKS} write tasks per micro-batch, "
                 f"got partition {partition_id}; coalesce() the stream before the sink"
             )
-        self.generation = 0
-        self._offset = partition_id * TASK_SPAN
-        self._seen: set[bytes] = set()
-        self._rows = 0
+        self.round = 0
+        self._start = base_ms + partition_id * TASK_WIDTH_MS
 
     @property
-    def current(self) -> int:
-        """Offset of the current generation inside the checkpoint's range."""
-        return self._offset + self.generation
+    def delete_ts(self) -> int:
+        return self._start + 2 * self.round
 
-    def next(self, key: bytes) -> int:
-        """The timestamp offset of the next row, whose row key is ``key``."""
-        if key in self._seen or self._rows >= GENERATION_MAX_ROWS:
-            self.generation += 1
-            if self.generation >= TASK_SPAN:
-                raise SinkError(
-                    f"a task wrote more than {TASK_SPAN} generations in one checkpoint; "
-                    "use smaller micro-batches (maxOffsetsPerTrigger) or more partitions"
-                )
-            self._seen = set()
-            self._rows = 0
-        self._seen.add(key)
-        self._rows += 1
-        return self._offset + self.generation
+    @property
+    def put_ts(self) -> int:
+        return self._start + 2 * self.round + 1
+
+    @property
+    def last_round(self) -> bool:
+        return self.round == ROUNDS - 1
+
+    @property
+    def next_is_last(self) -> bool:
+        return self.round + 1 == ROUNDS - 1
+
+    @property
+    def end(self) -> int:
+        """First timestamp after everything this task may have written so far."""
+        return self.put_ts + 1
+
+    def advance(self) -> None:
+        if self.last_round:
+            raise SinkError("internal: a write task ran out of timestamp rounds")
+        self.round += 1

@@ -1,10 +1,12 @@
-"""Executor-side writer: Arrow batches → buffered HBase mutations at deterministic timestamps.
+"""Executor-side writer: Arrow batches → netted HBase mutations at deterministic timestamps.
 
 Contract (one instance per write task, unpickled on the executor): marker columns are
 stripped; a barrier row flushes everything before it (Flink's snapshot at the barrier:
 unconditional, errors surface here) and adds its channel's next offset to the commit
 message; the end of the task flushes too. Column values are encoded a whole column at
-a time; only the final ``BatchMutation`` objects are built per row.
+a time; per row only the key's net change is updated (see ``_buffer``). Deletes are
+real HBase deletes: ``op.column = delete`` removes the row's cells in the mapped
+families, a null with ``sink.ignore-null-value=false`` removes that cell.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from ._connection import HBaseConnection
 from ._encoding import encode_column
 from ._layout import SinkLayout
 from ._options import HBaseSinkOptions
-from ._timestamps import STRIDE, GenerationCounter
+from ._timestamps import TaskClock
 
 __all__ = ["HBaseTaskWriter", "TaskIdentity"]
 
@@ -61,42 +63,45 @@ class HBaseTaskWriter:
         self.sink_id = opts.sink_id or f"query-{identity.query_id}"
         self._conn = HBaseConnection.from_options(opts)
         self._layout: SinkLayout | None = None
-        self._gens = GenerationCounter(identity.partition_id)
-        from happybase.batch import BatchMutation, Mutation
-
-        self._Mutation = Mutation
-        self._BatchMutation = BatchMutation
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> HBaseCommitMessage:
         opts, ident = self._opts, self._id
         try:
             plan = plan_attempt(self._conn, opts.commit_table, self.sink_id, ident.query_id,
                                 ident.batch_id, fenced=opts.exactly_once)
-            base = plan.seq * STRIDE
-            buf = MutationBuffer(self._conn, opts.table, max_rows=opts.max_rows, max_size=opts.max_size,
-                                 interval_ms=opts.interval_ms, checkpoint_id=ident.batch_id)
+            clock = TaskClock(plan.base_ms, ident.partition_id)
+            buf: MutationBuffer | None = None
             msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
-                                     plan.seq, plan.prev_seq, plan.gap_from, plan.replay_of_committed)
+                                     plan.base_ms, plan.prev_seq, plan.gap, plan.replay_of_committed)
             checkpoints: set[int] = set()
             for batch in batches:
                 for piece in split_markers(batch):
                     if isinstance(piece, pa.RecordBatch):
-                        msg.rows += self._add(piece, buf, base)
+                        if piece.num_rows:
+                            if buf is None:
+                                buf = self._buffer(piece.schema, clock)
+                            msg.rows += self._add(piece, buf)
                     elif isinstance(piece, CheckpointBarrier):
                         fault_point("sink.before_flush")
-                        buf.flush()  # snapshot at the barrier: unconditional
+                        if buf is not None:
+                            buf.flush()  # snapshot at the barrier: unconditional
                         checkpoints.add(piece.checkpoint_id)
                         if piece.channel is not None and piece.next_offset is not None:
                             prev = msg.offsets.get(piece.channel, piece.next_offset)
                             msg.offsets[piece.channel] = max(prev, int(piece.next_offset))
-                if buf.interval_due():
-                    buf.flush()
-            buf.flush()
-            msg.checkpoint_ids = sorted(checkpoints)
-            msg.max_ts = base + self._gens.current if msg.rows else None
+            if buf is not None:
+                buf.flush(final=True)
+                if buf.written:
+                    msg.ts_end = clock.end
+            msg.source_checkpoints = sorted(checkpoints)
             return msg
         finally:
             self._conn.close()
+
+    def _buffer(self, schema: pa.Schema, clock: TaskClock) -> MutationBuffer:
+        o = self._opts
+        return MutationBuffer(self._conn, o.table, clock, families=self._layout_for(schema).families,
+                              max_rows=o.max_rows, max_size=o.max_size, checkpoint_id=self._id.batch_id)
 
     def _layout_for(self, schema: pa.Schema) -> SinkLayout:
         if self._layout is None:
@@ -105,11 +110,9 @@ class HBaseTaskWriter:
                                             default_family=o.column_family, mapping=o.explicit_mapping())
         return self._layout
 
-    def _add(self, data: pa.RecordBatch, buf: MutationBuffer, base: int) -> int:
+    def _add(self, data: pa.RecordBatch, buf: MutationBuffer) -> int:
         """Buffer the rows of ``data`` (marker columns already stripped); returns the row count."""
         n = data.num_rows
-        if n == 0:
-            return 0
         layout = self._layout_for(data.schema)
         key_arr = data.column(layout.rowkey)
         if key_arr.null_count:
@@ -124,27 +127,24 @@ class HBaseTaskWriter:
                                 "(null means upsert)", checkpoint_id=self._id.batch_id)
         else:
             ops = None
-        cols = [(t.column, t.tombstone, encode_column(data.column(t.name))) for t in layout.targets]
+        cols = [(t.column, encode_column(data.column(t.name))) for t in layout.targets]
         sizes = _row_sizes(data, layout, n)
-        tombstones = layout.row_tombstones
         keep_nulls = not self._opts.ignore_null_value
-        Mutation, BatchMutation, gens, add = self._Mutation, self._BatchMutation, self._gens, buf.add
+        upsert, delete_row = buf.upsert, buf.delete_row
         for i in range(n):
-            key = keys[i]
-            ts = base + gens.next(key)
             if ops is not None and ops[i] == "delete":
-                muts = [Mutation(column=c, value=b"") for c in tombstones]
-            else:
-                muts = []
-                for column, tomb, values in cols:
-                    v = values[i]
-                    if v is not None:
-                        muts.append(Mutation(column=column, value=v))
-                    elif keep_nulls:
-                        muts.append(Mutation(column=tomb, value=b""))
-                if not muts:
-                    continue
-            add(ts, BatchMutation(row=key, mutations=muts), sizes[i])
+                delete_row(keys[i], sizes[i])
+                continue
+            puts: list[tuple[bytes, bytes]] = []
+            deletes: list[bytes] = []
+            for column, values in cols:
+                v = values[i]
+                if v is not None:
+                    puts.append((column, v))
+                elif keep_nulls:
+                    deletes.append(column)
+            if puts or deletes:
+                upsert(keys[i], puts, deletes, sizes[i])
         return n
 
 

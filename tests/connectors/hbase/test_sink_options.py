@@ -15,8 +15,8 @@ BASE = {"table": "t", "rowkey": "id"}
 
 def test_defaults_are_documented_values() -> None:
     o = parse_sink_options(BASE)
-    assert (o.host, o.port, o.column_family, o.max_rows, o.max_size, o.interval_ms) == (
-        "localhost", 9090, "d", 1000, 2 * 1024 * 1024, 1000)
+    assert (o.host, o.port, o.column_family, o.max_rows, o.max_size) == (
+        "localhost", 9090, "d", 1000, 2 * 1024 * 1024)
     assert o.guarantee is DeliveryGuarantee.EXACTLY_ONCE and o.ignore_null_value
     assert o.commit_table == "sparkbarrier_commits" and o.sink_id is None
 
@@ -39,7 +39,6 @@ def test_unknown_option_lists_valid_ones() -> None:
         ("hbase.thrift.port", "70000"),
         ("sink.buffer-flush.max-rows", "0"),
         ("sink.buffer-flush.max-size", "2 parsecs"),
-        ("sink.buffer-flush.interval", "soon"),
         ("sink.ignore-null-value", "yes"),
         ("delivery.guarantee", "maybe-once"),
         ("hbase.thrift.transport", "http"),
@@ -71,7 +70,7 @@ def test_layout_maps_every_other_column_and_ignores_markers() -> None:
     layout = SinkLayout.build(SCHEMA, rowkey="id", op_column="op", default_family="d",
                               mapping={})
     assert [t.column for t in layout.targets] == [b"d:v"]
-    assert layout.row_tombstones == (b"d:_sb_deleted",)
+    assert layout.families == (b"d",)
 
 
 @pytest.mark.parametrize(
@@ -81,7 +80,6 @@ def test_layout_maps_every_other_column_and_ignores_markers() -> None:
         ({"op_column": "v"}, "op.column"),
         ({"op_column": "missing"}, "op.column"),
         ({"mapping": {"ghost": ("d", "g")}}, "columns"),
-        ({"mapping": {"v": ("d", "_sb_deleted")}}, "columns"),
     ],
 )
 def test_layout_rejects_bad_mapping(kwargs: dict, option: str) -> None:
@@ -95,3 +93,9 @@ def test_layout_rejects_unsupported_types() -> None:
     schema = pa.schema([("id", pa.string()), ("tags", pa.list_(pa.string()))])
     with pytest.raises(ConfigError, match="tags.*supported"):
         SinkLayout.build(schema, rowkey="id", op_column=None, default_family="d", mapping={})
+
+
+def test_time_flushes_are_gone_because_they_would_make_replays_differ() -> None:
+    with pytest.raises(ConfigError, match="sink.buffer-flush.max-rows") as exc:
+        parse_sink_options({**BASE, "sink.buffer-flush.interval": "1s"})
+    assert "sink.buffer-flush.interval" in str(exc.value)

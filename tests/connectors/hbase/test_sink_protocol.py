@@ -12,7 +12,8 @@ import pytest
 
 from sparkbarrier._exceptions import ConfigError, FencedError, FlushError, SinkError
 from sparkbarrier.barrier.markers import CheckpointBarrier, marker_batch, with_marker_columns
-from sparkbarrier.connectors.hbase._buffer import FAULT_AFTER_PARTIAL_FLUSH, FAULT_ENV
+from sparkbarrier._faults import FAULT_ENV
+from sparkbarrier.connectors.hbase._buffer import FAULT_AFTER_PARTIAL_FLUSH
 from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
 
 pytestmark = [pytest.mark.hbase]
@@ -143,7 +144,7 @@ def test_replay_of_committed_batch_is_identical_and_commit_is_noop(make_sink) ->
     before = raw_cells(sink, b"a")
     # Driver died after the sink commit, before Spark's commit log: Spark replays batch 0.
     again = sink.task(rows, batch=0)
-    assert again.seq == first.seq and again.replay_of_committed
+    assert again.base_ms == first.base_ms and again.replay_of_committed
     assert raw_cells(sink, b"a") == before
     assert sink.commit([again], 0) == record
     assert sink.read() == [{"id": "a", "v": 2, "s": "x"}]
@@ -163,14 +164,14 @@ def test_task_failing_after_partial_flush_is_retried_without_duplicates(make_sin
     assert len(ts) == 1
 
 
-def test_abort_leaves_cells_invisible_and_replay_reuses_sequence(make_sink) -> None:
+def test_abort_leaves_cells_invisible_and_replay_reuses_timestamps(make_sink) -> None:
     sink = make_sink(KV)
     sink.commit([sink.task([{"id": "a", "v": 1, "s": None}], batch=0)], 0)
     failed = sink.task([{"id": "a", "v": 2, "s": None}], batch=1)
     sink.driver._committer().abort([failed], 1)
     assert sink.read() == [{"id": "a", "v": 1, "s": None}]
     replay = sink.task([{"id": "a", "v": 2, "s": None}], batch=1)
-    assert replay.seq == failed.seq
+    assert replay.base_ms == failed.base_ms
     sink.commit([replay], 1)
     assert sink.read() == [{"id": "a", "v": 2, "s": None}]
 
@@ -182,7 +183,7 @@ def test_markers_are_stripped_and_offsets_recorded(make_sink) -> None:
     marks = marker_batch([CheckpointBarrier(7, 1000, "topic:0", 42), CheckpointBarrier(7, 1000, "topic:1", 5)],
                          stream)
     record = sink.commit([sink.task([data, marks], batch=0)], 0)
-    assert record.offsets == {"topic:0": 42, "topic:1": 5} and record.checkpoint_ids == [7]
+    assert record.offsets == {"topic:0": 42, "topic:1": 5} and record.source_checkpoints == [7]
     assert sink.read() == [{"id": "a", "v": 1, "s": None}]
 
 

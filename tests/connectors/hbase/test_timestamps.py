@@ -1,48 +1,44 @@
-"""Deterministic timestamps: generations split on repeated row keys only."""
+"""Cell timestamps: wall-clock based, one block per task, rounds inside a block."""
 
 from __future__ import annotations
 
+import pytest
+
+from sparkbarrier._exceptions import SinkError
 from sparkbarrier.connectors.hbase._timestamps import (
-    GENERATION_MAX_ROWS, STRIDE, GenerationCounter, first_seq, seq_ceiling, seq_floor)
+    BATCH_SPAN_MS, MAX_TASKS, ROUNDS, TASK_WIDTH_MS, TaskClock, next_base)
 
 
-def test_repeated_key_starts_a_new_generation() -> None:
-    g = GenerationCounter()
-    assert [g.next(k) for k in [b"a", b"b", b"a", b"c", b"a", b"a"]] == [0, 0, 1, 1, 2, 3]
+def test_base_follows_the_wall_clock_but_never_goes_below_what_was_written() -> None:
+    assert next_base(1_000, 0) == 1_000
+    assert next_base(1_000, 1_500) == 1_500
 
 
-def test_generations_are_identical_on_replay() -> None:
-    keys = [bytes([i % 7]) for i in range(100)]
-    a, b = GenerationCounter(), GenerationCounter()
-    assert [a.next(k) for k in keys] == [b.next(k) for k in keys]
+def test_tasks_own_disjoint_blocks_ordered_by_partition() -> None:
+    blocks = []
+    for p in range(3):
+        clock = TaskClock(10_000, p)
+        lo = clock.delete_ts
+        while not clock.last_round:
+            clock.advance()
+        blocks.append((lo, clock.end))
+    assert blocks == [(10_000 + p * TASK_WIDTH_MS, 10_000 + (p + 1) * TASK_WIDTH_MS) for p in range(3)]
 
 
-def test_generation_size_is_bounded() -> None:
-    g = GenerationCounter()
-    gens = [g.next(i.to_bytes(4, "big")) for i in range(GENERATION_MAX_ROWS + 1)]
-    assert gens[-1] == 1 and gens[-2] == 0
+def test_deletes_sort_below_puts_within_a_round_and_rounds_increase() -> None:
+    clock = TaskClock(0, 0)
+    seen = []
+    for _ in range(ROUNDS):
+        assert clock.delete_ts < clock.put_ts
+        seen += [clock.delete_ts, clock.put_ts]
+        if not clock.last_round:
+            clock.advance()
+    assert seen == sorted(set(seen))
+    with pytest.raises(SinkError):
+        clock.advance()
 
 
-def test_sequence_ranges_do_not_overlap_and_start_above_wall_clock() -> None:
-    assert seq_ceiling(5) == seq_floor(6) == 6 * STRIDE
-    now_ms = 1_763_000_000_000
-    assert seq_floor(first_seq(now_ms)) > now_ms
-
-
-def test_tasks_of_one_batch_never_share_a_timestamp() -> None:
-    first, second = GenerationCounter(0), GenerationCounter(1)
-    keys = [b"k"] * 5  # the same key repeated in both tasks
-    a = [first.next(k) for k in keys]
-    b = [second.next(k) for k in keys]
-    assert not set(a) & set(b)
-    assert max(a) < min(b)  # the later split of a Kafka partition wins
-
-
-def test_too_many_write_tasks_is_a_clear_error() -> None:
-    import pytest
-
-    from sparkbarrier import SinkError
-    from sparkbarrier.connectors.hbase._timestamps import MAX_TASKS
-
+def test_a_batch_spans_at_most_a_few_seconds() -> None:
+    assert BATCH_SPAN_MS == MAX_TASKS * TASK_WIDTH_MS <= 5_000
     with pytest.raises(SinkError, match="coalesce"):
-        GenerationCounter(MAX_TASKS)
+        TaskClock(0, MAX_TASKS)
