@@ -1,10 +1,21 @@
-"""Query-start checks of the target table (driver): exists, families, versions, TTL.
+"""Query-start checks of the target table (driver): exists, families, versions, deleted cells.
 
-Read-committed needs older versions to survive newer uncommitted ones, so every
-family the sink writes must keep at least :data:`MIN_VERSIONS` versions and have no
-TTL (cell timestamps are sequence-based, not wall-clock, so a TTL would expire them
-at random). ``create.table=true`` creates the table / missing families with
-:data:`CREATE_VERSIONS` versions; otherwise a missing table is a :class:`ConfigError`.
+Read-committed and as-of views are time-range reads below a commit's bound, so
+
+* every family the sink writes must keep at least :data:`MIN_VERSIONS` versions (the
+  committed version has to survive the in-flight batch's newer one);
+* ``KEEP_DELETED_CELLS=TRUE`` makes them exact: a newer delete marker (an in-flight
+  batch's, or a later checkpoint's) then does not hide older versions from a
+  time-range read, and major compactions keep deleted cells for as-of reads.
+
+TTLs are fine: cells carry wall-clock timestamps, so they expire as HBase users expect.
+
+Thrift1 can neither set nor read ``KEEP_DELETED_CELLS``; with ``hbase.thrift2.port``
+the sink checks it and ``create.table=true`` sets it through the Thrift2 server.
+Without one, ``create.table`` creates the table through Thrift1 and the sink says in
+a warning what the views cannot guarantee and which shell command fixes it. A missing
+table without ``create.table`` and a family keeping one version are
+:class:`ConfigError`\\ s.
 """
 
 from __future__ import annotations
@@ -18,7 +29,7 @@ from thriftpy2.thrift import TException
 from ..._exceptions import ConfigError, SinkError
 from ._connection import HBaseConnection
 
-__all__ = ["prepare_table", "MIN_VERSIONS", "CREATE_VERSIONS"]
+__all__ = ["prepare_table", "MIN_VERSIONS", "CREATE_VERSIONS", "keep_deleted_cells_command"]
 
 log = logging.getLogger(__name__)
 
@@ -26,35 +37,81 @@ MIN_VERSIONS = 2
 CREATE_VERSIONS = 100
 
 
-def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], *, create: bool) -> None:
+def keep_deleted_cells_command(table: str, families: Iterable[str]) -> str:
+    """The HBase shell command that makes the views exact on an existing table."""
+    specs = ", ".join(f"{{NAME => '{f}', KEEP_DELETED_CELLS => TRUE}}" for f in families)
+    return f"alter '{table}', {specs}"
+
+
+def _views_warning(table: str, families: list[str], why: str) -> str:
+    return (f"HBase table {table!r}: {why}. The committed and as-of views of barrier-hbase can then "
+            f"miss rows that a newer (in-flight or later) delete removed, and major compactions drop "
+            f"deleted cells that older as-of reads need. Fix it in the HBase shell: "
+            f"{keep_deleted_cells_command(table, families)}")
+
+
+def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], *, create: bool,
+                  thrift2: Any = None) -> list[str]:
+    """Check (or create) ``table``; returns the warnings it logged.
+
+    ``thrift2`` is a connected :class:`~._thrift2.Thrift2Admin` or None.
+    """
     wanted = [f.decode() for f in families]
+    warnings: list[str] = []
 
-    def check(c: Any) -> None:
-        if table.encode() not in c.tables():
-            if not create:
-                raise ConfigError(
-                    f"HBase table {table!r} does not exist; create it (families {wanted}, "
-                    f"VERSIONS >= {MIN_VERSIONS}, no TTL) or set create.table=true", option="table")
-            try:
+    def warn(text: str) -> None:
+        log.warning("%s", text)
+        warnings.append(text)
+
+    def check(c: Any) -> bool:
+        """True when the table already existed."""
+        if table.encode() in c.tables():
+            return True
+        if not create:
+            raise ConfigError(
+                f"HBase table {table!r} does not exist; create it (families {wanted}, VERSIONS >= "
+                f"{MIN_VERSIONS}, KEEP_DELETED_CELLS => TRUE) or set create.table=true", option="table")
+        try:
+            if thrift2 is not None:
+                from ._thrift2 import FamilySpec, KeepDeletedCells
+
+                thrift2.create_table(table, {f: FamilySpec(max_versions=CREATE_VERSIONS,
+                                                           keep_deleted_cells=KeepDeletedCells.TRUE)
+                                             for f in wanted})
+            else:
                 c.create_table(table, {f: {"max_versions": CREATE_VERSIONS} for f in wanted})
-                log.info("created HBase table %s with families %s", table, wanted)
-                return
-            except TException as exc:
-                if table.encode() not in c.tables():
-                    raise SinkError(f"cannot create HBase table {table!r}: {exc}") from exc
-        descriptors = c.table(table).families()
-        missing = [f for f in wanted if f.encode() not in descriptors]
-        if missing:
-            # Thrift1 cannot alter a table, so even create.table=true cannot add a family.
-            raise ConfigError(f"HBase table {table!r} has no column family {missing}; add it with "
-                              f"the HBase shell (VERSIONS >= {MIN_VERSIONS})", option="column.family")
-        for f in wanted:
-            d = descriptors[f.encode()]
-            if d["max_versions"] < MIN_VERSIONS or d["time_to_live"] not in (-1, 2147483647):
-                raise ConfigError(
-                    f"family {f!r} of HBase table {table!r} keeps {d['max_versions']} version(s) with "
-                    f"TTL {d['time_to_live']}; read-committed needs VERSIONS >= {MIN_VERSIONS} and no TTL",
-                    option="table")
+                warn(_views_warning(table, wanted, "created through Thrift1, which cannot set "
+                                    "KEEP_DELETED_CELLS (set hbase.thrift2.port to create it that way)"))
+            log.info("created HBase table %s with families %s", table, wanted)
+        except (TException, SinkError) as exc:
+            if table.encode() not in c.tables():
+                raise SinkError(f"cannot create HBase table {table!r}: {exc}") from exc
+        return False
 
-    conn.call(check)
+    existed = conn.call(check)
+    descriptors = conn.call(lambda c: c.table(table).families())
+    missing = [f for f in wanted if f.encode() not in descriptors]
+    if missing:
+        # Thrift1 cannot alter a table, so even create.table=true cannot add a family.
+        raise ConfigError(f"HBase table {table!r} has no column family {missing}; add it with the HBase "
+                          f"shell (VERSIONS >= {MIN_VERSIONS}, KEEP_DELETED_CELLS => TRUE)",
+                          option="column.family")
+    for f in wanted:
+        versions = descriptors[f.encode()]["max_versions"]
+        if versions < MIN_VERSIONS:
+            raise ConfigError(
+                f"family {f!r} of HBase table {table!r} keeps {versions} version(s); read-committed "
+                f"needs VERSIONS >= {MIN_VERSIONS}: alter '{table}', {{NAME => '{f}', VERSIONS => "
+                f"{CREATE_VERSIONS}}}", option="table")
+    if existed:
+        if thrift2 is None:
+            warn(_views_warning(table, wanted, "KEEP_DELETED_CELLS cannot be checked over Thrift1 (set "
+                                "hbase.thrift2.port to check it); if it is not TRUE"))
+        else:
+            from ._thrift2 import KeepDeletedCells
 
+            settings = thrift2.family_settings(table)
+            off = [f for f in wanted if settings[f].keep_deleted_cells == KeepDeletedCells.FALSE]
+            if off:
+                warn(_views_warning(table, off, f"families {off} do not keep deleted cells"))
+    return warnings

@@ -54,6 +54,10 @@ def _port(key: str, raw: str) -> int:
     return value
 
 
+def _optional_port(key: str, raw: str) -> int | None:
+    return _port(key, raw) if raw.strip() else None
+
+
 def _guarantee(_key: str, raw: str) -> DeliveryGuarantee:
     return DeliveryGuarantee(raw)
 
@@ -86,6 +90,12 @@ _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "hbase.thrift.protocol", _str, "binary", "Thrift protocol of the server",
         choices=("binary", "compact"),
+    ),
+    OptionSpec(
+        "hbase.thrift2.port", _optional_port, None,
+        "optional port of an HBase Thrift2 server on the same host: lets the sink check and "
+        "set `KEEP_DELETED_CELLS` (Thrift1 cannot), which makes committed and as-of reads exact",
+        type_name="int",
     ),
     OptionSpec(
         "hbase.thrift.timeout", _positive_int, 60_000,
@@ -196,6 +206,7 @@ class HBaseSinkOptions:
 
     host: str
     port: int
+    thrift2_port: int | None
     transport: str
     protocol: str
     timeout_ms: int
@@ -246,6 +257,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
     return HBaseSinkOptions(
         host=v["hbase.thrift.host"],
         port=v["hbase.thrift.port"],
+        thrift2_port=v["hbase.thrift2.port"],
         transport=v["hbase.thrift.transport"],
         protocol=v["hbase.thrift.protocol"],
         timeout_ms=v["hbase.thrift.timeout"],

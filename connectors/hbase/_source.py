@@ -114,11 +114,20 @@ class HBaseStreamWriter(DataSourceStreamArrowWriter):
         self.schema_json = data_schema.json()
         if validate:
             conn = HBaseConnection.from_options(opts)
+            thrift2 = None
             try:
-                prepare_table(conn, opts.table, self.layout.families, create=opts.create_table)
+                if opts.thrift2_port is not None:
+                    from ._thrift2 import Thrift2Admin
+
+                    thrift2 = Thrift2Admin(opts.host, opts.thrift2_port, timeout_ms=opts.timeout_ms,
+                                           transport=opts.transport, protocol=opts.protocol)
+                self.warnings = prepare_table(conn, opts.table, self.layout.families,
+                                              create=opts.create_table, thrift2=thrift2)
                 ensure_commit_table(conn, opts.commit_table)
             finally:
                 conn.close()
+                if thrift2 is not None:
+                    thrift2.close()
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return HBaseTaskWriter(self.opts, TaskIdentity.from_task_context()).run(iterator)
