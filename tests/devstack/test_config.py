@@ -91,4 +91,4 @@ def test_exports_are_eval_friendly_lines() -> None:
         "export SPARKBARRIER_HBASE_THRIFT=127.0.0.1:9090",
         "export SPARKBARRIER_HBASE_THRIFT2=127.0.0.1:9095",
     ]
-    assert all(re.fullmatch(r"export [A-Z_]+=[0-9.:]+", line) for line in text.splitlines())
+    assert all(re.fullmatch(r"export [A-Z0-9_]+=[0-9.:]+", line) for line in text.splitlines())
