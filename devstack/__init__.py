@@ -6,8 +6,9 @@
     endpoints = Devstack().up()          # idempotent; starts what is not running
     endpoints.kafka_bootstrap            # "127.0.0.1:9092"
     endpoints.hbase_thrift               # ("127.0.0.1", 9090)
+    endpoints.hbase_thrift2              # ("127.0.0.1", 9095)
 
-Kafka (KRaft, one broker+controller) and HBase (standalone master + Thrift1) run
+Kafka (KRaft, one broker+controller) and HBase (standalone master + Thrift1 + Thrift2) run
 as plain JVMs on 127.0.0.1; their jars come from Maven Central once (cached, see
 ``_config`` for locations and environment variables). Servers outlive the caller
 until ``down``.
@@ -17,7 +18,15 @@ from __future__ import annotations
 
 from .._exceptions import DevstackError
 from ._config import ENV_CACHE, ENV_HOME, ENV_MAVEN_REPO, ENV_MAVEN_SETTINGS, Port
-from ._stack import HBASE_ENV, KAFKA_ENV, Devstack, Endpoints, ProcessStatus, StackStatus
+from ._stack import (
+    HBASE_ENV,
+    HBASE_THRIFT2_ENV,
+    KAFKA_ENV,
+    Devstack,
+    Endpoints,
+    ProcessStatus,
+    StackStatus,
+)
 
 __all__ = [
     "Devstack",
@@ -28,6 +37,7 @@ __all__ = [
     "DevstackError",
     "KAFKA_ENV",
     "HBASE_ENV",
+    "HBASE_THRIFT2_ENV",
     "ENV_HOME",
     "ENV_CACHE",
     "ENV_MAVEN_REPO",

@@ -27,7 +27,8 @@ EXIT_NOT_RUNNING = 3
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m sparkbarrier.devstack",
-        description="Local Kafka (KRaft) + HBase (standalone, Thrift1) on 127.0.0.1, no Docker.",
+        description="Local Kafka (KRaft) + HBase (standalone, Thrift1 + Thrift2) on 127.0.0.1, "
+        "no Docker.",
     )
     parser.add_argument("--home", help="state directory (env SPARKBARRIER_DEVSTACK_HOME)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

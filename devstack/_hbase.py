@@ -1,4 +1,4 @@
-"""The HBase servers of the dev stack: a standalone HMaster and the Thrift1 gateway.
+"""The HBase servers of the dev stack: a standalone HMaster and the Thrift1 and Thrift2 gateways.
 
 Standalone mode (``hbase.cluster.distributed=false``) runs master, one regionserver
 and an embedded ZooKeeper in one JVM on the local file system; stream capability
@@ -6,6 +6,10 @@ enforcement is off because ``file://`` has no hflush/hsync. The Thrift server is
 second JVM with its defaults: thread-pool server, buffered transport, binary
 protocol, which is exactly what happybase speaks by default. It closes sockets idle
 for 60 s (``hbase.thrift.server.socket.read.timeout``), so clients must reconnect.
+
+The Thrift2 server (``THBaseService``, same jar, same defaults) is a third JVM on its
+own port: only Thrift2 can set and read family attributes such as
+``KEEP_DELETED_CELLS``, list region boundaries and delete one exact cell version.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from ._jvm import Java, write_log4j_config
 from ._maven import Classpath
 
 __all__ = [
-    "MASTER", "THRIFT", "MASTER_MAIN", "THRIFT_MAIN", "MASTER_STOP_GRACE_S", "prepare", "probe",
+    "MASTER", "THRIFT", "THRIFT2", "MASTER_MAIN", "THRIFT_MAIN", "THRIFT2_MAIN",
+    "MASTER_STOP_GRACE_S", "prepare", "probe", "probe_thrift2",
 ]
 
 log = logging.getLogger(__name__)
@@ -33,6 +38,8 @@ MASTER = "hbase-master"
 THRIFT = "hbase-thrift"
 MASTER_MAIN = "org.apache.hadoop.hbase.master.HMaster"
 THRIFT_MAIN = "org.apache.hadoop.hbase.thrift.ThriftServer"
+THRIFT2 = "hbase-thrift2"
+THRIFT2_MAIN = "org.apache.hadoop.hbase.thrift2.ThriftServer"
 MASTER_HEAP = "1g"
 # Data is wiped on every start, so a graceful flush on ``down`` buys nothing; the
 # standalone regionserver otherwise spends ~20 s retrying reports to its stopped master.
@@ -101,7 +108,7 @@ def prepare(
     data_dir: Path,
     ports: Mapping[Port, int],
 ) -> dict[str, list[str]]:
-    """Wipe ``data_dir``, write ``hbase-site.xml``; return ``{MASTER: cmd, THRIFT: cmd}``.
+    """Wipe ``data_dir``, write ``hbase-site.xml``; return ``{MASTER|THRIFT|THRIFT2: cmd}``.
 
     The conf dir leads the classpath, which is how HBase finds ``hbase-site.xml``.
     """
@@ -114,11 +121,16 @@ def prepare(
     cp = classpath.as_arg(conf)
     thrift_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT]),
                    "--infoport", "-1", "start")
+    # ``-p`` wins over hbase.regionserver.thrift.port, so both gateways share the site file.
+    thrift2_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT2]),
+                    "--infoport", "-1", "start")
     return {
         MASTER: java.command(marker=markers[MASTER], heap=MASTER_HEAP, classpath=cp,
                              main=MASTER_MAIN, args=("start",), options=options),
         THRIFT: java.command(marker=markers[THRIFT], heap=THRIFT_HEAP, classpath=cp,
                              main=THRIFT_MAIN, args=thrift_args, options=options),
+        THRIFT2: java.command(marker=markers[THRIFT2], heap=THRIFT_HEAP, classpath=cp,
+                              main=THRIFT2_MAIN, args=thrift2_args, options=options),
     }
 
 
@@ -150,6 +162,50 @@ def probe(
         fix="read <home>/logs/hbase-master.log; then `python -m sparkbarrier.devstack down` "
         "and `up`",
     )
+
+
+def probe_thrift2(
+    host: str, port: int, *, deadline: float, check: Callable[[], None] | None = None
+) -> None:
+    """Ask the Thrift2 server whether ``hbase:meta`` exists, retrying until ``deadline``.
+
+    Why this call: it goes through THBaseService to the master, so a server that
+    answers it serves admin calls; the Thrift1 probe has already proven that data
+    round trips work, so a cheap read-only call suffices here.
+    """
+    from thriftpy2.thrift import TException
+
+    from .._exceptions import SinkError
+
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        if check is not None:
+            check()
+        try:
+            if _meta_exists(host, port):
+                return
+            last = OSError("tableExists(hbase:meta) answered false")
+        except (TException, OSError, SinkError) as exc:
+            last = exc
+        log.debug("hbase thrift2 probe not yet successful: %r", last)
+        time.sleep(1.0)
+    raise DevstackError(
+        f"hbase thrift2 at {host}:{port} did not answer tableExists(hbase:meta) in time "
+        f"(last error: {_short(last)})",
+        fix="read <home>/logs/hbase-thrift2.log; then `python -m sparkbarrier.devstack down` "
+        "and `up`",
+    )
+
+
+def _meta_exists(host: str, port: int) -> bool:
+    # Imported here: the product client is the one IDL subset the project keeps.
+    from ..connectors.hbase._thrift2 import Thrift2Admin
+
+    admin = Thrift2Admin(host, port, timeout_ms=20000)
+    try:
+        return admin.table_exists("hbase:meta")
+    finally:
+        admin.close()
 
 
 def _roundtrip(host: str, port: int) -> None:

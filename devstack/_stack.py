@@ -3,8 +3,9 @@
 Two components, each started and health-checked as a unit:
 
 * ``kafka``: process ``kafka`` (KRaft broker + controller);
-* ``hbase``: processes ``hbase-master`` (master, regionserver, ZooKeeper) and
-  ``hbase-thrift``.
+* ``hbase``: processes ``hbase-master`` (master, regionserver, ZooKeeper),
+  ``hbase-thrift`` (Thrift1, what happybase speaks) and ``hbase-thrift2``
+  (THBaseService: family attributes, region locations, exact-version deletes).
 
 ``up`` leaves a component alone while all its processes are ours, alive and listening
 (and answer a real round trip); otherwise it stops what is left of it and starts it
@@ -42,21 +43,26 @@ from ._process import (
     wait_for_port,
 )
 
-__all__ = ["Devstack", "Endpoints", "ProcessStatus", "StackStatus", "KAFKA_ENV", "HBASE_ENV"]
+__all__ = [
+    "Devstack", "Endpoints", "ProcessStatus", "StackStatus", "KAFKA_ENV", "HBASE_ENV",
+    "HBASE_THRIFT2_ENV",
+]
 
 log = logging.getLogger(__name__)
 
 KAFKA_ENV = "SPARKBARRIER_KAFKA_BOOTSTRAP"
 HBASE_ENV = "SPARKBARRIER_HBASE_THRIFT"
+HBASE_THRIFT2_ENV = "SPARKBARRIER_HBASE_THRIFT2"
 
 _COMPONENTS: dict[str, tuple[str, ...]] = {
     "kafka": (_kafka.NAME,),
-    "hbase": (_hbase.MASTER, _hbase.THRIFT),
+    "hbase": (_hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2),
 }
 _PROCESS_PORTS: dict[str, tuple[Port, ...]] = {
     _kafka.NAME: (Port.KAFKA, Port.KAFKA_CONTROLLER),
     _hbase.MASTER: (Port.HBASE_ZOOKEEPER, Port.HBASE_MASTER, Port.HBASE_REGIONSERVER),
     _hbase.THRIFT: (Port.HBASE_THRIFT,),
+    _hbase.THRIFT2: (Port.HBASE_THRIFT2,),
 }
 _PROCESSES = tuple(name for names in _COMPONENTS.values() for name in names)
 _STOP_GRACE_S = {_hbase.MASTER: _hbase.MASTER_STOP_GRACE_S}
@@ -69,11 +75,14 @@ class Endpoints:
 
     kafka_bootstrap: str
     hbase_thrift: tuple[str, int]
+    hbase_thrift2: tuple[str, int]
 
     def env(self) -> dict[str, str]:
         """The variables the test fixtures and the demo read."""
         host, port = self.hbase_thrift
-        return {KAFKA_ENV: self.kafka_bootstrap, HBASE_ENV: f"{host}:{port}"}
+        host2, port2 = self.hbase_thrift2
+        return {KAFKA_ENV: self.kafka_bootstrap, HBASE_ENV: f"{host}:{port}",
+                HBASE_THRIFT2_ENV: f"{host2}:{port2}"}
 
     def exports(self) -> str:
         """``export K=V`` lines for ``eval "$(python -m sparkbarrier.devstack env)"``."""
@@ -161,10 +170,12 @@ class Devstack:
         if not all(r is not None and is_ours(r) for r in records.values()):
             return None
         kafka, thrift = records[_kafka.NAME], records[_hbase.THRIFT]
-        assert kafka is not None and thrift is not None  # checked above
+        thrift2 = records[_hbase.THRIFT2]
+        assert kafka is not None and thrift is not None and thrift2 is not None  # checked above
         return Endpoints(
             kafka_bootstrap=f"127.0.0.1:{kafka.ports[Port.KAFKA.key]}",
             hbase_thrift=("127.0.0.1", thrift.ports[Port.HBASE_THRIFT.key]),
+            hbase_thrift2=("127.0.0.1", thrift2.ports[Port.HBASE_THRIFT2.key]),
         )
 
     # ------------------------------------------------------------------ down
@@ -241,6 +252,7 @@ class Devstack:
         deadline = time.monotonic() + _RECHECK_S
         _kafka.probe(endpoints.kafka_bootstrap, deadline=deadline)
         _hbase.probe(*endpoints.hbase_thrift, deadline=deadline)
+        _hbase.probe_thrift2(*endpoints.hbase_thrift2, deadline=deadline)
         log.info("already running and healthy")
 
     def _start(self, components: list[str]) -> None:
@@ -271,11 +283,19 @@ class Devstack:
                 log.info("kafka serves on 127.0.0.1:%d", ports[Port.KAFKA])
             if "hbase" in components:
                 self._wait_port(started, _hbase.MASTER, ports[Port.HBASE_ZOOKEEPER], deadline)
+                # Both gateways boot side by side (JVM start-up dominates), then are probed
+                # in turn: Thrift1 with a data round trip, Thrift2 with an admin call.
                 self._spawn(started, _hbase.THRIFT, cmds[_hbase.THRIFT], ports)
+                self._spawn(started, _hbase.THRIFT2, cmds[_hbase.THRIFT2], ports)
                 self._wait_port(started, _hbase.THRIFT, ports[Port.HBASE_THRIFT], deadline)
+                self._wait_port(started, _hbase.THRIFT2, ports[Port.HBASE_THRIFT2], deadline)
+                watch = self._watch(started, _hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2)
                 _hbase.probe("127.0.0.1", ports[Port.HBASE_THRIFT], deadline=deadline,
-                             check=self._watch(started, _hbase.MASTER, _hbase.THRIFT))
+                             check=watch)
                 log.info("hbase thrift serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT])
+                _hbase.probe_thrift2("127.0.0.1", ports[Port.HBASE_THRIFT2], deadline=deadline,
+                                     check=watch)
+                log.info("hbase thrift2 serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT2])
         except BaseException:
             self._abort(started)
             raise

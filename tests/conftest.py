@@ -4,6 +4,9 @@ Endpoints are chosen once per session, in this order:
   (a) ``SPARKBARRIER_KAFKA_BOOTSTRAP`` / ``SPARKBARRIER_HBASE_THRIFT`` set → use them;
   (b) a Docker engine answers → testcontainers (Kafka module; generic HBase container);
   (c) the project's devstack (``python -m sparkbarrier.devstack up``).
+The HBase Thrift2 endpoint (``hbase_thrift2``) is ``SPARKBARRIER_HBASE_THRIFT2`` if set,
+else the devstack's; the HBase container image serves no Thrift2, so under
+testcontainers it is None and tests that need it skip.
 The pytest header says which one was used. Servers start lazily: pure unit tests never
 wait for them.
 """
@@ -21,6 +24,7 @@ import pytest
 
 KAFKA_ENV = "SPARKBARRIER_KAFKA_BOOTSTRAP"
 HBASE_ENV = "SPARKBARRIER_HBASE_THRIFT"
+HBASE_THRIFT2_ENV = "SPARKBARRIER_HBASE_THRIFT2"
 HBASE_IMAGE = os.environ.get("SPARKBARRIER_HBASE_IMAGE", "dajobe/hbase:latest")
 KAFKA_IMAGE = os.environ.get("SPARKBARRIER_KAFKA_IMAGE", "apache/kafka:4.1.0")
 
@@ -50,7 +54,8 @@ _BACKEND = _choose_backend()
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
     detail = {
-        "env": f"{KAFKA_ENV}={os.environ.get(KAFKA_ENV)} {HBASE_ENV}={os.environ.get(HBASE_ENV)}",
+        "env": f"{KAFKA_ENV}={os.environ.get(KAFKA_ENV)} {HBASE_ENV}={os.environ.get(HBASE_ENV)} "
+               f"{HBASE_THRIFT2_ENV}={os.environ.get(HBASE_THRIFT2_ENV)}",
         "testcontainers": f"Docker engine reachable: {KAFKA_IMAGE}, {HBASE_IMAGE}",
         "devstack": "no Docker engine and no endpoint variables: python -m sparkbarrier.devstack",
     }[_BACKEND]
@@ -61,6 +66,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 class Servers:
     kafka_bootstrap: str
     hbase_thrift: tuple[str, int]
+    hbase_thrift2: tuple[str, int] | None = None  # None: no Thrift2 server available
 
 
 def _split_hostport(value: str, env: str) -> tuple[str, int]:
@@ -72,9 +78,12 @@ def _split_hostport(value: str, env: str) -> tuple[str, int]:
 
 @pytest.fixture(scope="session")
 def servers() -> Iterator[Servers]:
+    thrift2_env = os.environ.get(HBASE_THRIFT2_ENV)
+    thrift2 = _split_hostport(thrift2_env, HBASE_THRIFT2_ENV) if thrift2_env else None
     if _BACKEND == "env":
         _split_hostport(os.environ[KAFKA_ENV], KAFKA_ENV)
-        yield Servers(os.environ[KAFKA_ENV], _split_hostport(os.environ[HBASE_ENV], HBASE_ENV))
+        yield Servers(os.environ[KAFKA_ENV], _split_hostport(os.environ[HBASE_ENV], HBASE_ENV),
+                      thrift2)
     elif _BACKEND == "testcontainers":
         from testcontainers.core.container import DockerContainer
         from testcontainers.core.waiting_utils import wait_for_logs
@@ -87,13 +96,15 @@ def servers() -> Iterator[Servers]:
             yield Servers(
                 kafka.get_bootstrap_server(),
                 (hbase.get_container_host_ip(), int(hbase.get_exposed_port(9090))),
+                thrift2,  # the image runs Thrift1 only: None unless the variable names one
             )
     else:
         from sparkbarrier.devstack import Devstack
 
         endpoints = Devstack().up()
         # Left running on purpose: the next run reuses it (``devstack down`` stops it).
-        yield Servers(endpoints.kafka_bootstrap, tuple(endpoints.hbase_thrift))
+        yield Servers(endpoints.kafka_bootstrap, tuple(endpoints.hbase_thrift),
+                      thrift2 or tuple(endpoints.hbase_thrift2))
 
 
 @pytest.fixture(scope="session")
@@ -104,6 +115,15 @@ def kafka_bootstrap(servers: Servers) -> str:
 @pytest.fixture(scope="session")
 def hbase_thrift(servers: Servers) -> tuple[str, int]:
     return servers.hbase_thrift
+
+
+@pytest.fixture(scope="session")
+def hbase_thrift2(servers: Servers) -> tuple[str, int]:
+    """The HBase Thrift2 server; skips the test where the backend has none."""
+    if servers.hbase_thrift2 is None:
+        pytest.skip(f"no HBase Thrift2 server: set {HBASE_THRIFT2_ENV}=host:port "
+                    "or use the devstack")
+    return servers.hbase_thrift2
 
 
 @pytest.fixture(scope="session")

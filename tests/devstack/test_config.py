@@ -77,10 +77,18 @@ def test_same_explicit_port_twice_is_rejected() -> None:
         choose_ports({Port.KAFKA: free, Port.KAFKA_CONTROLLER: free})
 
 
+def test_thrift2_port_has_its_own_default_flag_and_env() -> None:
+    assert Port.HBASE_THRIFT2.default == 9095
+    assert Port.HBASE_THRIFT2.flag == "--hbase-thrift2-port"
+    assert Port.HBASE_THRIFT2.env == "SPARKBARRIER_DEVSTACK_HBASE_THRIFT2_PORT"
+    assert port_requests(None, {Port.HBASE_THRIFT2.env: "19095"})[Port.HBASE_THRIFT2] == 19095
+
+
 def test_exports_are_eval_friendly_lines() -> None:
-    text = Endpoints("127.0.0.1:9092", ("127.0.0.1", 9090)).exports()
+    text = Endpoints("127.0.0.1:9092", ("127.0.0.1", 9090), ("127.0.0.1", 9095)).exports()
     assert text.splitlines() == [
         "export SPARKBARRIER_KAFKA_BOOTSTRAP=127.0.0.1:9092",
         "export SPARKBARRIER_HBASE_THRIFT=127.0.0.1:9090",
+        "export SPARKBARRIER_HBASE_THRIFT2=127.0.0.1:9095",
     ]
-    assert all(re.fullmatch(r"export [A-Z_]+=[0-9.:]+", line) for line in text.splitlines())
+    assert all(re.fullmatch(r"export [A-Z0-9_]+=[0-9.:]+", line) for line in text.splitlines())

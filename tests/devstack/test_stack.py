@@ -26,7 +26,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.kafka, pytest.mark.hbase, pytest.mar
 _EXPORT = re.compile(
     r"export SPARKBARRIER_KAFKA_BOOTSTRAP=127\.0\.0\.1:(\d+)\n"
     r"export SPARKBARRIER_HBASE_THRIFT=127\.0\.0\.1:(\d+)\n"
+    r"export SPARKBARRIER_HBASE_THRIFT2=127\.0\.0\.1:(\d+)\n"
 )
+_PROCESSES = ["kafka", "hbase-master", "hbase-thrift", "hbase-thrift2"]
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +52,15 @@ def test_up_twice_keeps_the_same_servers(shared: Devstack) -> None:
 def test_status_reports_every_process_with_pid_and_ports(shared: Devstack) -> None:
     status = shared.status()
     assert status.running
-    assert [p.name for p in status.processes] == ["kafka", "hbase-master", "hbase-thrift"]
+    assert [p.name for p in status.processes] == _PROCESSES
     assert all(p.pid and p.alive and p.serving and p.ports for p in status.processes)
     result = run_cli("status")
     assert result.returncode == 0
-    for name in ("kafka", "hbase-master", "hbase-thrift"):
+    for name in _PROCESSES:
         assert re.search(rf"{name}\s+up\s+pid=\d+", result.stdout), result.stdout
+    thrift2 = next(p for p in status.processes if p.name == "hbase-thrift2")
+    assert set(thrift2.ports) == {"hbase_thrift2"}
+    assert thrift2.log.endswith("hbase-thrift2.log")
 
 
 def test_env_output_evaluates_in_a_shell(shared: Devstack) -> None:
@@ -66,11 +71,14 @@ def test_env_output_evaluates_in_a_shell(shared: Devstack) -> None:
     match = _EXPORT.fullmatch(result.stdout)
     assert match, result.stdout
     script = (f'eval "$({sys.executable} -m sparkbarrier.devstack env)"; '
-              'echo "$SPARKBARRIER_KAFKA_BOOTSTRAP $SPARKBARRIER_HBASE_THRIFT"')
+              'echo "$SPARKBARRIER_KAFKA_BOOTSTRAP $SPARKBARRIER_HBASE_THRIFT '
+              '$SPARKBARRIER_HBASE_THRIFT2"')
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True,
                          timeout=60, check=True).stdout.split()
     host, port = endpoints.hbase_thrift
-    assert out == [endpoints.kafka_bootstrap, f"{host}:{port}"]
+    host2, port2 = endpoints.hbase_thrift2
+    assert out == [endpoints.kafka_bootstrap, f"{host}:{port}", f"{host2}:{port2}"]
+    assert port2 != port
 
 
 def test_cli_up_on_running_stack_prints_env_on_stdout_only(shared: Devstack) -> None:
@@ -87,8 +95,9 @@ def test_up_down_cycle_in_a_separate_home(scratch_home: Path, shared: Devstack) 
     assert shared_endpoints is not None
     assert endpoints.kafka_bootstrap != shared_endpoints.kafka_bootstrap
     assert endpoints.hbase_thrift != shared_endpoints.hbase_thrift
-    assert len(stack_pids(scratch_home)) == 3
-    assert sorted(stack.down()) == ["hbase-master", "hbase-thrift", "kafka"]
+    assert endpoints.hbase_thrift2 != shared_endpoints.hbase_thrift2
+    assert len(stack_pids(scratch_home)) == 4
+    assert sorted(stack.down()) == ["hbase-master", "hbase-thrift", "hbase-thrift2", "kafka"]
     assert stack_pids(scratch_home) == []
     assert stack.endpoints() is None
     assert not stack.status().running
