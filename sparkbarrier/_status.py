@@ -209,14 +209,15 @@ def sink_status(host: str, port: int, sink_id: str, commit_table: str) -> SinkSt
         raise SinkError(f"sink {sink_id!r} has no commit in {commit_table!r} on {host}:{port} "
                         "(unknown sink.id, or nothing committed yet)")
     attempt = state.attempt
-    in_flight = attempt is not None and attempt.seq > commit.seq
+    in_flight = (attempt is not None and attempt.prev_seq == commit.seq
+                 and (attempt.query_id, attempt.batch_id) != (commit.query_id, commit.batch_id))
     return SinkStatus(
         sink_id=commit.sink_id, commit_table=commit_table, table=commit.table, seq=commit.seq,
         query_id=commit.query_id, batch_id=commit.batch_id, committed_at_ms=commit.committed_at_ms,
-        checkpoint_ids=list(commit.checkpoint_ids), offsets=dict(commit.offsets),
+        checkpoint_ids=list(commit.source_checkpoints), offsets=dict(commit.offsets),
         gaps=len(commit.gaps),
         attempt_batch_id=attempt.batch_id if in_flight and attempt else None,
-        attempt_seq=attempt.seq if in_flight and attempt else None,
+        attempt_seq=commit.seq + 1 if in_flight else None,
     )
 
 

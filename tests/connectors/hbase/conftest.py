@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import happybase
 import pyarrow as pa
 import pytest
 
@@ -23,8 +24,10 @@ def spark_schema(arrow_schema: pa.Schema) -> Any:
 class Sink:
     """One sink (options + driver writer) driven by hand: tasks and commits without Spark."""
 
-    def __init__(self, hbase: tuple[str, int], table: str, schema: pa.Schema, **extra: str) -> None:
+    def __init__(self, hbase: tuple[str, int], thrift2: tuple[str, int] | None, table: str, schema: pa.Schema,
+                 **extra: str) -> None:
         raw = {"hbase.thrift.host": hbase[0], "hbase.thrift.port": str(hbase[1]), "table": table,
+               "hbase.thrift2.port": str(thrift2[1]) if thrift2 else "",
                "rowkey": "id", "create.table": "true", "sink.id": table,
                "commit.table": "sparkbarrier_commits_test", **extra}
         self.raw = raw
@@ -41,18 +44,34 @@ class Sink:
     def commit(self, messages: Sequence[HBaseCommitMessage], batch: int) -> Any:
         return self.driver._committer().commit(messages, batch)
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self, **as_of: Any) -> list[dict[str, Any]]:
+        """The committed (or, with ``as_of_batch``/``as_of_ms``, as-of) view, sorted by id."""
         from sparkbarrier.connectors.hbase import read_committed
 
         host, port = self.opts.host, self.opts.port
         rows = read_committed(host, port, self.opts.table, sink_id=self.opts.sink_id,
-                              commit_table=self.opts.commit_table).to_pylist()
+                              commit_table=self.opts.commit_table, **as_of).to_pylist()
         return sorted(rows, key=lambda r: r["id"])
+
+    def plain(self) -> dict[bytes, dict[bytes, bytes]]:
+        """What any HBase client sees: a plain scan (newest version per cell, deletes applied)."""
+        conn = happybase.Connection(self.opts.host, self.opts.port)
+        try:
+            return dict(conn.table(self.opts.table).scan())
+        finally:
+            conn.close()
+
+    def versions(self, row: bytes, column: bytes) -> list[tuple[bytes, int]]:
+        conn = happybase.Connection(self.opts.host, self.opts.port)
+        try:
+            return conn.table(self.opts.table).cells(row, column, versions=1000, include_timestamp=True)
+        finally:
+            conn.close()
 
 
 @pytest.fixture
-def make_sink(hbase_thrift: tuple[str, int], unique_name: Callable[[str], str]) -> Callable[..., Sink]:
+def make_sink(servers: Any, unique_name: Callable[[str], str]) -> Callable[..., Sink]:
     def make(schema: pa.Schema, *, table: str | None = None, **extra: str) -> Sink:
-        return Sink(hbase_thrift, table or unique_name("t"), schema, **extra)
+        return Sink(servers.hbase_thrift, servers.hbase_thrift2, table or unique_name("t"), schema, **extra)
 
     return make
