@@ -78,6 +78,9 @@ def _site(data_dir: Path, ports: Mapping[Port, int]) -> dict[str, object]:
         "hbase.zookeeper.property.clientPort": ports[Port.HBASE_ZOOKEEPER],
         "hbase.zookeeper.property.dataDir": data_dir / "zookeeper",
         "hbase.unsafe.stream.capability.enforce": "false",
+        # Reject cells stamped more than 60 s ahead, as careful production clusters do:
+        # every test then proves the sink's timestamps stay near the wall clock.
+        "hbase.hregion.keyvalue.timestamp.slop.millisecs": 60_000,
         "hbase.master.hostname": "127.0.0.1",
         "hbase.regionserver.hostname": "127.0.0.1",
         "hbase.master.port": ports[Port.HBASE_MASTER],

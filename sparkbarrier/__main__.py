@@ -1,10 +1,11 @@
-"""``python -m sparkbarrier status``: where a barrier pipeline stands, read from Kafka and HBase.
+"""``python -m sparkbarrier status|lineage``: where a barrier pipeline stands, and where a cell came from.
 
 Examples::
 
     python -m sparkbarrier status --group orders-etl --topic orders
     python -m sparkbarrier status --sink-id orders --commit-table sparkbarrier_commits
     python -m sparkbarrier status --group g --sink-id s --checkpoint-location /ckpt --json
+    python -m sparkbarrier lineage --table orders --row order-17 [--column d:amount] [--versions 5]
 
 Endpoints come from ``--bootstrap`` / ``--hbase`` or ``SPARKBARRIER_KAFKA_BOOTSTRAP`` /
 ``SPARKBARRIER_HBASE_THRIFT`` (``eval "$(python -m sparkbarrier.devstack env)"`` sets them
@@ -52,6 +53,15 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--hbase", help=f"HBase Thrift1 host:port (default ${HBASE_ENV})")
     st.add_argument("--checkpoint-location", help="local Spark checkpoint dir: last completed + pending batches")
     st.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    ln = sub.add_parser("lineage", help="which checkpoint wrote a row's cells, when, from which Kafka offsets")
+    ln.add_argument("--table", required=True, help="data table written by barrier-hbase")
+    ln.add_argument("--row", required=True, help="row key (UTF-8)")
+    ln.add_argument("--column", help="family:qualifier (default: every column of the row)")
+    ln.add_argument("--versions", type=int, default=1, help="versions per cell (default %(default)s)")
+    ln.add_argument("--sink-id", help="sink.id (needed only when several sinks wrote the table)")
+    ln.add_argument("--commit-table", default="sparkbarrier_commits", help="commit table (default %(default)s)")
+    ln.add_argument("--hbase", help=f"HBase Thrift1 host:port (default ${HBASE_ENV})")
+    ln.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
 
@@ -153,10 +163,32 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lineage(args: argparse.Namespace) -> int:
+    from .connectors.hbase import lineage
+
+    host, port = _hostport(_endpoint(args.hbase, HBASE_ENV, "HBase Thrift (--hbase)"), "--hbase")
+    cells = lineage(host, port, args.table, args.row, column=args.column, sink_id=args.sink_id,
+                    commit_table=args.commit_table, versions=args.versions)
+    if not cells:
+        raise SparkBarrierError(f"row {args.row!r} of table {args.table!r} has no cells")
+    if args.json:
+        print(json.dumps([dict(as_json(c), value=c.value.hex(), committed=c.committed) for c in cells],
+                         indent=2, sort_keys=True))
+        return 0
+    rows = [[c.column, c.timestamp_ms, _when(c.timestamp_ms), c.batch_id if c.committed else "not ours/in flight",
+             c.seq, _when(c.committed_at_ms),
+             ", ".join(f"{ch} {c.offsets_from.get(ch, '-')}..{to}" for ch, to in sorted(c.offsets_to.items()))]
+            for c in cells]
+    print(f"row {args.row!r} of table {args.table!r}")
+    print(_table(["column", "timestamp", "written at", "Spark batch", "sink seq", "committed at",
+                  "Kafka offsets covered"], rows))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return _status(args)
+        return _lineage(args) if args.command == "lineage" else _status(args)
     except _UsageError as exc:
         print(f"sparkbarrier: {exc}", file=sys.stderr)
         return 2

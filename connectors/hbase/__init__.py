@@ -1,4 +1,4 @@
-"""``barrier-hbase``: an exactly-once HBase sink (Thrift1 via happybase) + committed-view reader.
+"""``barrier-hbase``: an exactly-once HBase sink (Thrift1 via happybase), committed/as-of reader, lineage.
 
 ``df.writeStream.format("barrier-hbase")`` works without registration (the
 ``pyspark_barrier_hbase`` shim); :func:`register` registers explicitly.
@@ -18,11 +18,13 @@ from ._options import (
     parse_sink_options,
 )
 from ._markers import keep_markers, marker_columns
+from ._lineage import CellLineage, lineage
 from ._reader import read_committed
 from ._source import BarrierHBaseDataSource
 
 __all__ = [
     "BarrierHBaseDataSource",
+    "CellLineage",
     "CommitRecord",
     "AttemptRecord",
     "DEFAULT_COMMIT_TABLE",
@@ -32,6 +34,7 @@ __all__ = [
     "SINK_OPTION_SPECS",
     "hbase_options_table",
     "keep_markers",
+    "lineage",
     "marker_columns",
     "parse_sink_options",
     "read_committed",

@@ -37,6 +37,8 @@ def _ranges_of(f: Any, key_type: Any) -> list[KeyRange] | None:
         StringStartsWith,
     )
 
+    if not hasattr(f, "value"):
+        return None
     if isinstance(f, In):
         keys = [_key_bytes(v, key_type) for v in f.value]
         return None if any(k is None for k in keys) else sorted({point(k) for k in keys if k is not None})

@@ -46,7 +46,7 @@ def _options(hbase: tuple[str, int], table: str) -> dict[str, str]:
 
 
 def test_stream_writes_exactly_once_and_batch_read_sees_committed(
-        spark, hbase_thrift, unique_name: Callable[[str], str], tmp_path: Path) -> None:
+        spark, hbase_thrift, servers, unique_name: Callable[[str], str], tmp_path: Path) -> None:
     table = unique_name("t")
     _write_files(tmp_path / "in", [
         [{"id": "a", "v": 1, "op": None}, {"id": "b", "v": 2, "op": None}],
@@ -55,6 +55,7 @@ def test_stream_writes_exactly_once_and_batch_read_sees_committed(
     ])
     stream = (spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
               .writeStream.format("barrier-hbase").options(**_options(hbase_thrift, table))
+              .option("hbase.thrift2.port", str(servers.hbase_thrift2[1]))
               .option("rowkey", "id").option("op.column", "op").option("create.table", "true")
               .option("sink.id", table).option("checkpointLocation", str(tmp_path / "ckpt"))
               .trigger(availableNow=True))
@@ -83,3 +84,36 @@ def test_unknown_option_fails_at_query_start(spark, hbase_thrift, unique_name, t
                 raise query.exception()
         finally:
             query.stop()
+
+
+def test_batch_read_runs_one_partition_per_region_and_pushes_row_key_filters(
+        spark, make_sink, servers, unique_name: Callable[[str], str]) -> None:
+    from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells, Thrift2Admin
+
+    table = unique_name("regions")
+    with Thrift2Admin(*servers.hbase_thrift2) as admin:
+        admin.create_table(table, {"d": FamilySpec(max_versions=10, keep_deleted_cells=KeepDeletedCells.TRUE)},
+                           split_keys=[b"k3", b"k6"])
+    sink = make_sink(SCHEMA, table=table, **{"op.column": "op"})
+    rows = [{"id": f"k{i}", "v": i, "op": None} for i in range(9)]
+    sink.commit([sink.task(rows, batch=0)], 0)
+    sink.commit([sink.task([{"id": "k4", "v": None, "op": "delete"}], batch=1)], 1)
+    options = {**_options(servers.hbase_thrift, table), "sink.id": sink.opts.sink_id,
+               "commit.table": sink.opts.commit_table}
+    df = spark.read.format("barrier-hbase").options(**options).load()
+    assert df.rdd.getNumPartitions() == 3
+    assert sorted((r.id, r.v) for r in df.collect()) == [(f"k{i}", i) for i in range(9) if i != 4]
+    old = spark.read.format("barrier-hbase").options(**options).option("as.of.batch", "0").load()
+    assert old.where("id = 'k4'").collect()[0].v == 4
+
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    try:
+        pushed = (spark.read.format("barrier-hbase").options(**options).option("filter.pushdown", "true")
+                  .load().where("id >= 'k5' AND id < 'k7'"))
+        assert pushed.rdd.getNumPartitions() == 2  # [k5, k6) in one region, [k6, k7) in the next
+        assert sorted((r.id, r.v) for r in pushed.collect()) == [("k5", 5), ("k6", 6)]
+        one = (spark.read.format("barrier-hbase").options(**options).option("filter.pushdown", "true")
+               .load().where("id IN ('k1', 'k8')"))
+        assert sorted(r.id for r in one.collect()) == ["k1", "k8"]
+    finally:
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")

@@ -1,0 +1,88 @@
+"""Lineage: which checkpoint wrote a cell, when, and which Kafka offsets that checkpoint covered.
+
+Every cell the sink writes carries a timestamp inside its batch's ``[ts_lo, ts_hi)``
+(see ``_timestamps``), and every commit is kept in the sink's history (see
+``_commit_table``), so a cell version maps back to exactly one commit record: its
+Spark batch, query, commit time, and the source offsets it covered (from the previous
+commit's offsets to its own). A version outside every committed range was written by
+someone else, or belongs to a batch that is still in flight.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+from ._commit_table import CommitRecord, read_history
+from ._connection import HBaseConnection
+from ._reader import find_commit
+
+__all__ = ["CellLineage", "lineage", "covered_offsets"]
+
+
+@dataclass(frozen=True)
+class CellLineage:
+    """One version of one cell and the checkpoint that wrote it (``None`` fields: not ours)."""
+
+    column: str
+    timestamp_ms: int
+    value: bytes
+    sink_id: str | None = None
+    seq: int | None = None
+    batch_id: int | None = None
+    query_id: str | None = None
+    committed_at_ms: int | None = None
+    offsets_from: dict[str, int] = field(default_factory=dict)
+    offsets_to: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def committed(self) -> bool:
+        return self.seq is not None
+
+
+def covered_offsets(history: list[CommitRecord], index: int) -> tuple[dict[str, int], dict[str, int]]:
+    """Source offsets commit ``history[index]`` covered: ``(from, to)`` per channel that moved."""
+    now = history[index].offsets
+    before = history[index - 1].offsets if index > 0 else {}
+    moved = {ch for ch, off in now.items() if before.get(ch) != off}
+    return ({ch: before[ch] for ch in moved if ch in before}, {ch: now[ch] for ch in moved})
+
+
+def _owner(history: list[CommitRecord], starts: list[int], ts: int) -> int | None:
+    i = bisect.bisect_right(starts, ts) - 1
+    if i >= 0 and history[i].ts_lo <= ts < history[i].ts_hi:
+        return i
+    return None
+
+
+def lineage(host: str, port: int, table: str, row: bytes | str, *, column: str | None = None,
+            sink_id: str | None = None, commit_table: str = "sparkbarrier_commits", versions: int = 1,
+            transport: str = "buffered", protocol: str = "binary") -> list[CellLineage]:
+    """Every kept version (newest ``versions`` per cell) of ``row`` with the commit that wrote it."""
+    key = row.encode() if isinstance(row, str) else row
+    conn = HBaseConnection(host, port, transport=transport, protocol=protocol)
+    try:
+        latest = find_commit(conn, commit_table, table, sink_id)
+        history = read_history(conn, commit_table, latest.sink_id)
+        t = conn.connection.table(table)
+        if column is not None:
+            columns = [column.encode()]
+        else:
+            columns = sorted(conn.call(lambda c: c.table(table).row(key)))
+        cells = [(col, value, ts) for col in columns
+                 for value, ts in t.cells(key, col, versions=versions, include_timestamp=True)]
+    finally:
+        conn.close()
+    history = sorted(history, key=lambda r: r.ts_lo)
+    starts = [r.ts_lo for r in history]
+    out = []
+    for col, value, ts in cells:
+        i = _owner(history, starts, ts)
+        if i is None:
+            out.append(CellLineage(col.decode(), ts, value))
+            continue
+        rec = history[i]
+        lo, hi = covered_offsets(history, i)
+        out.append(CellLineage(col.decode(), ts, value, rec.sink_id, rec.seq, rec.batch_id, rec.query_id,
+                               rec.committed_at_ms, lo, hi))
+    return out
