@@ -33,6 +33,7 @@ __all__ = [
     "READ_OPTION_SPECS",
     "SINK_OPTION_SPECS",
     "hbase_options_table",
+    "hbase_read_options_table",
     "keep_markers",
     "lineage",
     "marker_columns",
@@ -52,3 +53,11 @@ def hbase_options_table() -> str:
     from .._options import options_table
 
     return options_table(SINK_OPTION_SPECS)
+
+
+def hbase_read_options_table() -> str:
+    """Markdown table of the batch reader's own options (for the README)."""
+    from .._options import options_table
+
+    sink_keys = {spec.key for spec in SINK_OPTION_SPECS}
+    return options_table([spec for spec in READ_OPTION_SPECS if spec.key not in sink_keys])
