@@ -18,6 +18,13 @@ column                      type      meaning on a marker row
 ``_barrier_channel``        string    channel the marker closes, e.g. ``topic:3``
 ``_barrier_next_offset``    int64     next offset to read on that channel
 ==========================  ========  =============================================
+
+Required on a marker row: ``_barrier_kind``, ``_barrier_version``, and per kind
+``_barrier_checkpoint_id`` + ``_barrier_timestamp_ms`` (barrier),
+``_barrier_checkpoint_id`` (cancel), ``_barrier_channel`` (end_of_partition).
+A row missing one, or with a value of the wrong type, is a
+:class:`~sparkbarrier.ProtocolError` naming the field: a corrupt marker must stop
+the stream with a protocol error, never a bare ``TypeError`` from a connector.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -134,27 +142,52 @@ def marker_batch(markers: Sequence[Marker], schema: pa.Schema) -> pa.RecordBatch
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
+def _field(row: dict[str, object], name: str, kind: object, want: type, *, required: bool) -> Any:
+    """``row[name]`` checked against ``want``; a ProtocolError naming the field otherwise.
+
+    Arrow's column types already guarantee most of this for streams built with
+    :func:`with_marker_columns`, but a marker row can come from any producer (a
+    Spark plan, another build, a hand-made batch). A null or mistyped field would
+    otherwise surface as a bare ``TypeError``/``ValueError`` deep in a connector,
+    far from the row that caused it.
+    """
+    value = row[name]
+    if value is None:
+        if required:
+            raise ProtocolError(f"{kind} marker row has a null {name}; the field is required for this kind")
+        return None
+    if not isinstance(value, want) or isinstance(value, bool):
+        raise ProtocolError(
+            f"{kind} marker row has {name}={value!r} ({type(value).__name__}); expected {want.__name__}"
+        )
+    return value
+
+
 def _decode(row: dict[str, object]) -> Marker:
+    """One marker row -> its marker; every malformed row is a :class:`ProtocolError`."""
     version = row["_barrier_version"]
     if version != MARKER_VERSION:
         raise ProtocolError(
-            f"marker layout version {version!r} is not supported (this build reads "
-            f"version {MARKER_VERSION}); upgrade sparkbarrier on the reading side"
+            f"marker layout version {version!r} (field _barrier_version) is not supported (this "
+            f"build reads version {MARKER_VERSION}); upgrade sparkbarrier on the reading side"
         )
     kind = row["_barrier_kind"]
-    channel = row["_barrier_channel"]
     if kind == MarkerKind.BARRIER.value:
         return CheckpointBarrier(
-            int(row["_barrier_checkpoint_id"]),  # type: ignore[arg-type]
-            int(row["_barrier_timestamp_ms"]),  # type: ignore[arg-type]
-            channel,  # type: ignore[arg-type]
-            row["_barrier_next_offset"],  # type: ignore[arg-type]
+            _field(row, "_barrier_checkpoint_id", kind, int, required=True),
+            _field(row, "_barrier_timestamp_ms", kind, int, required=True),
+            _field(row, "_barrier_channel", kind, str, required=False),
+            _field(row, "_barrier_next_offset", kind, int, required=False),
         )
     if kind == MarkerKind.CANCEL.value:
-        return CancelCheckpointMarker(int(row["_barrier_checkpoint_id"]), channel)  # type: ignore[arg-type]
+        return CancelCheckpointMarker(
+            _field(row, "_barrier_checkpoint_id", kind, int, required=True),
+            _field(row, "_barrier_channel", kind, str, required=False),
+        )
     if kind == MarkerKind.END_OF_PARTITION.value:
-        return EndOfPartition(channel)  # type: ignore[arg-type]
-    raise ProtocolError(f"unknown marker kind {kind!r}")
+        # The channel is the only content of an EndOfPartition; without it the row says nothing.
+        return EndOfPartition(_field(row, "_barrier_channel", kind, str, required=True))
+    raise ProtocolError(f"unknown marker kind {kind!r} in field _barrier_kind")
 
 
 def split_markers(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch | Marker]:
@@ -175,6 +208,10 @@ def split_markers(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch | Marker]:
         if batch.num_rows:
             yield data
         return
+    missing = [name for name in MARKER_COLUMNS if name not in batch.schema.names]
+    if missing:
+        # Marker rows are present but cannot be decoded; name what is absent.
+        raise ProtocolError(f"batch has marker rows but lacks marker column(s) {missing}")
     positions_arr = pc.indices_nonzero(pc.is_valid(kinds))
     positions = positions_arr.to_pylist()
     columns = batch.select(list(MARKER_COLUMNS)).take(positions_arr).to_pydict()

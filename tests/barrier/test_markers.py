@@ -107,3 +107,58 @@ def test_split_of_plain_data_batch_passes_it_through():
     plain = pa.RecordBatch.from_pydict({"x": [1, 2]})
     assert [p.num_rows for p in split_markers(plain)] == [2]
     assert list(split_markers(plain.slice(0, 0))) == []
+
+
+def with_field(batch: pa.RecordBatch, name: str, value: object) -> pa.RecordBatch:
+    """``batch`` (one marker row) with column ``name`` set to ``value``."""
+    idx = batch.schema.get_field_index(name)
+    field = batch.schema.field(idx)
+    return batch.set_column(idx, field, pa.array([value], field.type))
+
+
+@pytest.mark.parametrize(
+    ("marker", "name"),
+    [
+        (CheckpointBarrier(1, 1, "t:0", 3), "_barrier_checkpoint_id"),
+        (CheckpointBarrier(1, 1, "t:0", 3), "_barrier_timestamp_ms"),
+        (CancelCheckpointMarker(1, "t:0"), "_barrier_checkpoint_id"),
+        (EndOfPartition("t:0"), "_barrier_channel"),
+        (CheckpointBarrier(1, 1, "t:0", 3), "_barrier_version"),
+    ],
+    ids=lambda x: x if isinstance(x, str) else type(x).__name__,
+)
+def test_marker_row_with_null_required_field_is_protocol_error_naming_it(marker, name):
+    batch = with_field(marker_batch([marker], STREAM), name, None)
+    with pytest.raises(ProtocolError, match=name):
+        list(split_markers(batch))
+
+
+def test_null_checkpoint_id_inside_a_data_batch_is_protocol_error_not_type_error():
+    batch = concat(
+        data_batch([1, 2]),
+        with_field(marker_batch([CheckpointBarrier(5, 1)], STREAM), "_barrier_checkpoint_id", None),
+    )
+    with pytest.raises(ProtocolError, match="_barrier_checkpoint_id") as info:
+        list(split_markers(batch))
+    assert not isinstance(info.value, TypeError)
+
+
+def test_marker_row_with_wrongly_typed_field_is_protocol_error_naming_it():
+    # e.g. a producer that declared the id column as a string
+    batch = marker_batch([CheckpointBarrier(1, 1)], STREAM)
+    idx = STREAM.get_field_index("_barrier_checkpoint_id")
+    batch = batch.set_column(idx, pa.field("_barrier_checkpoint_id", pa.string()), pa.array(["seven"]))
+    with pytest.raises(ProtocolError, match="_barrier_checkpoint_id"):
+        list(split_markers(batch))
+
+
+def test_marker_rows_without_all_marker_columns_are_protocol_error_naming_them():
+    batch = marker_batch([CheckpointBarrier(1, 1)], STREAM)
+    batch = batch.drop_columns(["_barrier_timestamp_ms"])
+    with pytest.raises(ProtocolError, match="_barrier_timestamp_ms"):
+        list(split_markers(batch))
+
+
+def test_optional_marker_fields_may_be_null():
+    assert list(split_markers(marker_batch([CheckpointBarrier(4, 5)], STREAM))) == [CheckpointBarrier(4, 5)]
+    assert list(split_markers(marker_batch([CancelCheckpointMarker(9)], STREAM))) == [CancelCheckpointMarker(9)]
