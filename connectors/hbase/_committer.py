@@ -27,6 +27,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -43,6 +44,7 @@ from ._commit_table import (
     read_state,
 )
 from ._connection import HBaseConnection
+from ._rollback import roll_back_gap
 from ._timestamps import BATCH_SPAN_MS, next_base
 
 __all__ = ["HBaseCommitMessage", "Plan", "plan_attempt", "Committer"]
@@ -120,8 +122,9 @@ class Committer:
     """Driver side of the protocol (a fresh instance per Spark commit/abort call)."""
 
     def __init__(self, conn: HBaseConnection, commit_table: str, table: str, *, fenced: bool,
-                 schema_json: str, rowkey: str, columns: list[list[str]]) -> None:
+                 schema_json: str, rowkey: str, columns: list[list[str]], thrift2: Any = None) -> None:
         self._conn, self._commit_table, self._table = conn, commit_table, table
+        self._thrift2 = thrift2
         self._fenced = fenced
         self._schema_json, self._rowkey, self._columns = schema_json, rowkey, columns
 
@@ -159,6 +162,8 @@ class Committer:
         for m in msgs:
             for channel, nxt in m.offsets.items():
                 offsets[channel] = max(nxt, offsets.get(channel, nxt))
+        if first.gap is not None:
+            self._roll_back(first.gap)
         ends = [m.ts_end for m in msgs if m.ts_end is not None]
         ts_hi = max(ends) if ends else first.base_ms
         record = CommitRecord(
@@ -181,6 +186,17 @@ class Committer:
         log.info("sink %s committed batch %d as sequence %d (%d rows, timestamps %d..%d)", first.sink_id,
                  batch_id, record.seq, sum(m.rows for m in msgs), record.ts_lo, record.ts_hi)
         return record
+
+    def _roll_back(self, gap: list[int]) -> None:
+        """Remove the replaced attempt's cells before this batch commits (see ``_rollback``)."""
+        if self._thrift2 is None:
+            log.warning("sink took over an attempt that never committed; its cells (timestamps %d..%d) stay "
+                        "in table %s, hidden from committed reads but visible to plain readers. Set "
+                        "hbase.thrift2.port so the sink can remove them", gap[0], gap[1], self._table)
+            return
+        families = sorted({c[1].encode() for c in self._columns})
+        with self._thrift2() as admin:
+            roll_back_gap(self._conn, admin, self._table, families, gap)
 
     def close(self) -> None:
         self._conn.close()

@@ -136,7 +136,21 @@ class HBaseStreamWriter(DataSourceStreamArrowWriter):
         columns = [[t.name, t.family.decode(), t.qualifier.decode()] for t in self.layout.targets]
         return Committer(HBaseConnection.from_options(self.opts), self.opts.commit_table, self.opts.table,
                          fenced=self.opts.exactly_once, schema_json=self.schema_json,
-                         rowkey=self.opts.rowkey, columns=columns)
+                         rowkey=self.opts.rowkey, columns=columns, thrift2=self._thrift2_factory())
+
+    def _thrift2_factory(self) -> Any:
+        """Opens the Thrift2 admin connection on demand (only a takeover needs it), or None."""
+        opts = self.opts
+        if opts.thrift2_port is None:
+            return None
+
+        def connect() -> Any:
+            from ._thrift2 import Thrift2Admin
+
+            return Thrift2Admin(opts.host, opts.thrift2_port, timeout_ms=opts.timeout_ms,
+                                transport=opts.transport, protocol=opts.protocol)
+
+        return connect
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         committer = self._committer()

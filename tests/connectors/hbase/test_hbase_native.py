@@ -172,3 +172,21 @@ def test_lineage_names_the_batch_time_and_offsets_of_each_version(make_sink, uni
         (_i64(2), 1, 2, {"orders:0": 10}, {"orders:0": 25}),
         (_i64(1), 0, 1, {}, {"orders:0": 10})]
     assert all(c.committed_at_ms and c.committed_at_ms >= c.timestamp_ms for c in cells)
+
+
+def test_a_replaced_attempt_leaves_nothing_for_plain_readers(make_sink) -> None:
+    """A new query (fresh checkpoint, same sink.id) takes over; the old batch never commits.
+
+    Its puts are removed (exact-version deletes through Thrift2); its delete markers cannot
+    be taken back (documented), so the abandoned batch here only puts.
+    """
+    sink = make_sink(OPS, **{"op.column": "op"})
+    sink.commit([sink.task([{"id": "a", "v": 1, "s": "x", "op": None}], batch=0, query="old")], 0)
+    sink.task([{"id": "a", "v": 2, "s": None, "op": None}, {"id": "n", "v": 9, "s": "new", "op": None}],
+              batch=1, query="old", partition=3)  # crashed before its commit
+    takeover = sink.task([{"id": "b", "v": 5, "s": None, "op": None}], batch=0, query="new")
+    assert takeover.gap is not None
+    sink.commit([takeover], 0)
+    assert sink.plain() == {b"a": {b"d:v": _i64(1), b"d:s": b"x"}, b"b": {b"d:v": _i64(5)}}
+    assert [v for v, _ in sink.versions(b"a", b"d:v")] == [_i64(1)]
+    assert sink.read() == [{"id": "a", "v": 1, "s": "x"}, {"id": "b", "v": 5, "s": None}]
