@@ -7,7 +7,8 @@ known complete, those offsets are committed and every older entry is dropped
 themselves. Offsets always mean *next offset to read*.
 
 Who calls it: the driver side of a source (``latestOffset`` adds, ``commit``
-completes). The ledger is thread-safe; one instance per source.
+completes). The ledger is thread-safe, including concurrent :meth:`PendingCheckpoints.save`
+calls (ordered, newest state wins); one instance per source.
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ class PendingCheckpoints:
         # Newest id ever added, kept after complete/abort so ids never go back.
         self._newest_id: int | None = None
         self._lock = threading.RLock()
+        # Serialises save(); taken before (never while holding) _lock. See save().
+        self._save_lock = threading.Lock()
 
     @property
     def identity(self) -> Mapping[str, str]:
@@ -192,16 +195,27 @@ class PendingCheckpoints:
     # -- durability ---------------------------------------------------------
 
     def save(self, directory: str | os.PathLike[str]) -> None:
-        """Persist atomically to ``directory``; a crash leaves the old or new file."""
-        with self._lock:
-            payload = {
-                "ledger_version": LEDGER_VERSION,
-                "identity": dict(self._identity),
-                "max_pending": self._max_pending,
-                "newest_id": self._newest_id,
-                "entries": [e.to_json() for e in self._entries],
-            }
-        write_atomic(Path(directory) / LEDGER_FILE, payload)
+        """Persist atomically to ``directory``; a crash leaves the old or new file.
+
+        Saves are ordered: concurrent calls run one at a time, and each captures
+        the ledger only once it holds the save lock, so a save that finishes later
+        always writes a state at least as new as every save before it. Without
+        that, a slow save of an older state could land after a newer one, and a
+        ledger restored from it would accept an already-added checkpoint id again.
+
+        Only the payload capture takes the ledger lock: ``add``/``complete``/``abort``
+        are not held up by disk I/O. Lock order is save lock, then ledger lock.
+        """
+        with self._save_lock:
+            with self._lock:
+                payload = {
+                    "ledger_version": LEDGER_VERSION,
+                    "identity": dict(self._identity),
+                    "max_pending": self._max_pending,
+                    "newest_id": self._newest_id,
+                    "entries": [e.to_json() for e in self._entries],
+                }
+            write_atomic(Path(directory) / LEDGER_FILE, payload)
 
     @classmethod
     def restore(

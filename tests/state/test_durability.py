@@ -185,3 +185,54 @@ def test_restore_removes_temp_files_left_by_a_crash(tmp_path):
     stale.write_text("half a write")
     restored = PendingCheckpoints.restore(tmp_path, identity=IDENTITY)
     assert len(restored) == 1 and not stale.exists()
+
+
+def test_overlapping_saves_never_leave_the_older_state_on_disk(tmp_path, monkeypatch):
+    """A save that started first but writes slowly must not overwrite a newer save.
+
+    Before saves were ordered, thread A captured {1} under the lock, thread B
+    captured {1, 2} and wrote it, then A's late write put {1} back on disk; a
+    ledger restored from it accepted checkpoint 2 a second time.
+    """
+    import threading
+
+    from sparkbarrier.state import _pending
+
+    real_write = _pending.write_atomic
+    first_entered, release_first = threading.Event(), threading.Event()
+    calls = []
+
+    def slow_first_write(path, payload):
+        calls.append(payload["newest_id"])
+        if len(calls) == 1:
+            first_entered.set()
+            assert release_first.wait(10), "test hung"
+        real_write(path, payload)
+
+    monkeypatch.setattr(_pending, "write_atomic", slow_first_write)
+    ledger = PendingCheckpoints(max_pending=7, identity=IDENTITY)
+    ledger.add(1, {"orders:0": 10}, 1001)
+    errors: list[BaseException] = []
+
+    def save() -> None:
+        try:
+            ledger.save(tmp_path)
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    older = threading.Thread(target=save)
+    older.start()
+    assert first_entered.wait(10)
+    ledger.add(2, {"orders:0": 20}, 1002)  # the ledger itself is not held up by the slow write
+    newer = threading.Thread(target=save)
+    newer.start()
+    newer.join(0.5)  # unordered saves finish here, before the older one
+    release_first.set()
+    older.join(10)
+    newer.join(10)
+    assert not older.is_alive() and not newer.is_alive() and errors == []
+
+    restored = PendingCheckpoints.restore(tmp_path, identity=IDENTITY)
+    assert [e.checkpoint_id for e in restored.pending] == [1, 2]
+    with pytest.raises(Exception, match="strictly increase"):
+        restored.add(2, {"orders:0": 20}, 1002)
