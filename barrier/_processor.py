@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from .._exceptions import ProtocolError
 from ._aligner import CheckpointBarrierAligner
+from ._channels import ChannelBook
 from ._functions import CheckpointedFunction, InitializationContext
 from ._handler import AbortReason, BarrierHandler
 from ._tracker import CheckpointBarrierTracker
@@ -57,6 +58,11 @@ class InputProcessor:
     from one thread; callbacks run on it synchronously and must not feed the
     processor themselves.
 
+    Anything fed from an unknown channel, or from a channel after its
+    ``EndOfPartition``, is a :class:`ProtocolError` naming the channel -- data
+    as well as markers, since such data would be delivered outside every
+    snapshot.
+
     ``max_buffered_bytes`` (exactly-once only) caps the data held in backlogs
     during an alignment; past it the checkpoint is declined and everything is
     released in order. None means no limit.
@@ -82,6 +88,11 @@ class InputProcessor:
             self._handler = CheckpointBarrierAligner(channels, self)
         else:
             self._handler = CheckpointBarrierTracker(channels, self)
+        # Arrival-time view of the channels. The handler's own book sees a marker
+        # only when it is processed, which for a blocked channel is after replay,
+        # and never sees data at all; this one refuses a corrupt element the moment
+        # it is fed, before it can reach a backlog or ``downstream``.
+        self._arrivals = ChannelBook(channels, "an input processor")
         self._max_buffered = max_buffered_bytes
         self._backlogs: dict[Hashable, deque[Element]] = {}  # only non-empty ones
         self._buffered_bytes = 0
@@ -143,6 +154,7 @@ class InputProcessor:
 
     def _feed(self, channel: Hashable, elements: Iterable[Element]) -> None:
         for element in elements:
+            self._admit(channel, element)
             backlog = self._backlogs.get(channel)
             if backlog is not None or self._handler.is_blocked(channel):
                 self._enqueue(channel, element)
@@ -152,6 +164,25 @@ class InputProcessor:
                 self._handle(channel, element)
                 if self._released:
                     self._drain()
+
+    def _admit(self, channel: Hashable, element: Element) -> None:
+        """Refuse anything from an unknown channel or after the channel's EndOfPartition.
+
+        Data there would be delivered outside every snapshot (no barrier can
+        follow it), so it is a corrupt stream exactly like a marker in the same
+        place: a :class:`ProtocolError` carrying ``channel`` (and the marker's
+        ``checkpoint_id``). Checked on arrival, so an element queued behind a
+        buffered EndOfPartition is refused too, by the call that fed it.
+        """
+        if isinstance(element, pa.RecordBatch):
+            self._arrivals.check_open(channel, f"data ({element.num_rows} rows)", None)
+        elif isinstance(element, CheckpointBarrier):
+            self._arrivals.check_open(channel, f"barrier {element.checkpoint_id}", element.checkpoint_id)
+        elif isinstance(element, CancelCheckpointMarker):
+            self._arrivals.check_open(channel, f"cancel marker {element.checkpoint_id}", element.checkpoint_id)
+        elif isinstance(element, EndOfPartition):
+            self._arrivals.close(channel)
+        # anything else is refused by _handle with "cannot process"
 
     def _enqueue(self, channel: Hashable, element: Element) -> None:
         backlog = self._backlogs.get(channel)

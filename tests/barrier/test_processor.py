@@ -166,3 +166,53 @@ def test_unsupported_element_is_protocol_error():
 def test_negative_limit_is_rejected():
     with pytest.raises(ProtocolError):
         make(max_buffered_bytes=-1)
+
+
+@pytest.mark.parametrize("mode", list(CheckpointingMode))
+def test_data_after_end_of_partition_is_protocol_error_naming_the_channel(mode):
+    proc, fn = make(mode=mode)
+    proc.process_all([("b", rows(1)), ("b", EndOfPartition("b"))])
+    with pytest.raises(ProtocolError, match="after its EndOfPartition") as info:
+        proc.process("b", rows(2))
+    assert info.value.channel == "b" and "'b'" in str(info.value)
+    assert ("data", "b", [2]) not in fn.events
+
+
+@pytest.mark.parametrize("mode", list(CheckpointingMode))
+def test_data_from_unknown_channel_is_protocol_error_naming_the_channel(mode):
+    proc, fn = make(mode=mode)
+    with pytest.raises(ProtocolError, match="unknown channel 'zz'") as info:
+        proc.process("zz", rows(1))
+    assert info.value.channel == "zz" and fn.events == []
+
+
+def test_data_after_a_buffered_end_of_partition_is_refused_on_arrival():
+    # a is blocked, so its EndOfPartition waits in the backlog; data behind it is
+    # still a corrupt stream and must be refused now, not replayed downstream later.
+    proc, fn = make()
+    proc.process_all([("a", B(1)), ("a", rows(1)), ("a", EndOfPartition("a"))])
+    with pytest.raises(ProtocolError, match="after its EndOfPartition") as info:
+        proc.process("a", rows(2))
+    assert info.value.channel == "a"
+    proc.process("b", B(1))  # the buffered part is intact and replays as before
+    assert ("data", "a", [2]) not in fn.events and ("data", "a", [1]) in fn.events
+
+
+def test_marker_after_a_buffered_end_of_partition_is_refused_on_arrival():
+    proc, _ = make()
+    proc.process_all([("a", B(1)), ("a", EndOfPartition("a"))])
+    with pytest.raises(ProtocolError, match="after its EndOfPartition") as info:
+        proc.process("a", B(2))
+    assert info.value.channel == "a" and info.value.checkpoint_id == 2
+
+
+def test_data_after_end_of_partition_inside_one_arrow_batch_is_protocol_error():
+    stream = with_marker_columns(pa.schema([pa.field("v", pa.int64())]))
+    data = pa.RecordBatch.from_arrays(
+        [pa.array([7], pa.int64())] + [pa.nulls(1, f.type) for f in list(stream)[1:]], schema=stream
+    )
+    batch = pa.Table.from_batches([marker_batch([EndOfPartition("b")], stream), data]).combine_chunks()
+    proc, fn = make()
+    with pytest.raises(ProtocolError, match="after its EndOfPartition"):
+        proc.process_batch("b", batch.to_batches()[0])
+    assert ("data", "b", [7]) not in fn.events
