@@ -25,6 +25,10 @@ blocked channels and replays it, in arrival order, when a call returns True):
    Alignments started later count closed channels as aligned.
 9. :meth:`alignment_limit_exceeded` declines the alignment
    (``ALIGNMENT_LIMIT_EXCEEDED``) and releases everything; nothing is dropped.
+10. :meth:`end_of_input` (the whole input ended, e.g. the task's data ran out
+   before every channel sent ``EndOfPartition``) declines a pending alignment
+   with ``INPUT_END_OF_STREAM`` -- the same notification as rule 8 -- and
+   releases, as Flink's barrier buffer does on end of input.
 """
 
 from __future__ import annotations
@@ -180,4 +184,23 @@ class CheckpointBarrierAligner:
         )
         self._blocked.clear()
         self._target.abort_checkpoint(current, AbortReason.ALIGNMENT_LIMIT_EXCEEDED)
+        return True
+
+    def end_of_input(self) -> bool:
+        """Decline the pending alignment, if any, because no more input will arrive.
+
+        The missing barriers can never come, so the checkpoint is declined with
+        ``INPUT_END_OF_STREAM`` exactly as an ``EndOfPartition`` during alignment
+        declines it. Channels stay open so the caller can replay what it buffered;
+        a replayed barrier may start a new alignment, ended by calling this again.
+        Returns True when channels were released; calling it with nothing pending
+        is a no-op returning False.
+        """
+        if not self._blocked:
+            return False
+        current = self._current_id
+        assert current is not None
+        log.info("input ended while aligning checkpoint %d; declining it", current)
+        self._blocked.clear()
+        self._target.abort_checkpoint(current, AbortReason.INPUT_END_OF_STREAM)
         return True

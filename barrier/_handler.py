@@ -26,7 +26,7 @@ class AbortReason(str, enum.Enum):
     CANCELLED = "cancelled"
     """A ``CancelCheckpointMarker`` arrived for this (or a newer) checkpoint."""
     INPUT_END_OF_STREAM = "input_end_of_stream"
-    """A channel ended while the checkpoint was being aligned."""
+    """A channel ended, or the whole input did, while the checkpoint was pending."""
     ALIGNMENT_LIMIT_EXCEEDED = "alignment_limit_exceeded"
     """Buffered data during the alignment exceeded the byte limit."""
 
@@ -62,3 +62,12 @@ class BarrierHandler(Protocol):
 
     def alignment_limit_exceeded(self, buffered_bytes: int) -> bool:
         """The caller buffered too much; abort the alignment and release."""
+
+    def end_of_input(self) -> bool:
+        """No more input will arrive on any channel: decline what is pending
+        (``INPUT_END_OF_STREAM``) and release; True when blocks were released.
+
+        Channels are not closed, so buffered elements can still be replayed
+        through ``process_*``; a replayed barrier may start a new alignment, which
+        the caller ends by calling this again (see ``InputProcessor.end_of_input``).
+        """

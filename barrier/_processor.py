@@ -63,6 +63,10 @@ class InputProcessor:
     as well as markers, since such data would be delivered outside every
     snapshot.
 
+    When the input ends, call :meth:`end_of_input`: it declines a pending
+    alignment and delivers what was buffered behind it, which would otherwise
+    wait for ``EndOfPartition`` from every channel.
+
     ``max_buffered_bytes`` (exactly-once only) caps the data held in backlogs
     during an alignment; past it the checkpoint is declined and everything is
     released in order. None means no limit.
@@ -97,6 +101,7 @@ class InputProcessor:
         self._backlogs: dict[Hashable, deque[Element]] = {}  # only non-empty ones
         self._buffered_bytes = 0
         self._released = False
+        self._input_ended = False
         self._last_triggered: int | None = None
         self._aborted: deque[tuple[int, AbortReason]] = deque(maxlen=100)  # diagnostics only
         function.initialize_state(context or InitializationContext())
@@ -148,6 +153,50 @@ class InputProcessor:
         for channel, element in elements:
             self._feed(channel, (element,))
 
+    @property
+    def input_ended(self) -> bool:
+        """True once :meth:`end_of_input` was called."""
+        return self._input_ended
+
+    def end_of_input(self) -> None:
+        """The input has ended: settle the pending checkpoint and deliver every buffered record.
+
+        Who and when: the owner of the processor (e.g. the task that reads the
+        channels) calls it once it knows no channel will deliver anything more --
+        typically when its input iterator is exhausted -- whether or not every
+        channel sent ``EndOfPartition``. Without it, records buffered behind a
+        barrier whose alignment can no longer complete would never be delivered.
+
+        What it does, as Flink's barrier buffer does on end of input: a pending
+        alignment is declined (``notify_checkpoint_aborted`` with reason
+        ``INPUT_END_OF_STREAM``, the same notification an ``EndOfPartition``
+        during alignment gives), then each channel's backlog is replayed
+        downstream in arrival order, channel by channel. Markers in a backlog are
+        replayed through the handler as usual; a replayed barrier that starts a
+        new alignment is declined the same way, so when this returns nothing is
+        buffered and no checkpoint is left pending (exactly-once mode; in
+        at-least-once mode every tracked checkpoint is aborted likewise). A
+        checkpoint whose barriers all arrived was already snapshotted before and
+        stays so; ``notify_checkpoint_complete`` may still be called afterwards.
+
+        Afterwards every ``process*`` call is a :class:`ProtocolError`: input
+        after the end would fall outside every snapshot. Idempotent: a second
+        call does nothing. Like every other call, not to be made from a callback.
+        """
+        if self._input_ended:
+            return
+        self._input_ended = True
+        while True:
+            self._handler.end_of_input()
+            if not self._backlogs:
+                return
+            stuck = [ch for ch in self._backlogs if self._handler.is_blocked(ch)]
+            if stuck:  # a handler that does not release would loop forever here
+                raise ProtocolError(
+                    f"handler kept channels {stuck!r} blocked at end of input", channel=stuck[0]
+                )
+            self._drain()
+
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
         """Forward the coordinator's "checkpoint is durable" to the function."""
         self._function.notify_checkpoint_complete(checkpoint_id)
@@ -172,8 +221,15 @@ class InputProcessor:
         follow it), so it is a corrupt stream exactly like a marker in the same
         place: a :class:`ProtocolError` carrying ``channel`` (and the marker's
         ``checkpoint_id``). Checked on arrival, so an element queued behind a
-        buffered EndOfPartition is refused too, by the call that fed it.
+        buffered EndOfPartition is refused too, by the call that fed it. After
+        :meth:`end_of_input` every element is refused the same way.
         """
+        if self._input_ended:
+            raise ProtocolError(
+                f"{type(element).__name__} on channel {channel!r} after end_of_input()",
+                checkpoint_id=getattr(element, "checkpoint_id", None),
+                channel=channel,
+            )
         if isinstance(element, pa.RecordBatch):
             self._arrivals.check_open(channel, f"data ({element.num_rows} rows)", None)
         elif isinstance(element, CheckpointBarrier):

@@ -16,6 +16,8 @@ Contract:
   barriers so the entry disappears once every channel reported.
 * ``EndOfPartition`` aborts every pending checkpoint (``INPUT_END_OF_STREAM``),
   as Flink does; later checkpoints need barriers only from open channels.
+* :meth:`~CheckpointBarrierTracker.end_of_input` aborts every pending
+  checkpoint the same way: their missing barriers can never arrive.
 * Barrier ids must strictly increase per channel (:class:`ProtocolError`).
 """
 
@@ -148,11 +150,24 @@ class CheckpointBarrierTracker:
 
     def process_end_of_partition(self, channel: Hashable) -> bool:
         self._book.close(channel)
+        self._abort_pending()
+        return False
+
+    def end_of_input(self) -> bool:
+        """No more input will arrive: abort every pending checkpoint.
+
+        Same notification as an ``EndOfPartition`` (``INPUT_END_OF_STREAM``), each
+        checkpoint at most once. Nothing is buffered, so nothing is released:
+        always returns False. Idempotent.
+        """
+        self._abort_pending()
+        return False
+
+    def _abort_pending(self) -> None:
         while self._pending:
             entry = self._pending.popleft()
             if entry.mark_aborted():
                 self._target.abort_checkpoint(entry.checkpoint_id, AbortReason.INPUT_END_OF_STREAM)
-        return False
 
     def alignment_limit_exceeded(self, buffered_bytes: int) -> bool:
         return False  # nothing is ever buffered

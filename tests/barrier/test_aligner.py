@@ -134,3 +134,15 @@ def test_limit_exceeded_without_alignment_is_noop():
 def test_aligner_rejects_duplicate_channel_names():
     with pytest.raises(ProtocolError, match="duplicate"):
         aligner(["a", "a"])
+
+
+def test_end_of_input_declines_pending_alignment_like_end_of_partition_and_releases():
+    al, rec = aligner(["a", "b"])
+    feed(al, [("b", "a", 1)])
+    assert al.is_blocked("a")
+    assert al.end_of_input() is True
+    assert rec.log == [("abort", 1, AbortReason.INPUT_END_OF_STREAM)] and not al.aligning
+    assert al.end_of_input() is False and len(rec.log) == 1  # nothing pending: no-op
+    # channels stay open so buffered markers can be replayed
+    feed(al, [("b", "a", 2)])
+    assert al.is_blocked("a") and al.current_checkpoint_id == 2

@@ -216,3 +216,65 @@ def test_data_after_end_of_partition_inside_one_arrow_batch_is_protocol_error():
     with pytest.raises(ProtocolError, match="after its EndOfPartition"):
         proc.process_batch("b", batch.to_batches()[0])
     assert ("data", "b", [7]) not in fn.events
+
+
+def test_end_of_input_declines_alignment_and_releases_buffered_data_in_order():
+    proc, fn = make()
+    proc.process_all([("a", rows(1)), ("a", B(1)), ("a", rows(2)), ("a", rows(3)), ("b", rows(10))])
+    assert proc.buffered_bytes > 0
+    proc.end_of_input()
+    assert fn.events == [
+        ("data", "a", [1]), ("data", "b", [10]), ("aborted", 1), ("data", "a", [2]), ("data", "a", [3])
+    ]
+    assert proc.recent_aborts == ((1, AbortReason.INPUT_END_OF_STREAM),)
+    assert proc.buffered_bytes == 0 and not proc.handler.aligning and proc.input_ended
+
+
+def test_end_of_input_declines_alignments_started_by_replayed_barriers_too():
+    proc, fn = make(("a", "b", "c"))
+    proc.process_all([
+        ("a", B(1)), ("a", rows(1)), ("a", B(2)), ("a", rows(2)), ("b", B(1)), ("b", rows(20)),
+    ])
+    assert fn.events == []
+    proc.end_of_input()
+    # 1 declined, a replays up to barrier 2 (which blocks a again), b replays; then 2 is
+    # declined as well and the rest of a follows. Each checkpoint is notified once.
+    assert fn.events == [
+        ("aborted", 1), ("data", "a", [1]), ("data", "b", [20]), ("aborted", 2), ("data", "a", [2])
+    ]
+    assert proc.recent_aborts == ((1, AbortReason.INPUT_END_OF_STREAM), (2, AbortReason.INPUT_END_OF_STREAM))
+    assert proc.buffered_bytes == 0
+
+
+def test_end_of_input_without_pending_alignment_notifies_nothing():
+    proc, fn = make()
+    proc.process_all([("a", B(1)), ("b", B(1)), ("a", rows(1)), ("b", EndOfPartition("b"))])
+    before = list(fn.events)
+    proc.end_of_input()
+    assert fn.events == before
+
+
+def test_end_of_input_is_idempotent_and_later_input_is_protocol_error():
+    proc, fn = make()
+    proc.process_all([("a", B(1)), ("a", rows(1))])
+    proc.end_of_input()
+    events = list(fn.events)
+    proc.end_of_input()
+    assert fn.events == events
+    with pytest.raises(ProtocolError, match="after end_of_input") as info:
+        proc.process("b", rows(5))
+    assert info.value.channel == "b"
+    with pytest.raises(ProtocolError, match="after end_of_input") as info:
+        proc.process("b", B(1))
+    assert info.value.channel == "b" and info.value.checkpoint_id == 1
+    assert fn.events == events
+    proc.notify_checkpoint_complete(0)  # completions of earlier snapshots still arrive
+    assert fn.events[-1] == ("complete", 0)
+
+
+def test_end_of_input_in_at_least_once_mode_aborts_tracked_checkpoints():
+    proc, fn = make(mode=CheckpointingMode.AT_LEAST_ONCE)
+    proc.process_all([("a", B(1)), ("a", rows(1)), ("a", B(2))])
+    proc.end_of_input()
+    assert fn.events == [("data", "a", [1]), ("aborted", 1), ("aborted", 2)]
+    assert proc.recent_aborts == ((1, AbortReason.INPUT_END_OF_STREAM), (2, AbortReason.INPUT_END_OF_STREAM))

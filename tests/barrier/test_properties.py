@@ -179,3 +179,41 @@ def test_at_least_once_delivers_in_arrival_order_without_buffering(sc):
             # at least once: the snapshot covers at least everything before barrier n
             expected = values(script) if before is None else before
             assert seen[ch][: len(expected)] == expected
+
+
+@st.composite
+def cut_scenarios(draw, *, limits: bool) -> tuple[Scenario, Scenario]:
+    """A scenario and the same scenario cut after a random prefix of its feed order."""
+    sc = draw(scenarios(cancels=True, skips=True, limits=limits))
+    cut = draw(st.integers(0, len(sc.order)))
+    fed = [0] * len(sc.scripts)
+    for ch in sc.order[:cut]:
+        fed[ch] += 1
+    return sc, Scenario([s[:n] for s, n in zip(sc.scripts, fed)], sc.order[:cut], sc.limit)
+
+
+def marker_ids(script: list[object]) -> list[int]:
+    return [e.checkpoint_id for e in script if isinstance(e, (CheckpointBarrier, CancelCheckpointMarker))]
+
+
+@FAST
+@given(cut_scenarios(limits=True))
+def test_exactly_once_end_of_input_releases_everything_and_settles_every_checkpoint(pair):
+    _, cut = pair
+    obs = Observer(len(cut.scripts))
+    proc = InputProcessor(
+        list(range(len(cut.scripts))), obs, obs.downstream, max_buffered_bytes=cut.limit
+    )
+    for ch, element in cut.elements():
+        proc.process(ch, element)
+    proc.end_of_input()
+    # Everything fed is delivered once, in per-channel order; snapshot cuts stay exact.
+    check_exactly_once(cut, obs)
+    assert proc.buffered_bytes == 0 and not proc.handler.aligning
+    # Nothing is left pending: the newest checkpoint any marker named was either
+    # snapshotted or declined, and no checkpoint was notified twice.
+    notified = [cid for cid, _ in obs.snapshots] + obs.aborted
+    assert len(notified) == len(set(notified))
+    ids = [cid for s in cut.scripts for cid in marker_ids(s)]
+    if ids:
+        assert max(ids) in notified

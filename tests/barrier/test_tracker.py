@@ -69,3 +69,12 @@ def test_tracker_repeated_barrier_on_channel_is_protocol_error():
     with pytest.raises(ProtocolError) as info:
         feed(handler, [("b", "a", 3)])
     assert (info.value.checkpoint_id, info.value.channel) == (3, "a")
+
+
+def test_end_of_input_aborts_every_pending_checkpoint_once():
+    tr, rec = tracker(["a", "b", "c"])
+    feed(tr, [("b", "a", 1), ("b", "a", 2), ("c", "b", 1)])  # 1 cancelled but still counted
+    assert rec.log == [("abort", 1, AbortReason.CANCELLED)] and tr.pending_ids == (1, 2)
+    assert tr.end_of_input() is False
+    assert rec.log[1:] == [("abort", 2, AbortReason.INPUT_END_OF_STREAM)]
+    assert tr.pending_ids == () and tr.end_of_input() is False and len(rec.log) == 2
