@@ -9,6 +9,7 @@ from ._aligner import CheckpointBarrierAligner
 from ._functions import CheckpointedFunction, CheckpointListener, InitializationContext
 from ._handler import AbortReason, BarrierHandler, CheckpointTarget
 from ._processor import CheckpointingMode, Downstream, InputProcessor
+from ._sink import CheckpointedSink, CompletedCheckpoint, SinkContext, TwoPhaseCommitSink
 from ._tracker import MAX_CHECKPOINTS_TO_TRACK, CheckpointBarrierTracker
 from .markers import (
     MARKER_COLUMNS,
@@ -36,6 +37,8 @@ __all__ = [
     "CheckpointListener",
     "CheckpointTarget",
     "CheckpointedFunction",
+    "CheckpointedSink",
+    "CompletedCheckpoint",
     "CheckpointingMode",
     "Downstream",
     "EndOfPartition",
@@ -48,6 +51,8 @@ __all__ = [
     "MAX_CHECKPOINTS_TO_TRACK",
     "Marker",
     "MarkerKind",
+    "SinkContext",
+    "TwoPhaseCommitSink",
     "has_marker_columns",
     "marker_batch",
     "split_markers",

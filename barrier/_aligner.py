@@ -50,7 +50,6 @@ class CheckpointBarrierAligner:
 
     def __init__(self, channels: Sequence[Hashable], target: CheckpointTarget) -> None:
         self._book = ChannelBook(channels, "an aligner")
-        self._channels = self._book.channels
         self._closed = self._book.closed
         self._target = target
         self._blocked: set[Hashable] = set()
@@ -60,7 +59,15 @@ class CheckpointBarrierAligner:
 
     @property
     def channels(self) -> tuple[Hashable, ...]:
-        return self._channels
+        return self._book.channels
+
+    def add_channel(self, channel: Hashable) -> None:
+        """Add an input channel first seen mid-stream (no-op for a known one).
+
+        A channel added during an alignment has not delivered that checkpoint's barrier,
+        so the checkpoint now also waits for it.
+        """
+        self._book.add(channel)
 
     @property
     def current_checkpoint_id(self) -> int | None:
@@ -80,7 +87,7 @@ class CheckpointBarrierAligner:
     def __repr__(self) -> str:
         return (
             f"CheckpointBarrierAligner(current={self._current_id}, blocked={len(self._blocked)}, "
-            f"closed={len(self._closed)}, channels={len(self._channels)})"
+            f"closed={len(self._closed)}, channels={len(self._book.channels)})"
         )
 
     # -- protocol ----------------------------------------------------------
@@ -92,7 +99,7 @@ class CheckpointBarrierAligner:
         cid = barrier.checkpoint_id
         self._book.record_barrier(channel, cid)
 
-        if len(self._channels) == 1:
+        if len(self._book.channels) == 1:
             if self._newer(cid):
                 self._current_id = cid
                 self._target.trigger_checkpoint(barrier)
@@ -121,7 +128,7 @@ class CheckpointBarrierAligner:
         else:
             return False
 
-        if len(self._blocked) + len(self._closed) == len(self._channels):
+        if len(self._blocked) + len(self._closed) == len(self._book.channels):
             log.debug("all barriers of checkpoint %d received; triggering", cid)
             self._blocked.clear()
             self._target.trigger_checkpoint(barrier)
@@ -136,7 +143,7 @@ class CheckpointBarrierAligner:
     def process_cancel(self, marker: CancelCheckpointMarker, channel: Hashable) -> bool:
         cid = marker.checkpoint_id
         self._book.check_open(channel, f"cancel marker {cid}", cid)
-        if len(self._channels) == 1:
+        if len(self._book.channels) == 1:
             if self._newer(cid):
                 self._current_id = cid
                 self._target.abort_checkpoint(cid, AbortReason.CANCELLED)

@@ -27,6 +27,14 @@ class ChannelBook:
         self.closed: set[Hashable] = set()
         self._last_barrier: dict[Hashable, int] = {}
 
+    def add(self, channel: Hashable) -> bool:
+        """Add ``channel`` if it is new (a channel first seen mid-stream); True when added."""
+        if channel in self._known:
+            return False
+        self.channels = self.channels + (channel,)
+        self._known = self._known | {channel}
+        return True
+
     @property
     def open_count(self) -> int:
         return len(self.channels) - len(self.closed)

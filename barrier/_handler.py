@@ -48,6 +48,9 @@ class BarrierHandler(Protocol):
     @property
     def channels(self) -> tuple[Hashable, ...]: ...
 
+    def add_channel(self, channel: Hashable) -> None:
+        """Add a channel first seen mid-stream (no-op for a known one)."""
+
     def is_blocked(self, channel: Hashable) -> bool:
         """True while data of ``channel`` must be buffered, not processed."""
 

@@ -140,6 +140,16 @@ class InputProcessor:
 
     # -- input ----------------------------------------------------------------
 
+    def add_channel(self, channel: Hashable) -> None:
+        """Declare an input channel first seen mid-stream (no-op for a known one).
+
+        For inputs whose channels are only discovered as they arrive (a Spark task reads
+        its partitions one after another). A checkpoint being aligned waits for the new
+        channel's barrier too.
+        """
+        self._arrivals.add(channel)
+        self._handler.add_channel(channel)
+
     def process(self, channel: Hashable, element: pa.RecordBatch | Marker) -> None:
         """Feed one data batch (no marker columns) or one marker read from ``channel``."""
         self._feed(channel, (element,))

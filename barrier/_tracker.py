@@ -63,7 +63,6 @@ class CheckpointBarrierTracker:
         max_tracked: int = MAX_CHECKPOINTS_TO_TRACK,
     ) -> None:
         self._book = ChannelBook(channels, "a tracker")
-        self._channels = self._book.channels
         self._closed = self._book.closed
         self._target = target
         self._max_tracked = max_tracked
@@ -72,7 +71,15 @@ class CheckpointBarrierTracker:
 
     @property
     def channels(self) -> tuple[Hashable, ...]:
-        return self._channels
+        return self._book.channels
+
+    def add_channel(self, channel: Hashable) -> None:
+        """Add an input channel first seen mid-stream (no-op for a known one).
+
+        A channel added during an alignment has not delivered that checkpoint's barrier,
+        so the checkpoint now also waits for it.
+        """
+        self._book.add(channel)
 
     @property
     def pending_ids(self) -> tuple[int, ...]:
@@ -88,7 +95,7 @@ class CheckpointBarrierTracker:
         cid = barrier.checkpoint_id
         self._book.record_barrier(channel, cid)
 
-        if len(self._channels) == 1:
+        if len(self._book.channels) == 1:
             self._target.trigger_checkpoint(barrier)
             return False
 
@@ -124,7 +131,7 @@ class CheckpointBarrierTracker:
     def process_cancel(self, marker: CancelCheckpointMarker, channel: Hashable) -> bool:
         cid = marker.checkpoint_id
         self._book.check_open(channel, f"cancel marker {cid}", cid)
-        if len(self._channels) == 1:
+        if len(self._book.channels) == 1:
             self._target.abort_checkpoint(cid, AbortReason.CANCELLED)
             return False
 

@@ -41,6 +41,17 @@ def register(spark: object) -> None:
     register_kafka(spark)
     register_hbase(spark)
 
+def checkpointed_sink(spark: object, name: str, factory: object) -> object:
+    """Register ``name`` as a streaming sink that runs ``factory()``'s checkpointed sink functions.
+
+    See :mod:`sparkbarrier.connectors.checkpointed` and the README section "Write your own
+    checkpointed sink". Imported lazily (pyspark).
+    """
+    from .connectors.checkpointed import checkpointed_sink as _register
+
+    return _register(spark, name, factory)  # type: ignore[arg-type]
+
+
 __all__ = [
     "CheckpointLogStatus",
     "ConfigError",
@@ -56,6 +67,7 @@ __all__ = [
     "SourceError",
     "SparkBarrierError",
     "StateCompatibilityError",
+    "checkpointed_sink",
     "__version__",
     "checkpoint_log_status",
     "group_status",

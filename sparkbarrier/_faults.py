@@ -31,7 +31,12 @@ The points (name → where it sits):
                                            Spark's commit log not yet
 ``source.after_commitlog_before_kafka_commit``  driver Kafka planner: batch known complete,
                                            group offsets not yet committed
+``checkpointed.after_store_commit_before_ledger``  driver, checkpointed sinks: the function
+                                           committed the batch, the applied ledger not yet
 =========================================  ===============================================
+
+Checkpointed sinks (``sparkbarrier.checkpointed_sink``) pass the two driver ``sink.*``
+points too: before the function's ``notify_checkpoint_complete`` and after the ledger.
 """
 
 from __future__ import annotations

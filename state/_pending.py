@@ -122,6 +122,12 @@ class PendingCheckpoints:
             return tuple(self._entries)
 
     @property
+    def newest_id(self) -> int | None:
+        """Newest checkpoint id ever added (kept after complete/abort), or None."""
+        with self._lock:
+            return self._newest_id
+
+    @property
     def latest(self) -> PendingCheckpoint | None:
         with self._lock:
             return self._entries[-1] if self._entries else None

@@ -278,3 +278,39 @@ def test_end_of_input_in_at_least_once_mode_aborts_tracked_checkpoints():
     proc.end_of_input()
     assert fn.events == [("data", "a", [1]), ("aborted", 1), ("aborted", 2)]
     assert proc.recent_aborts == ((1, AbortReason.INPUT_END_OF_STREAM), (2, AbortReason.INPUT_END_OF_STREAM))
+
+
+def test_a_channel_added_during_an_alignment_is_waited_for() -> None:
+    """Spark tasks discover channels as they arrive: checkpoint 1 must also cover channel b."""
+    import pyarrow as pa
+
+    from sparkbarrier.barrier import CheckpointBarrier, InputProcessor
+    from sparkbarrier.barrier._functions import InitializationContext
+
+    events: list[str] = []
+
+    class Fn:
+        def initialize_state(self, context: InitializationContext) -> None:
+            pass
+
+        def snapshot_state(self, checkpoint_id: int) -> None:
+            events.append(f"snapshot {checkpoint_id}")
+
+        def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+            pass
+
+        def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+            events.append(f"aborted {checkpoint_id}")
+
+    def data(n: int) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pydict({"v": list(range(n))})
+
+    proc = InputProcessor(["a", "c"], Fn(), lambda ch, b: events.append(f"{ch}:{b.num_rows}"))
+    proc.process("a", CheckpointBarrier(1, 0, "a"))          # a blocks; c still owes barrier 1
+    proc.add_channel("b")
+    proc.add_channel("a")                                    # known: no-op
+    proc.process("b", data(2))                               # b's data before its barrier 1
+    proc.process("c", CheckpointBarrier(1, 0, "c"))
+    assert events == ["b:2"]                                 # still waiting for b
+    proc.process("b", CheckpointBarrier(1, 0, "b"))
+    assert events == ["b:2", "snapshot 1"]

@@ -1,0 +1,21 @@
+"""Checkpointed sinks for any store: a user's ``CheckpointedSink`` becomes a Spark streaming sink.
+
+``sparkbarrier.checkpointed_sink(spark, "my-store", MyFunction)`` then
+``df.writeStream.format("my-store")``. See :mod:`sparkbarrier.barrier._sink` for the
+interfaces and the call order, ``_task`` (executor) and ``_driver`` (driver) for how
+the adapter runs them.
+"""
+
+from __future__ import annotations
+
+from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext, TwoPhaseCommitSink
+from ._source import checkpointed_sink, sink_data_source
+
+__all__ = [
+    "CheckpointedSink",
+    "CompletedCheckpoint",
+    "SinkContext",
+    "TwoPhaseCommitSink",
+    "checkpointed_sink",
+    "sink_data_source",
+]

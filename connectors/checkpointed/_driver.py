@@ -1,0 +1,111 @@
+"""Driver side of a checkpointed sink: Spark's commit/abort → the function's notifications, once.
+
+Spark calls ``commit(messages, batchId)`` after every task of the batch reported, and
+may call it again for the same batch after a driver crash between the sink's commit
+and its own commit log. Which batches were applied is therefore kept durably with
+``state/``'s :class:`PendingCheckpoints` ledger (atomic, checksummed, refused when it
+was written for another sink unless overridden):
+
+1. restore the ledger; a batch at or below the newest id that is no longer pending was
+   applied already → its replay's pre-committed work is discarded
+   (``notify_checkpoint_aborted``) instead of applied again;
+2. record the batch as *pending* and save (the intent);
+3. ``notify_checkpoint_complete(batch, completed)``;
+4. complete the batch in the ledger and save.
+
+A crash between 2 and 4 leaves the batch pending, and its replay notifies again: that
+window is the function's to make idempotent (``COMMIT PREPARED`` of an already
+committed transaction, a conditional put, ...). The ledger lives in a local directory
+of the driver (``checkpoint.state.location``, default ``<checkpointLocation>/sparkbarrier``).
+Functions whose store is its own record of what was applied (``barrier-hbase``'s
+commit table) set ``uses_ledger = False``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..._exceptions import ConfigError
+from ..._faults import fault_point
+from ...barrier._sink import CheckpointedSink, CompletedCheckpoint
+from ...state import PendingCheckpoints
+from ._task import TaskCommitMessage
+
+__all__ = ["Completion", "completed_checkpoint", "state_directory"]
+
+log = logging.getLogger(__name__)
+
+
+def state_directory(options: Mapping[str, str], sink_name: str) -> Path | None:
+    """Where the ledger lives: the option, else under Spark's checkpoint location (local paths)."""
+    explicit = options.get("checkpoint.state.location")
+    if explicit:
+        return Path(explicit)
+    location = options.get("checkpointLocation") or options.get("checkpointlocation")
+    if not location:
+        return None
+    if location.startswith("file:"):
+        location = location[len("file:"):]
+        while location.startswith("//"):
+            location = location[1:]
+    elif "://" in location:
+        raise ConfigError(f"sink {sink_name!r} keeps its applied-checkpoint ledger on the driver's local disk, "
+                          f"but checkpointLocation is {location!r}; set checkpoint.state.location to a local "
+                          "directory", option="checkpoint.state.location")
+    return Path(location) / "sparkbarrier" / sink_name
+
+
+def completed_checkpoint(messages: Sequence[Any], checkpoint_id: int) -> CompletedCheckpoint:
+    """Merge the tasks' reports into what the function is told."""
+    msgs = sorted((m for m in messages if isinstance(m, TaskCommitMessage)), key=lambda m: m.partition_id)
+    offsets: dict[str, int] = {}
+    for m in msgs:
+        for channel, nxt in m.source_offsets.items():
+            offsets[channel] = max(nxt, offsets.get(channel, nxt))
+    return CompletedCheckpoint(
+        checkpoint_id=checkpoint_id, query_id=msgs[0].query_id if msgs else "",
+        handles=tuple(h for m in msgs for h in m.handles), source_offsets=offsets,
+        source_checkpoints=tuple(sorted({c for m in msgs for c in m.source_checkpoints})))
+
+
+class Completion:
+    """Applies each completed batch to the function exactly once (per durable ledger)."""
+
+    def __init__(self, fn: CheckpointedSink, identity: Mapping[str, str], directory: Path | None, *,
+                 allow_mismatch: bool) -> None:
+        self._fn, self._identity, self._dir, self._allow = fn, dict(identity), directory, allow_mismatch
+
+    def _ledger(self) -> PendingCheckpoints | None:
+        if self._dir is None:
+            return None
+        return PendingCheckpoints.restore(self._dir, identity=self._identity, allow_mismatch=self._allow)
+
+    def commit(self, messages: Sequence[Any], checkpoint_id: int) -> bool:
+        """Notify the function unless the batch was applied before; True when notified."""
+        completed = completed_checkpoint(messages, checkpoint_id)
+        ledger = self._ledger()
+        if ledger is not None:
+            pending = {e.checkpoint_id for e in ledger.pending}
+            if ledger.newest_id is not None and checkpoint_id <= ledger.newest_id and checkpoint_id not in pending:
+                log.info("checkpoint %d was applied before (ledger in %s); discarding the replay's "
+                         "pre-committed work instead of applying it again", checkpoint_id, self._dir)
+                self._fn.notify_checkpoint_aborted(checkpoint_id, completed)
+                return False
+            if checkpoint_id not in pending:
+                ledger.add(checkpoint_id, completed.source_offsets, int(time.time() * 1000))
+                ledger.save(self._dir)  # type: ignore[arg-type]
+        fault_point("sink.after_flush_before_commit")
+        self._fn.notify_checkpoint_complete(checkpoint_id, completed)
+        fault_point("checkpointed.after_store_commit_before_ledger")
+        if ledger is not None:
+            ledger.complete(checkpoint_id)
+            ledger.save(self._dir)  # type: ignore[arg-type]
+        fault_point("sink.after_commit_before_commitlog")
+        return True
+
+    def abort(self, messages: Sequence[Any], checkpoint_id: int) -> None:
+        self._fn.notify_checkpoint_aborted(checkpoint_id, completed_checkpoint(messages, checkpoint_id))

@@ -1,0 +1,137 @@
+"""A Spark data source (streaming sink) around a user's checkpointed sink function.
+
+``checkpointed_sink(spark, "my-store", MyFunction)`` registers a data source named
+``my-store``; ``df.writeStream.format("my-store")`` then runs ``MyFunction`` under the
+checkpoint protocol (see ``sparkbarrier.barrier._sink`` for the call order). The sink's
+options reach the function in its :class:`SinkContext`; the adapter's own options are:
+
+* ``checkpoint.mode``: ``exactly-once`` (default; align barriers of a task's channels)
+  or ``at-least-once`` (track them without blocking);
+* ``checkpoint.state.location``: local driver directory of the applied-checkpoint
+  ledger (default ``<checkpointLocation>/sparkbarrier/<name>``);
+* ``checkpoint.state.allowMismatch``: restore a ledger written for another sink
+  (default false: refused with a clear error).
+
+On the driver, when the query starts, the function's optional ``start(options, schema)``
+runs first: the place to validate options and prepare the store, so mistakes surface
+at query start. That driver instance (with what ``start`` kept; it must be picklable)
+is the one whose notifications Spark's commits and aborts call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+from pyspark.sql.types import StructType
+
+from ..._exceptions import ConfigError, SinkError
+from ...barrier import CheckpointingMode
+from ...barrier._sink import CheckpointedSink, SinkContext
+from ._driver import Completion, state_directory
+from ._task import TaskCommitMessage, run_task
+
+__all__ = ["CheckpointedStreamWriter", "sink_data_source", "checkpointed_sink", "ADAPTER_OPTIONS"]
+
+ADAPTER_OPTIONS = ("checkpoint.mode", "checkpoint.state.location", "checkpoint.state.allowMismatch")
+
+
+@dataclass
+class _Message(WriterCommitMessage):
+    """Spark wants a WriterCommitMessage; it carries the task's report."""
+
+    report: TaskCommitMessage
+
+
+def _mode(options: dict[str, str]) -> CheckpointingMode:
+    raw = options.get("checkpoint.mode", "exactly-once").strip().lower()
+    modes = {"exactly-once": CheckpointingMode.EXACTLY_ONCE, "at-least-once": CheckpointingMode.AT_LEAST_ONCE}
+    if raw not in modes:
+        raise ConfigError(f"option 'checkpoint.mode' is 'exactly-once' or 'at-least-once', got {raw!r}",
+                          option="checkpoint.mode")
+    return modes[raw]
+
+
+def _flag(options: dict[str, str], key: str) -> bool:
+    raw = options.get(key, "false").strip().lower()
+    if raw not in ("true", "false"):
+        raise ConfigError(f"option {key!r} is true or false, got {raw!r}", option=key)
+    return raw == "true"
+
+
+def _lower_keys(options: Any) -> dict[str, str]:
+    """Spark's option map is case-insensitive; adapter options are matched case-insensitively."""
+    out = dict(options)
+    for key in ADAPTER_OPTIONS:
+        for k in list(out):
+            if k.lower() == key.lower() and k != key:
+                out[key] = out.pop(k)
+    return out
+
+
+class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
+    """Driver: validates; executors: :meth:`write`; driver: commit/abort through the ledger."""
+
+    def __init__(self, name: str, factory: Callable[[], CheckpointedSink], options: dict[str, str],
+                 schema: StructType) -> None:
+        self.name, self.factory, self.options = name, factory, _lower_keys(options)
+        self.mode = _mode(self.options)
+        self.allow_mismatch = _flag(self.options, "checkpoint.state.allowMismatch")
+        # The driver's function: ``start`` runs on it once, and Spark ships a copy of this
+        # writer (so of it, with whatever ``start`` kept) to every commit and abort.
+        self.driver_fn = factory()
+        self.uses_ledger = getattr(self.driver_fn, "uses_ledger", True)
+        self.state_dir = state_directory(self.options, name) if self.uses_ledger else None
+        start = getattr(self.driver_fn, "start", None)
+        if start is not None:
+            start(self.options, schema)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        batch = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
+        query = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
+        if ctx is None or batch is None or query is None:
+            raise SinkError(f"sink {self.name!r} is a streaming sink: no micro-batch id in the task context")
+        context = SinkContext(self.name, query, int(batch), ctx.partitionId(), ctx.attemptNumber(), self.options)
+        return _Message(run_task(self.factory(), context, iterator, mode=self.mode))
+
+    def _completion(self) -> Completion:
+        identity = {"sink": self.name, "sink.id": self.options.get("sink.id", "")}
+        return Completion(self.driver_fn, identity, self.state_dir, allow_mismatch=self.allow_mismatch)
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        self._completion().commit(_reports(messages), batchId)
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
+        self._completion().abort(_reports(messages), batchId)
+
+
+def _reports(messages: Sequence[WriterCommitMessage | None]) -> list[TaskCommitMessage]:
+    return [m.report for m in messages if isinstance(m, _Message)]
+
+
+def sink_data_source(name: str, factory: Callable[[], CheckpointedSink]) -> type[DataSource]:
+    """A DataSource class named ``name`` whose streaming writer runs ``factory()``'s functions."""
+
+    class CheckpointedSinkSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return name
+
+        def streamWriter(self, schema: StructType, overwrite: bool) -> CheckpointedStreamWriter:
+            return CheckpointedStreamWriter(name, factory, dict(self.options), schema)
+
+    CheckpointedSinkSource.__qualname__ = CheckpointedSinkSource.__name__ = f"CheckpointedSink[{name}]"
+    return CheckpointedSinkSource
+
+
+def checkpointed_sink(spark: Any, name: str, factory: Callable[[], CheckpointedSink]) -> type[DataSource]:
+    """Register ``name`` as a streaming sink running ``factory()``'s checkpointed functions."""
+    source = sink_data_source(name, factory)
+    spark.dataSource.register(source)
+    return source

@@ -1,0 +1,157 @@
+"""Executor side of a checkpointed sink: one write task feeds one function through an InputProcessor.
+
+Per task (Spark's ``write(iterator)``): a fresh function instance, ``initialize_state``
+once with the batch, partition and attempt; every Arrow batch is split at marker rows
+and fed to an :class:`~sparkbarrier.barrier.InputProcessor` (exactly-once alignment or
+at-least-once tracking, option ``checkpoint.mode``), which hands data to ``invoke`` and
+calls ``snapshot_state`` when a checkpoint's barriers are in. At the end of the input
+the processor releases what it still buffers and the task takes a last snapshot if
+data arrived after the previous one. Every snapshot's handle goes back to the driver
+in the task's commit message, with the source offsets the barriers carried.
+
+Channels. A data row's channel is ``"<topic>:<partition>"`` when the input has the
+``barrier-kafka`` columns ``topic`` and ``partition`` (the channel string its barriers
+carry), else the task is one channel (``"input"``) and every barrier counts on it:
+a repeat of the newest checkpoint id is then another source partition's copy of the
+same barrier and is skipped. Channels are added as they first appear; in Spark a
+task's input is its partitions one after another (``coalesce``, ``union``), so a
+channel first seen during an alignment has not delivered that barrier yet and is
+waited for.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..._exceptions import SinkError
+from ...barrier import CheckpointBarrier, CheckpointingMode, InputProcessor, split_markers
+from ...barrier._sink import CheckpointedSink, SinkContext
+
+__all__ = ["TaskCommitMessage", "run_task", "SINGLE_CHANNEL"]
+
+log = logging.getLogger(__name__)
+
+SINGLE_CHANNEL = "input"
+
+
+@dataclass
+class TaskCommitMessage:
+    """One task's report to the driver (picklable; Spark wraps it as a WriterCommitMessage)."""
+
+    query_id: str
+    checkpoint_id: int
+    partition_id: int
+    attempt: int
+    handles: list[Any] = field(default_factory=list)
+    source_offsets: dict[str, int] = field(default_factory=dict)
+    source_checkpoints: list[int] = field(default_factory=list)
+    rows: int = 0
+
+
+class _Shim:
+    """The function as the InputProcessor sees it: snapshots collect handles."""
+
+    def __init__(self, fn: CheckpointedSink, msg: TaskCommitMessage) -> None:
+        self.fn, self.msg = fn, msg
+        self.dirty = False
+        self.last_barrier: int | None = None
+
+    def initialize_state(self, _context: Any) -> None:  # done by run_task with the SinkContext
+        pass
+
+    def snapshot_state(self, source_checkpoint_id: int) -> None:
+        self.msg.source_checkpoints.append(source_checkpoint_id)
+        self.take()
+
+    def take(self) -> None:
+        handle = self.fn.snapshot_state(self.msg.checkpoint_id)
+        if handle is not None:
+            self.msg.handles.append(handle)
+        self.dirty = False
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # driver-side in Spark
+        pass
+
+    def notify_checkpoint_aborted(self, source_checkpoint_id: int) -> None:
+        log.info("task %d: alignment of source checkpoint %d declined; its data goes into the next "
+                 "snapshot of batch %d", self.msg.partition_id, source_checkpoint_id, self.msg.checkpoint_id)
+
+    def downstream(self, _channel: Any, batch: pa.RecordBatch) -> None:
+        self.fn.invoke(batch)
+        self.msg.rows += batch.num_rows
+        self.dirty = True
+
+
+def _has_channel_columns(schema: pa.Schema) -> bool:
+    return "topic" in schema.names and "partition" in schema.names
+
+
+def _channel_runs(batch: pa.RecordBatch) -> list[tuple[str, pa.RecordBatch]]:
+    """Split data rows into runs of one channel each, by the barrier-kafka columns."""
+    channel = pc.binary_join_element_wise(batch.column("topic"), pc.cast(batch.column("partition"), pa.string()),
+                                          ":")
+    values = channel.to_pylist()
+    out, start = [], 0
+    for i in range(1, len(values) + 1):
+        if i == len(values) or values[i] != values[start]:
+            out.append((values[start], batch.slice(start, i - start)))
+            start = i
+    return out
+
+
+class _Feeder:
+    """Creates the InputProcessor with the first channel seen and adds later ones."""
+
+    def __init__(self, shim: _Shim, mode: CheckpointingMode) -> None:
+        self.shim, self.mode = shim, mode
+        self.processor: InputProcessor | None = None
+
+    def feed(self, channel: str, element: Any) -> None:
+        if self.processor is None:
+            self.processor = InputProcessor([channel], self.shim, self.shim.downstream, mode=self.mode)
+        else:
+            self.processor.add_channel(channel)
+        self.processor.process(channel, element)
+
+    def end(self) -> None:
+        if self.processor is not None:
+            self.processor.end_of_input()
+
+
+def run_task(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.RecordBatch], *,
+             mode: CheckpointingMode) -> TaskCommitMessage:
+    """Feed one task's input through ``fn``; returns the commit message for the driver."""
+    msg = TaskCommitMessage(context.query_id, context.checkpoint_id, context.partition_id, context.attempt)
+    fn.initialize_state(context)
+    shim = _Shim(fn, msg)
+    feeder = _Feeder(shim, mode)
+    for batch in batches:
+        single = not _has_channel_columns(batch.schema)
+        for piece in split_markers(batch):
+            if isinstance(piece, pa.RecordBatch):
+                if piece.num_rows:
+                    for channel, run in ([(SINGLE_CHANNEL, piece)] if single else _channel_runs(piece)):
+                        feeder.feed(channel, run)
+                continue
+            if isinstance(piece, CheckpointBarrier):
+                if piece.channel is not None and piece.next_offset is not None:
+                    prev = msg.source_offsets.get(piece.channel, piece.next_offset)
+                    msg.source_offsets[piece.channel] = max(prev, int(piece.next_offset))
+                if single and shim.last_barrier is not None and piece.checkpoint_id <= shim.last_barrier:
+                    continue  # another source partition's copy of a barrier already counted
+                shim.last_barrier = piece.checkpoint_id
+            channel = SINGLE_CHANNEL if single else piece.channel
+            if channel is None:
+                raise SinkError(f"a {type(piece).__name__} marker without a channel reached the sink",
+                                checkpoint_id=context.checkpoint_id)
+            feeder.feed(channel, piece)
+    feeder.end()
+    if shim.dirty or not msg.handles:
+        shim.take()
+    return msg

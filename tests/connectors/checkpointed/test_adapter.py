@@ -1,0 +1,97 @@
+"""The checkpointed-sink adapter without Spark: task runner and the applied-checkpoint ledger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from sparkbarrier._exceptions import StateCompatibilityError
+from sparkbarrier.barrier import (
+    CheckpointBarrier,
+    CheckpointingMode,
+    CompletedCheckpoint,
+    SinkContext,
+    TwoPhaseCommitSink,
+    marker_batch,
+    with_marker_columns,
+)
+from sparkbarrier.connectors.checkpointed._driver import Completion, state_directory
+from sparkbarrier.connectors.checkpointed._task import run_task
+
+KAFKA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("v", pa.int64())])
+
+
+class Recorder(TwoPhaseCommitSink[list]):
+    """Keeps every call; a transaction is the list of values written into it."""
+
+    def __init__(self) -> None:
+        self.calls: list[Any] = []
+
+    def begin_transaction(self) -> list:
+        return []
+
+    def write(self, txn: list, batch: pa.RecordBatch) -> None:
+        txn.extend(batch.column("v").to_pylist())
+
+    def pre_commit(self, txn: list) -> tuple:
+        self.calls.append(("pre_commit", tuple(txn)))
+        return tuple(txn)
+
+    def commit(self, handles: Any, completed: CompletedCheckpoint) -> None:
+        self.calls.append(("commit", completed.checkpoint_id, tuple(handles), dict(completed.source_offsets)))
+
+    def abort(self, handles: Any, checkpoint_id: int) -> None:
+        self.calls.append(("abort", checkpoint_id, tuple(handles)))
+
+
+def _stream(rows: list[tuple[str, int, int]], barriers: list[tuple[str, int, int]]) -> pa.RecordBatch:
+    schema = with_marker_columns(KAFKA)
+    data = pa.RecordBatch.from_pylist([{"topic": t, "partition": p, "v": v} for t, p, v in rows], schema=schema)
+    marks = marker_batch([CheckpointBarrier(cid, 0, ch, nxt) for ch, cid, nxt in barriers], schema)
+    return pa.concat_batches([data, marks]) if hasattr(pa, "concat_batches") else pa.Table.from_batches(
+        [data, marks]).combine_chunks().to_batches()[0]
+
+
+def _ctx(batch: int = 5) -> SinkContext:
+    return SinkContext("rec", "q", batch, 0, 0, {})
+
+
+@pytest.mark.parametrize("mode", list(CheckpointingMode))
+def test_coalesced_partitions_snapshot_once_aligned_with_every_row(mode: CheckpointingMode) -> None:
+    fn = Recorder()
+    batches = [_stream([("t", 0, 1), ("t", 0, 2)], [("t:0", 9, 2)]), _stream([("t", 1, 3)], [("t:1", 9, 1)])]
+    msg = run_task(fn, _ctx(), iter(batches), mode=mode)
+    assert [v for h in msg.handles for v in h] == [1, 2, 3]
+    assert msg.source_offsets == {"t:0": 2, "t:1": 1} and msg.source_checkpoints[0] == 9 and msg.rows == 3
+
+
+def test_input_without_channel_columns_is_one_channel() -> None:
+    fn = Recorder()
+    schema = with_marker_columns(pa.schema([("v", pa.int64())]))
+    data = pa.RecordBatch.from_pylist([{"v": 7}], schema=schema)
+    marks = marker_batch([CheckpointBarrier(3, 0, "t:0", 1), CheckpointBarrier(3, 0, "t:1", 4)], schema)
+    msg = run_task(fn, _ctx(), iter([data, marks]), mode=CheckpointingMode.EXACTLY_ONCE)
+    assert msg.handles == [(7,)] and msg.source_offsets == {"t:0": 1, "t:1": 4}
+
+
+def test_ledger_applies_each_batch_once_and_discards_replays(tmp_path: Path) -> None:
+    fn = Recorder()
+    msg = run_task(Recorder(), _ctx(), iter([_stream([("t", 0, 1)], [("t:0", 1, 1)])]),
+                   mode=CheckpointingMode.EXACTLY_ONCE)
+    done = Completion(fn, {"sink": "rec"}, tmp_path, allow_mismatch=False)
+    assert done.commit([msg], 5) is True
+    again = Completion(fn, {"sink": "rec"}, tmp_path, allow_mismatch=False)  # a replay after a crash
+    assert again.commit([msg], 5) is False
+    assert fn.calls == [("commit", 5, ((1,),), {"t:0": 1}), ("abort", 5, ((1,),))]
+    with pytest.raises(StateCompatibilityError):
+        Completion(fn, {"sink": "other"}, tmp_path, allow_mismatch=False).commit([msg], 6)
+
+
+def test_state_directory_follows_the_checkpoint_location(tmp_path: Path) -> None:
+    assert state_directory({"checkpointLocation": f"file://{tmp_path}"}, "s") == tmp_path / "sparkbarrier" / "s"
+    assert state_directory({"checkpoint.state.location": "/x"}, "s") == Path("/x")
+    with pytest.raises(Exception, match="checkpoint.state.location"):
+        state_directory({"checkpointLocation": "hdfs://nn/ckpt"}, "s")
