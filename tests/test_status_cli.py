@@ -62,14 +62,26 @@ def committed_sink(hbase_thrift: tuple[str, int], unique_name: Callable[[str], s
     try:
         ensure_commit_table(conn, COMMIT_TABLE)
         record = CommitRecord(sink_id=sink_id, table="orders_t", seq=100, query_id="q-1", batch_id=4,
-                              read_bound=101 << 32, offsets={"orders:0": 7, "orders:1": 5},
-                              checkpoint_ids=[2, 3], committed_at_ms=1_700_000_000_456)
+                              ts_lo=1_700_000_000_400, ts_hi=1_700_000_000_417, read_bound=1_700_000_000_417,
+                              offsets={"orders:0": 7, "orders:1": 5}, source_checkpoints=[2, 3],
+                              committed_at_ms=1_700_000_000_456)
         put_cell(conn, COMMIT_TABLE, sink_id, COMMIT_COLUMN, record.to_bytes())
-        attempt = AttemptRecord(query_id="q-1", batch_id=5, seq=101, prev_seq=100, gap_from=None)
+        # In flight: a different (query, batch) building on the last commit (prev_seq == seq).
+        attempt = AttemptRecord(query_id="q-1", batch_id=5, base_ms=1_700_000_000_500, prev_seq=100)
         put_cell(conn, COMMIT_TABLE, sink_id, ATTEMPT_COLUMN, attempt.to_bytes())
     finally:
         conn.close()
     return sink_id
+
+
+def _write(hbase: tuple[str, int], sink_id: str, commit: CommitRecord, attempt: AttemptRecord) -> None:
+    conn = HBaseConnection(*hbase)
+    try:
+        ensure_commit_table(conn, COMMIT_TABLE)
+        put_cell(conn, COMMIT_TABLE, sink_id, COMMIT_COLUMN, commit.to_bytes())
+        put_cell(conn, COMMIT_TABLE, sink_id, ATTEMPT_COLUMN, attempt.to_bytes())
+    finally:
+        conn.close()
 
 
 def _endpoint_args(kafka: str, hbase: tuple[str, int]) -> list[str]:
@@ -148,3 +160,29 @@ def test_missing_endpoint_is_a_usage_error(monkeypatch, capsys) -> None:
     monkeypatch.delenv("SPARKBARRIER_KAFKA_BOOTSTRAP", raising=False)
     assert main(["status", "--group", "g"]) == 2
     assert "SPARKBARRIER_KAFKA_BOOTSTRAP" in capsys.readouterr().err
+
+
+def _record(sink_id: str, seq: int, batch_id: int) -> CommitRecord:
+    return CommitRecord(sink_id=sink_id, table="orders_t", seq=seq, query_id="q-1", batch_id=batch_id,
+                        ts_lo=1_700_000_000_000, ts_hi=1_700_000_000_009, read_bound=1_700_000_000_009,
+                        offsets={"orders:0": 1}, source_checkpoints=[1], committed_at_ms=1_700_000_000_010)
+
+
+@pytest.mark.parametrize("attempt, in_flight", [
+    (AttemptRecord("q-1", 5, 1_700_000_000_020, prev_seq=3), True),    # next batch on top of seq 3
+    (AttemptRecord("q-2", 4, 1_700_000_000_020, prev_seq=3), True),    # another query took over
+    (AttemptRecord("q-1", 4, 1_700_000_000_000, prev_seq=2), False),   # the committed batch's own
+    (AttemptRecord("q-1", 4, 1_700_000_000_000, prev_seq=3), False),   # same (query, batch) as the commit
+    (AttemptRecord("q-1", 3, 1_700_000_000_000, prev_seq=1), False),   # an older, stale attempt
+], ids=["next-batch", "other-query", "committed", "same-batch", "stale"])
+def test_in_flight_attempt_rule(hbase_thrift, unique_name, attempt: AttemptRecord, in_flight: bool) -> None:
+    from sparkbarrier import sink_status
+
+    sink_id = unique_name("sink")
+    _write(hbase_thrift, sink_id, _record(sink_id, 3, 4), attempt)
+    status = sink_status(*hbase_thrift, sink_id, COMMIT_TABLE)
+    assert status.seq == 3 and status.checkpoint_ids == [1]
+    if in_flight:
+        assert (status.attempt_batch_id, status.attempt_seq) == (attempt.batch_id, 4)
+    else:
+        assert (status.attempt_batch_id, status.attempt_seq) == (None, None)

@@ -25,7 +25,8 @@ def _commit(thrift: tuple[str, int], commit_table: str, sink_id: str, offsets: d
     try:
         ensure_commit_table(conn, commit_table)
         record = CommitRecord(sink_id=sink_id, table="t", seq=1, query_id="q", batch_id=4,
-                              read_bound=2, offsets=offsets)
+                              ts_lo=1_700_000_000_000, ts_hi=1_700_000_000_009,
+                              read_bound=1_700_000_000_009, offsets=offsets)
         put_cell(conn, commit_table, sink_id, COMMIT_COLUMN, record.to_bytes())
     finally:
         conn.close()
