@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..._exceptions import SinkError
+from ..._faults import fault_point
 from ...barrier import CheckpointBarrier, CheckpointingMode, InputProcessor, split_markers
 from ...barrier._sink import CheckpointedSink, SinkContext
 
@@ -70,6 +71,7 @@ class _Shim:
         self.take()
 
     def take(self) -> None:
+        fault_point("sink.before_flush")
         handle = self.fn.snapshot_state(self.msg.checkpoint_id)
         if handle is not None:
             self.msg.handles.append(handle)

@@ -17,7 +17,10 @@ def main(raw: str) -> int:
     cfg = json.loads(raw)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "postgres"))
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "postgres")
+    sys.path.insert(0, example)
+    # Python workers unpickle PostgresSink by module name: let them import it too.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [example, os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
     from sink import PostgresSink
