@@ -49,8 +49,15 @@ def main(raw: str) -> int:
     rows = keep_markers(parsed, F.col("j.id").alias("id"), F.col("j.v").alias("v"),
                         F.col("j.op").alias("op"))
     host, port = cfg["thrift"]
+    writer = rows.writeStream.format("barrier-hbase")
+    if cfg.get("thrift2"):
+        # The Thrift2 server (same host) lets the sink create the table with
+        # KEEP_DELETED_CELLS=TRUE, which makes the committed view exact.
+        thrift2_host, thrift2_port = cfg["thrift2"]
+        assert thrift2_host == host, f"Thrift2 {thrift2_host} must be on the Thrift host {host}"
+        writer = writer.option("hbase.thrift2.port", str(thrift2_port))
     query = (
-        rows.writeStream.format("barrier-hbase")
+        writer
         .option("hbase.thrift.host", host)
         .option("hbase.thrift.port", str(port))
         .option("table", cfg["table"])

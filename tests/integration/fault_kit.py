@@ -4,11 +4,14 @@ A :class:`Scenario` is one topic + group + HBase table + sink id + checkpoint di
 :func:`run_pipeline` runs ``_pipeline.py`` in its own session (its own driver JVM) with
 an optional fault armed; :meth:`Scenario.check_*` state the invariants:
 
-* committed history == records in order: per row key, the committed cell versions
-  (below the read bound, outside gaps) of ``d:v`` and the row tombstone, sorted by
-  timestamp, are exactly that key's records in topic order -- nothing lost, nothing
-  applied twice (a replayed record would add a version at a new timestamp);
-* committed view == the last record per key (absent if it was a delete);
+* after a crash: the committed view == the records up to the sink's committed offsets
+  applied once, in topic order (last op per key: upsert → value, delete → absent);
+* at the end: a *plain* scan (what any HBase client sees) == the committed view == the
+  final state, with no column besides ``d:v``; the visible ``d:v`` versions of every
+  key are exactly one per committed batch that left it a value (from the sink's commit
+  history: a delete drops the older versions, then the batch's last upsert adds one),
+  each stamped inside its batch's ``[ts_lo, ts_hi)`` -- a replayed record would add a
+  version or land outside its batch -- and every timestamp is near the wall clock;
 * group offsets never ahead of the sink's commit record, and == end offsets at the end.
 """
 
@@ -31,7 +34,8 @@ from kafka import TopicPartition as KafkaTP
 
 from sparkbarrier._faults import FAULT_ENV, FAULT_STATE_DIR_ENV, fired
 from sparkbarrier.connectors.hbase import read_committed
-from sparkbarrier.connectors.hbase._commit_table import COMMIT_COLUMN, CommitRecord
+from sparkbarrier.connectors.hbase._commit_table import COMMIT_COLUMN, CommitRecord, read_history
+from sparkbarrier.connectors.hbase._connection import HBaseConnection
 from polling import wait_for  # noqa: F401  (re-exported for the tests)
 
 __all__ = ["Record", "Scenario", "PipelineConfig", "RunResult", "run_pipeline", "wait_for"]
@@ -39,6 +43,9 @@ __all__ = ["Record", "Scenario", "PipelineConfig", "RunResult", "run_pipeline", 
 PIPELINE = Path(__file__).with_name("_pipeline.py")
 PARTITIONS = 2
 COMMIT_TABLE = "sparkbarrier_commits"
+# Cell timestamps must stay this close to the wall clock of the run (HBase's own slop
+# check rejects cells over 60 s ahead on the devstack).
+_CLOCK_SLACK_MS = 120_000
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,7 @@ class Record:
 class PipelineConfig:
     bootstrap: str
     thrift: tuple[str, int]
+    thrift2: tuple[str, int] | None  # the Thrift2 server: the table gets KEEP_DELETED_CELLS
     topic: str
     group: str
     table: str
@@ -135,6 +143,7 @@ class Scenario:
     cfg: PipelineConfig
     workdir: Path
     records: list[Record] = field(default_factory=list)
+    started_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
     # -- setup -------------------------------------------------------------
 
@@ -193,56 +202,177 @@ class Scenario:
             conn.close()
         return CommitRecord.from_bytes(raw[COMMIT_COLUMN]) if COMMIT_COLUMN in raw else None
 
-    def committed_history(self) -> dict[str, list[tuple[str, str]]]:
-        """Per key: the committed (op, value) versions in timestamp order."""
-        record = self.commit_record()
-        assert record is not None, "the sink committed nothing"
-        gaps = [(lo, hi) for lo, hi in record.gaps]
+    def history(self) -> list[CommitRecord]:
+        """The sink's commit records, oldest first (one per committed batch)."""
+        conn = HBaseConnection(*self.cfg.thrift)
+        try:
+            return read_history(conn, COMMIT_TABLE, self.cfg.sink_id)
+        finally:
+            conn.close()
 
-        def visible(ts: int) -> bool:
-            return ts < record.read_bound and not any(lo <= ts < hi for lo, hi in gaps)
-
+    def plain_scan(self) -> dict[str, dict[bytes, bytes]]:
+        """What any HBase client sees: a plain scan (newest version per cell, deletes applied)."""
         conn = happybase.Connection(*self.cfg.thrift, timeout=30_000)
-        out: dict[str, list[tuple[str, str]]] = {}
+        try:
+            return {k.decode(): data for k, data in conn.table(self.cfg.table).scan()}
+        finally:
+            conn.close()
+
+    def versions(self) -> dict[str, list[tuple[str, int]]]:
+        """Per key: the visible ``d:v`` versions (value, timestamp), oldest first."""
+        conn = happybase.Connection(*self.cfg.thrift, timeout=30_000)
+        out: dict[str, list[tuple[str, int]]] = {}
         try:
             table = conn.table(self.cfg.table)
             for key in sorted({r.key for r in self.records}):
-                cells = [(ts, "upsert", v.decode()) for v, ts in
-                         table.cells(key.encode(), b"d:v", versions=1000, include_timestamp=True)]
-                cells += [(ts, "delete", "") for _, ts in
-                          table.cells(key.encode(), b"d:_sb_deleted", versions=1000,
-                                      include_timestamp=True)]
-                history = [(op, v) for ts, op, v in sorted(cells) if visible(ts)]
-                if history:
-                    out[key] = history
+                cells = table.cells(key.encode(), b"d:v", versions=1000, include_timestamp=True)
+                if cells:
+                    out[key] = [(v.decode(), ts) for v, ts in reversed(cells)]
         finally:
             conn.close()
         return out
 
+    def committed_view(self) -> dict[str, str]:
+        view = read_committed(*self.cfg.thrift, self.cfg.table, sink_id=self.cfg.sink_id)
+        return {r["id"]: r["v"] for r in view.to_pylist()}
+
     # -- invariants -------------------------------------------------------
 
-    def expected_history(self, upto: dict[str, int] | None = None) -> dict[str, list[tuple[str, str]]]:
-        """Per key: its records in topic order, only those below ``upto`` (next offsets)."""
-        out: dict[str, list[tuple[str, str]]] = {}
+    def _indexed(self) -> list[tuple[int, Record]]:
+        """``(offset in its partition, record)`` in topic order."""
         seen = {p: 0 for p in range(PARTITIONS)}
+        out = []
         for r in self.records:
-            offset = seen[r.partition]
+            out.append((seen[r.partition], r))
             seen[r.partition] += 1
-            if upto is not None and offset >= upto.get(f"{self.cfg.topic}:{r.partition}", 0):
-                continue
-            out.setdefault(r.key, []).append((r.op, "" if r.op == "delete" else r.value))
         return out
 
+    def _channel(self, r: Record) -> str:
+        return f"{self.cfg.topic}:{r.partition}"
+
+    def expected_state(self, upto: dict[str, int] | None = None) -> dict[str, str]:
+        """The records (only those below ``upto``, next offsets) applied once in topic order."""
+        state: dict[str, str] = {}
+        for offset, r in self._indexed():
+            if upto is not None and offset >= upto.get(self._channel(r), 0):
+                continue
+            if r.op == "delete":
+                state.pop(r.key, None)
+            else:
+                state[r.key] = r.value
+        return state
+
+    def batch_records(self, history: list[CommitRecord]) -> list[dict[str, list[Record]]]:
+        """Per committed batch (``history`` order): each key's records in it, in topic order.
+
+        A batch covers the offsets (previous record's offsets, its own offsets].
+        """
+        indexed = self._indexed()
+        out: list[dict[str, list[Record]]] = []
+        before: dict[str, int] = {}
+        for record in history:
+            batch: dict[str, list[Record]] = {}
+            for offset, r in indexed:
+                ch = self._channel(r)
+                if before.get(ch, 0) <= offset < record.offsets.get(ch, 0):
+                    batch.setdefault(r.key, []).append(r)
+            out.append(batch)
+            before = dict(record.offsets)
+        return out
+
+    def expected_versions(self, history: list[CommitRecord]) -> dict[str, list[tuple[str, int]]]:
+        """Per key: the visible versions the committed batches should leave, oldest first.
+
+        Each value comes with the index (in ``history``) of the batch that wrote it.
+        Inside a batch a key's records are netted: a delete drops every older version,
+        then the last upsert after the last delete (or, without a delete, the batch's
+        last upsert) adds one version.
+        """
+        out: dict[str, list[tuple[str, int]]] = {}
+        for i, batch in enumerate(self.batch_records(history)):
+            for key, recs in batch.items():
+                versions = out.setdefault(key, [])
+                deletes = [j for j, r in enumerate(recs) if r.op == "delete"]
+                if deletes:
+                    versions.clear()
+                    recs = recs[deletes[-1] + 1:]
+                upserts = [r for r in recs if r.op == "upsert"]
+                if upserts:
+                    versions.append((upserts[-1].value, i))
+        return {k: v for k, v in out.items() if v}
+
     def check_exactly_once(self, upto: dict[str, int] | None = None) -> None:
-        """Committed history == records (up to ``upto``) applied once each, in order."""
-        got, want = self.committed_history(), self.expected_history(upto)
-        lost = {k: v for k, v in want.items() if got.get(k) != v}
-        assert got == want, f"committed history differs for {len(lost)} key(s), e.g. " + \
-            str({k: (want.get(k), got.get(k)) for k in list(lost)[:3]})
-        view = read_committed(*self.cfg.thrift, self.cfg.table, sink_id=self.cfg.sink_id)
-        rows = {r["id"]: r["v"] for r in view.to_pylist()}
-        last = {k: h[-1] for k, h in want.items()}
-        assert rows == {k: v for k, (op, v) in last.items() if op == "upsert"}
+        """Committed view == the records up to ``upto`` (next offsets) applied once, in order."""
+        want, got = self.expected_state(upto), self.committed_view()
+        assert got == want, "committed view differs: " + _diff(want, got)
+
+    def check_final_tables(self) -> None:
+        """Plain scan == committed view == final state; every version inside its batch."""
+        want = self.expected_state()
+        plain = self.plain_scan()
+        extra_columns = {k: sorted(set(d) - {b"d:v"}) for k, d in plain.items() if set(d) != {b"d:v"}}
+        assert not extra_columns, f"plain scan shows columns besides d:v: {dict(list(extra_columns.items())[:3])}"
+        got_plain = {k: d[b"d:v"].decode() for k, d in plain.items()}
+        assert got_plain == want, "plain scan differs: " + _diff(want, got_plain)
+        got_view = self.committed_view()
+        assert got_view == want, "committed view differs: " + _diff(want, got_view)
+
+        history = self.history()
+        assert history and [r.seq for r in history] == list(range(1, len(history) + 1)), \
+            f"history sequences {[r.seq for r in history]}"
+        assert history[-1] == self.commit_record()
+        ranges = [(r.ts_lo, r.ts_hi) for r in history]
+        assert all(lo <= hi for lo, hi in ranges) and all(
+            a[1] <= b[0] for a, b in zip(ranges, ranges[1:])), f"batch timestamp ranges overlap: {ranges}"
+        batches = self.batch_records(history)
+        actual = self.versions()
+        # Every visible version lies in the range of a committed batch that upserted that
+        # value for that key, after the batch's last delete of it, and batches never go
+        # back in time: a record applied twice (a replay at new timestamps) breaks this.
+        wrong: dict[str, Any] = {}
+        for key, vs in actual.items():
+            last_batch = -1
+            for value, ts in vs:
+                i = next((j for j, (lo, hi) in enumerate(ranges) if lo <= ts < hi), None)
+                recs = batches[i].get(key, []) if i is not None else []
+                deletes = [j for j, r in enumerate(recs) if r.op == "delete"]
+                after = recs[deletes[-1] + 1:] if deletes else recs
+                if i is None or i < last_batch or not any(r.value == value and r.op == "upsert" for r in after):
+                    wrong[key] = (value, ts, f"batch seq {history[i].seq}" if i is not None else "in no batch")
+                    break
+                last_batch = i
+            # A batch that deleted the key leaves no version of any earlier batch.
+            deleting = [j for j, b in enumerate(batches) if any(r.op == "delete" for r in b.get(key, []))]
+            if deleting and key not in wrong and any(ts < ranges[deleting[-1]][0] for _, ts in vs):
+                wrong[key] = ("version older than the delete of batch seq", history[deleting[-1]].seq)
+        assert not wrong, f"versions not written by their batch: {dict(list(wrong.items())[:3])}; ranges {ranges}"
+
+        now = int(time.time() * 1000)
+        stamps = [ts for vs in actual.values() for _, ts in vs]
+        stamps += [t for r in history for t in (r.ts_lo, r.ts_hi - 1)]
+        far = [ts for ts in stamps if not self.started_ms - _CLOCK_SLACK_MS <= ts <= now + _CLOCK_SLACK_MS]
+        assert not far, (f"timestamps far from the wall clock (run {self.started_ms}..{now} ms): "
+                         f"{far[:5]}")
+
+    def check_one_version_per_batch(self) -> None:
+        """The visible ``d:v`` versions == one per committed batch that left the key a value.
+
+        Rows are netted per key inside a task, so a batch adds at most one visible
+        version per key: :meth:`expected_versions`, each inside its batch's range.
+        """
+        history = self.history()
+        expected = self.expected_versions(history)
+        actual = self.versions()
+        got = {k: [v for v, _ in vs] for k, vs in actual.items()}
+        want = {k: [v for v, _ in vs] for k, vs in expected.items()}
+        if got != want:
+            ranges = [(r.ts_lo, r.ts_hi) for r in history]
+            keys = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+            detail = {k: {"want": expected.get(k), "got (value, ts, batch)": [
+                (v, ts, next((j for j, (lo, hi) in enumerate(ranges) if lo <= ts < hi), None))
+                for v, ts in actual.get(k, [])]} for k in keys[:3]}
+            raise AssertionError(f"d:v versions differ for {len(keys)} key(s) (batch = index in the "
+                                 f"history, ranges {ranges}): {detail}")
 
     def check_group_not_ahead_of_sink(self) -> None:
         """After a crash: every group offset <= what the sink's commit record covers."""
@@ -255,8 +385,14 @@ class Scenario:
 
     def check_complete(self) -> None:
         """After the final run: exactly-once over the whole topic, group == end offsets."""
-        self.check_exactly_once()
+        self.check_final_tables()
         end = self.end_offsets()
         record = self.commit_record()
         assert record is not None and record.offsets == end
         assert wait_for(lambda: self.group_offsets() == end, 30, "group offsets == end offsets")
+        self.check_one_version_per_batch()
+
+
+def _diff(want: dict[str, Any], got: dict[str, Any]) -> str:
+    keys = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+    return f"{len(keys)} key(s), e.g. (want, got) " + str({k: (want.get(k), got.get(k)) for k in keys[:3]})

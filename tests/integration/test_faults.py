@@ -3,9 +3,13 @@
 Every case runs barrier-kafka → parse → barrier-hbase (exactly-once, explicit
 ``sink.id`` and ``kafka.group.id``) as a separate process over a topic of keyed
 upserts and deletes, crashes it at a fault point (``sparkbarrier._faults``), checks
-that the group offsets are not ahead of the sink's commit record, restarts on the
-same checkpoint and checks: committed history == every record once, in order;
-committed view == last record per key; group offsets == end offsets.
+that the group offsets are not ahead of the sink's commit record and the committed view
+holds exactly the committed records, restarts on the same checkpoint and checks: a plain
+HBase scan and the committed view == last record per key (only ``d:v`` cells); the
+visible versions == one per committed batch, inside that batch's timestamp range (no
+record applied twice); timestamps near the wall clock; group offsets == end offsets.
+The sink gets the Thrift2 port (``hbase.thrift2.port``), so it creates its table with
+``KEEP_DELETED_CELLS=TRUE``.
 
 Also: a write task failing mid-write (retried by Spark), a fresh query resuming from
 the sink's commit record after the checkpoint is lost, and the Kafka broker and the
@@ -50,9 +54,10 @@ def private_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pa
 
 
 def _scenario(tmp_path: Path, unique_name, bootstrap: str, thrift: tuple[str, int],
-              **cfg: object) -> Scenario:
+              thrift2: tuple[str, int] | None, **cfg: object) -> Scenario:
     name = unique_name("fault")
-    config = PipelineConfig(bootstrap=bootstrap, thrift=tuple(thrift), topic=name,
+    config = PipelineConfig(bootstrap=bootstrap, thrift=tuple(thrift),
+                            thrift2=tuple(thrift2) if thrift2 else None, topic=name,
                             group=f"{name}_group", table=name, sink_id=f"{name}_sink",
                             checkpoint=str(tmp_path / "checkpoint"), **cfg)  # type: ignore[arg-type]
     return Scenario(config, tmp_path)
@@ -73,8 +78,8 @@ KILL_POINTS = [
 @pytest.mark.parametrize("fault", KILL_POINTS, ids=[p.split("@")[0] for p in KILL_POINTS])
 def test_driver_killed_at_fault_point_resumes_exactly_once(
         fault: str, tmp_path: Path, unique_name, kafka_bootstrap: str,
-        hbase_thrift: tuple[str, int]) -> None:
-    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift)
+        hbase_thrift: tuple[str, int], hbase_thrift2: tuple[str, int]) -> None:
+    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2)
     sc.fill_topic(N_RECORDS)
     crashed = sc.run(fault)
     assert crashed.killed, f"fault {fault} did not kill the driver:\n{crashed.log[-3000:]}"
@@ -89,8 +94,10 @@ def test_driver_killed_at_fault_point_resumes_exactly_once(
 
 @pytest.mark.timeout(150)
 def test_write_task_failing_mid_write_is_retried_exactly_once(
-        tmp_path: Path, unique_name, kafka_bootstrap: str, hbase_thrift: tuple[str, int]) -> None:
-    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, master="local[2,2]")
+        tmp_path: Path, unique_name, kafka_bootstrap: str, hbase_thrift: tuple[str, int],
+        hbase_thrift2: tuple[str, int]) -> None:
+    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2,
+                   master="local[2,2]")
     sc.fill_topic(N_RECORDS)
     result = sc.run("hbase.after_partial_flush@2")  # raises FlushError once; Spark retries
     assert result.fired and result.returncode == 0, result.log[-3000:]
@@ -100,8 +107,9 @@ def test_write_task_failing_mid_write_is_retried_exactly_once(
 
 @pytest.mark.timeout(200)
 def test_fresh_query_resumes_from_sink_commit_after_checkpoint_loss(
-        tmp_path: Path, unique_name, kafka_bootstrap: str, hbase_thrift: tuple[str, int]) -> None:
-    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift)
+        tmp_path: Path, unique_name, kafka_bootstrap: str, hbase_thrift: tuple[str, int],
+        hbase_thrift2: tuple[str, int]) -> None:
+    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2)
     sc.fill_topic(N_RECORDS)
     crashed = sc.run("sink.after_commit_before_commitlog@2")
     assert crashed.killed, crashed.log[-3000:]
@@ -134,7 +142,7 @@ def test_broker_and_thrift_restarts_mid_stream_keep_exactly_once(
         tmp_path: Path, unique_name, private_stack) -> None:
     home, endpoints = private_stack
     sc = _scenario(tmp_path, unique_name, endpoints.kafka_bootstrap, endpoints.hbase_thrift,
-                   max_offsets=15)
+                   endpoints.hbase_thrift2, max_offsets=15)
     sc.fill_topic(N_RECORDS)
 
     def restarts(alive: Callable[[], bool]) -> None:
