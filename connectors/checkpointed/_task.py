@@ -130,6 +130,17 @@ def run_task(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.Re
              mode: CheckpointingMode) -> TaskCommitMessage:
     """Feed one task's input through ``fn``; returns the commit message for the driver."""
     msg = TaskCommitMessage(context.query_id, context.checkpoint_id, context.partition_id, context.attempt)
+    try:
+        _run(fn, context, batches, msg, mode)
+    finally:
+        close = getattr(fn, "close", None)
+        if close is not None:
+            close()
+    return msg
+
+
+def _run(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.RecordBatch], msg: TaskCommitMessage,
+         mode: CheckpointingMode) -> None:
     fn.initialize_state(context)
     shim = _Shim(fn, msg)
     feeder = _Feeder(shim, mode)
@@ -156,4 +167,3 @@ def run_task(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.Re
     feeder.end()
     if shim.dirty or not msg.handles:
         shim.take()
-    return msg

@@ -76,6 +76,7 @@ class MutationBuffer:
         self._bytes = 0
         self._holding = False
         self.written = False
+        self.written_in_last_round = False
 
     def delete_row(self, key: bytes, nbytes: int) -> None:
         change = self._change(key)
@@ -110,6 +111,11 @@ class MutationBuffer:
         if not self._changes or (self._holding and not final):
             return
         clock = self._clock
+        if self._holding and self.written_in_last_round and self._needs_new_round():
+            raise SinkError(
+                "a write task must order a delete after a put it already wrote in its last timestamp round "
+                "(several barriers in one task with keys deleted and rewritten between them); raise "
+                "sink.buffer-flush.max-rows or use smaller micro-batches", checkpoint_id=self.checkpoint_id)
         if not self._holding and self._needs_new_round():
             if clock.next_is_last:
                 clock.advance()
@@ -142,6 +148,7 @@ class MutationBuffer:
         self._send(deletes, clock.delete_ts)
         self._send(puts, clock.put_ts)
         self.written = True
+        self.written_in_last_round = self._holding
         log.debug("flushed %d row(s) (%d delete, %d put) in round %d", len(changes), len(deletes),
                   len(puts), clock.round)
         fault_point(FAULT_AFTER_PARTIAL_FLUSH, fail=lambda m: FlushError(m, checkpoint_id=self.checkpoint_id))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,8 +128,15 @@ class Committer:
         self._fenced = fenced
         self._schema_json, self._rowkey, self._columns = schema_json, rowkey, columns
 
-    def commit(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> CommitRecord | None:
-        """Record checkpoint ``batch_id`` atomically; idempotent for an already-committed batch."""
+    def commit(self, messages: Sequence[WriterCommitMessage | None], batch_id: int, *,
+               offsets: Mapping[str, int] | None = None,
+               source_checkpoints: Sequence[int] = ()) -> CommitRecord | None:
+        """Record checkpoint ``batch_id`` atomically; idempotent for an already-committed batch.
+
+        ``offsets`` (next offset per source channel) and ``source_checkpoints`` come from
+        the barriers the batch carried (the adapter collects them); messages may carry
+        their own too (``HBaseTaskWriter.run``).
+        """
         fault_point("sink.after_flush_before_commit")
         msgs = [m for m in messages if isinstance(m, HBaseCommitMessage)]
         if not msgs:
@@ -158,10 +165,10 @@ class Committer:
                 f"{current_seq} (query {current.query_id if current else None}, batch "
                 f"{current.batch_id if current else None}); another writer uses this sink.id",
                 checkpoint_id=batch_id)
-        offsets = dict(current.offsets) if current is not None else {}
-        for m in msgs:
-            for channel, nxt in m.offsets.items():
-                offsets[channel] = max(nxt, offsets.get(channel, nxt))
+        covered = dict(current.offsets) if current is not None else {}
+        for source in [m.offsets for m in msgs] + [dict(offsets or {})]:
+            for channel, nxt in source.items():
+                covered[channel] = max(nxt, covered.get(channel, nxt))
         if first.gap is not None:
             self._roll_back(first.gap)
         ends = [m.ts_end for m in msgs if m.ts_end is not None]
@@ -169,8 +176,8 @@ class Committer:
         record = CommitRecord(
             sink_id=first.sink_id, table=self._table, seq=(current_seq or 0) + 1, query_id=first.query_id,
             batch_id=first.batch_id, ts_lo=first.base_ms, ts_hi=ts_hi,
-            read_bound=max(ts_hi, current.read_bound if current is not None else 0), offsets=offsets,
-            source_checkpoints=sorted({c for m in msgs for c in m.source_checkpoints}),
+            read_bound=max(ts_hi, current.read_bound if current is not None else 0), offsets=covered,
+            source_checkpoints=sorted({c for m in msgs for c in m.source_checkpoints} | set(source_checkpoints)),
             gaps=_merge_gaps(current.gaps if current is not None else [], first.gap),
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
             committed_at_ms=int(time.time() * 1000),

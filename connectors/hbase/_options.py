@@ -35,7 +35,9 @@ __all__ = [
 
 DEFAULT_COMMIT_TABLE = "sparkbarrier_commits"
 # Keys Spark itself puts into a sink's option map.
-_SPARK_KEYS = ("path", "checkpointLocation", "queryName")
+# The checkpointed-sink adapter's own options (``checkpoint.*``) are the adapter's to check.
+_SPARK_KEYS = ("path", "checkpointLocation", "queryName", "checkpoint.mode", "checkpoint.state.location",
+               "checkpoint.state.allowMismatch")
 
 
 class DeliveryGuarantee(str, enum.Enum):

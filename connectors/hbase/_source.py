@@ -33,30 +33,19 @@ import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
-    DataSourceStreamArrowWriter,
     InputPartition,
-    WriterCommitMessage,
 )
 from pyspark.sql.types import StructType
 
-from ._admin import prepare_table
-from ._commit_table import ensure_commit_table
-from ._committer import Committer
+from ..checkpointed._source import CheckpointedStreamWriter
 from ._connection import HBaseConnection
-from ._layout import SinkLayout, data_field_names
-from ._options import HBaseSinkOptions, parse_read_options, parse_sink_options
+from ._function import HBaseSinkFunction
 from ._key_ranges import FULL, KeyRange, split_by_regions
+from ._options import parse_read_options
 from ._pushdown import rowkey_ranges
 from ._reader import committed_schema, find_commit, iter_committed, region_ranges, view_record
-from ._writer import HBaseTaskWriter, TaskIdentity
 
-__all__ = ["BarrierHBaseDataSource", "HBaseStreamWriter", "HBaseCommittedReader"]
-
-
-def _arrow_schema(schema: StructType) -> pa.Schema:
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    return to_arrow_schema(schema, timezone="UTC")
+__all__ = ["BarrierHBaseDataSource", "HBaseCommittedReader"]
 
 
 class BarrierHBaseDataSource(DataSource):
@@ -85,9 +74,8 @@ class BarrierHBaseDataSource(DataSource):
         cls = HBaseFilteringReader if values["filter.pushdown"] else HBaseCommittedReader
         return cls(dict(self.options), record, regions, schema)
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> HBaseStreamWriter:
-        opts = parse_sink_options(self.options)
-        return HBaseStreamWriter(opts, schema, validate=True)
+    def streamWriter(self, schema: StructType, overwrite: bool) -> CheckpointedStreamWriter:
+        return CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema)
 
 
 def _view(conn: HBaseConnection, values: dict[str, Any]) -> Any:
@@ -101,66 +89,6 @@ def _read_connection(values: dict[str, Any]) -> HBaseConnection:
                            transport=str(values["hbase.thrift.transport"]),
                            protocol=str(values["hbase.thrift.protocol"]),
                            timeout_ms=int(values["hbase.thrift.timeout"]))
-
-
-class HBaseStreamWriter(DataSourceStreamArrowWriter):
-    """Driver: validates at construction; executors: :meth:`write`; driver: commit/abort."""
-
-    def __init__(self, opts: HBaseSinkOptions, schema: StructType, *, validate: bool = True) -> None:
-        self.opts = opts
-        data_schema = StructType([f for f in schema.fields if f.name in data_field_names(schema.names)])
-        self.layout = SinkLayout.build(_arrow_schema(data_schema), rowkey=opts.rowkey, op_column=opts.op_column,
-                                       default_family=opts.column_family, mapping=opts.explicit_mapping())
-        self.schema_json = data_schema.json()
-        if validate:
-            conn = HBaseConnection.from_options(opts)
-            thrift2 = None
-            try:
-                if opts.thrift2_port is not None:
-                    from ._thrift2 import Thrift2Admin
-
-                    thrift2 = Thrift2Admin(opts.host, opts.thrift2_port, timeout_ms=opts.timeout_ms,
-                                           transport=opts.transport, protocol=opts.protocol)
-                self.warnings = prepare_table(conn, opts.table, self.layout.families,
-                                              create=opts.create_table, thrift2=thrift2)
-                ensure_commit_table(conn, opts.commit_table)
-            finally:
-                conn.close()
-                if thrift2 is not None:
-                    thrift2.close()
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return HBaseTaskWriter(self.opts, TaskIdentity.from_task_context()).run(iterator)
-
-    def _committer(self) -> Committer:
-        columns = [[t.name, t.family.decode(), t.qualifier.decode()] for t in self.layout.targets]
-        return Committer(HBaseConnection.from_options(self.opts), self.opts.commit_table, self.opts.table,
-                         fenced=self.opts.exactly_once, schema_json=self.schema_json,
-                         rowkey=self.opts.rowkey, columns=columns, thrift2=self._thrift2_factory())
-
-    def _thrift2_factory(self) -> Any:
-        """Opens the Thrift2 admin connection on demand (only a takeover needs it), or None."""
-        opts = self.opts
-        if opts.thrift2_port is None:
-            return None
-
-        def connect() -> Any:
-            from ._thrift2 import Thrift2Admin
-
-            return Thrift2Admin(opts.host, opts.thrift2_port, timeout_ms=opts.timeout_ms,
-                                transport=opts.transport, protocol=opts.protocol)
-
-        return connect
-
-    def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        committer = self._committer()
-        try:
-            committer.commit(messages, batchId)
-        finally:
-            committer.close()
-
-    def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
-        self._committer().abort(messages, batchId)  # writes nothing; opens no connection
 
 
 class ScanPartition(InputPartition):

@@ -1,9 +1,9 @@
 """Executor-side writer: Arrow batches → netted HBase mutations at deterministic timestamps.
 
-Contract (one instance per write task, unpickled on the executor): marker columns are
-stripped; a barrier row flushes everything before it (Flink's snapshot at the barrier:
-unconditional, errors surface here) and adds its channel's next offset to the commit
-message; the end of the task flushes too. Column values are encoded a whole column at
+Contract (one instance per write task, on the executor): the checkpointed-sink adapter
+strips marker columns and calls :meth:`HBaseTaskWriter.snapshot` at every aligned
+barrier and at the end of the task (Flink's snapshot at the barrier: an unconditional
+flush, errors surface here). Column values are encoded a whole column at
 a time; per row only the key's net change is updated (see ``_buffer``). Deletes are
 real HBase deletes: ``op.column = delete`` removes the row's cells in the mapped
 families, a null with ``sink.ignore-null-value=false`` removes that cell.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -20,7 +21,7 @@ import pyarrow.compute as pc
 
 from ..._exceptions import SinkError
 from ..._faults import fault_point
-from ...barrier.markers import CheckpointBarrier, split_markers
+from ...barrier._sink import SinkContext
 from ._buffer import MutationBuffer
 from ._committer import HBaseCommitMessage, plan_attempt
 from ._connection import HBaseConnection
@@ -55,7 +56,12 @@ class TaskIdentity:
 
 
 class HBaseTaskWriter:
-    """Writes one task's rows; :meth:`run` returns its commit message."""
+    """Writes one task's rows: :meth:`begin`, :meth:`add` per data batch, :meth:`snapshot` per barrier.
+
+    Driven by :class:`~._function.HBaseSinkFunction` under the checkpointed-sink adapter
+    (which splits markers and calls the snapshots); :meth:`run` drives it directly over
+    batches that may carry marker rows (tests, benchmarks) and returns one merged message.
+    """
 
     def __init__(self, opts: HBaseSinkOptions, identity: TaskIdentity) -> None:
         self._opts = opts
@@ -63,45 +69,57 @@ class HBaseTaskWriter:
         self.sink_id = opts.sink_id or f"query-{identity.query_id}"
         self._conn = HBaseConnection.from_options(opts)
         self._layout: SinkLayout | None = None
+        self._clock: TaskClock | None = None
+        self._buf: MutationBuffer | None = None
+        self._msg: HBaseCommitMessage | None = None
+
+    def begin(self) -> None:
+        """Agree on the batch's timestamp base (one get, at most one checkAndPut)."""
+        opts, ident = self._opts, self._id
+        plan = plan_attempt(self._conn, opts.commit_table, self.sink_id, ident.query_id,
+                            ident.batch_id, fenced=opts.exactly_once)
+        self._clock = TaskClock(plan.base_ms, ident.partition_id)
+        self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
+                                       plan.base_ms, plan.prev_seq, plan.gap, plan.replay_of_committed)
+
+    def add(self, data: pa.RecordBatch) -> None:
+        """Buffer a batch of data rows (no marker rows)."""
+        assert self._msg is not None and self._clock is not None, "begin() first"
+        if not data.num_rows:
+            return
+        if self._buf is None:
+            o = self._opts
+            self._buf = MutationBuffer(self._conn, o.table, self._clock,
+                                       families=self._layout_for(data.schema).families, max_rows=o.max_rows,
+                                       max_size=o.max_size, checkpoint_id=self._id.batch_id)
+        self._msg.rows += self._add(data, self._buf)
+
+    def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
+        """Flush (Flink's snapshot at the barrier: unconditional) and report what is written so far."""
+        assert self._msg is not None and self._clock is not None, "begin() first"
+        fault_point("sink.before_flush")
+        if self._buf is not None:
+            self._buf.flush(final=final)
+            if self._buf.written:
+                self._msg.ts_end = self._clock.end
+        return replace(self._msg, offsets=dict(self._msg.offsets))
+
+    def close(self) -> None:
+        self._conn.close()
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> HBaseCommitMessage:
-        opts, ident = self._opts, self._id
-        try:
-            plan = plan_attempt(self._conn, opts.commit_table, self.sink_id, ident.query_id,
-                                ident.batch_id, fenced=opts.exactly_once)
-            clock = TaskClock(plan.base_ms, ident.partition_id)
-            buf: MutationBuffer | None = None
-            msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
-                                     plan.base_ms, plan.prev_seq, plan.gap, plan.replay_of_committed)
-            checkpoints: set[int] = set()
-            for batch in batches:
-                for piece in split_markers(batch):
-                    if isinstance(piece, pa.RecordBatch):
-                        if piece.num_rows:
-                            if buf is None:
-                                buf = self._buffer(piece.schema, clock)
-                            msg.rows += self._add(piece, buf)
-                    elif isinstance(piece, CheckpointBarrier):
-                        fault_point("sink.before_flush")
-                        if buf is not None:
-                            buf.flush()  # snapshot at the barrier: unconditional
-                        checkpoints.add(piece.checkpoint_id)
-                        if piece.channel is not None and piece.next_offset is not None:
-                            prev = msg.offsets.get(piece.channel, piece.next_offset)
-                            msg.offsets[piece.channel] = max(prev, int(piece.next_offset))
-            if buf is not None:
-                buf.flush(final=True)
-                if buf.written:
-                    msg.ts_end = clock.end
-            msg.source_checkpoints = sorted(checkpoints)
-            return msg
-        finally:
-            self._conn.close()
+        """Write ``batches`` (marker rows allowed) as one task; the merged commit message."""
+        from ...barrier import CheckpointingMode
+        from ..checkpointed._task import run_task
+        from ._function import HBaseSinkFunction
 
-    def _buffer(self, schema: pa.Schema, clock: TaskClock) -> MutationBuffer:
-        o = self._opts
-        return MutationBuffer(self._conn, o.table, clock, families=self._layout_for(schema).families,
-                              max_rows=o.max_rows, max_size=o.max_size, checkpoint_id=self._id.batch_id)
+        ident = self._id
+        context = SinkContext("barrier-hbase", ident.query_id, ident.batch_id, ident.partition_id, 0, {})
+        report = run_task(HBaseSinkFunction.around(self), context, batches, mode=CheckpointingMode.EXACTLY_ONCE)
+        msg = report.handles[-1]
+        msg.offsets = dict(report.source_offsets)
+        msg.source_checkpoints = list(report.source_checkpoints)
+        return msg
 
     def _layout_for(self, schema: pa.Schema) -> SinkLayout:
         if self._layout is None:

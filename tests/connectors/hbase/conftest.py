@@ -11,7 +11,7 @@ import pytest
 
 from sparkbarrier.connectors.hbase import parse_sink_options
 from sparkbarrier.connectors.hbase._committer import HBaseCommitMessage
-from sparkbarrier.connectors.hbase._source import HBaseStreamWriter
+from sparkbarrier.connectors.hbase._function import HBaseSinkFunction
 from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
 
 
@@ -33,7 +33,8 @@ class Sink:
         self.raw = raw
         self.opts = parse_sink_options(raw)
         self.schema = schema
-        self.driver = HBaseStreamWriter(self.opts, spark_schema(schema))
+        self.driver = HBaseSinkFunction()
+        self.driver.start(raw, spark_schema(schema))
 
     def task(self, rows: Sequence[dict[str, Any]] | Sequence[pa.RecordBatch], *, batch: int,
              query: str = "q1", partition: int = 0) -> HBaseCommitMessage:
@@ -42,7 +43,7 @@ class Sink:
         return HBaseTaskWriter(self.opts, TaskIdentity(query, batch, partition)).run(iter(batches))
 
     def commit(self, messages: Sequence[HBaseCommitMessage], batch: int) -> Any:
-        return self.driver._committer().commit(messages, batch)
+        return self.driver.committer().commit(messages, batch)
 
     def read(self, **as_of: Any) -> list[dict[str, Any]]:
         """The committed (or, with ``as_of_batch``/``as_of_ms``, as-of) view, sorted by id."""

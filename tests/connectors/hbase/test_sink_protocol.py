@@ -168,7 +168,7 @@ def test_abort_leaves_cells_invisible_and_replay_reuses_timestamps(make_sink) ->
     sink = make_sink(KV)
     sink.commit([sink.task([{"id": "a", "v": 1, "s": None}], batch=0)], 0)
     failed = sink.task([{"id": "a", "v": 2, "s": None}], batch=1)
-    sink.driver._committer().abort([failed], 1)
+    sink.driver.committer().abort([failed], 1)
     assert sink.read() == [{"id": "a", "v": 1, "s": None}]
     replay = sink.task([{"id": "a", "v": 2, "s": None}], batch=1)
     assert replay.base_ms == failed.base_ms

@@ -1,0 +1,134 @@
+"""``barrier-hbase`` as a checkpointed sink: the sink is one user of the generic API.
+
+The generic adapter (``sparkbarrier.connectors.checkpointed``) runs this function: on
+executors ``initialize_state`` agrees on the batch's timestamp base, ``invoke`` nets
+rows into the mutation buffer, ``snapshot_state`` flushes at every aligned barrier and
+at the end of the task and returns the task's :class:`HBaseCommitMessage` as its handle;
+on the driver ``notify_checkpoint_complete`` writes the commit record with the Kafka
+offsets the barriers carried. The commit table is the durable record of what was
+applied (a replay of a committed batch is a no-op there), so the adapter's own ledger
+is not needed (``uses_ledger = False``) and checkpoint locations on HDFS or S3 work.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pyarrow as pa
+
+from ...barrier._sink import CompletedCheckpoint, SinkContext
+from ._admin import prepare_table
+from ._commit_table import ensure_commit_table
+from ._committer import Committer, HBaseCommitMessage
+from ._connection import HBaseConnection
+from ._layout import SinkLayout, data_field_names
+from ._options import HBaseSinkOptions, parse_sink_options
+from ._writer import HBaseTaskWriter, TaskIdentity
+
+__all__ = ["HBaseSinkFunction"]
+
+log = logging.getLogger(__name__)
+
+
+def _arrow_schema(schema: Any) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+class HBaseSinkFunction:
+    """The ``CheckpointedSink`` behind ``writeStream.format("barrier-hbase")``."""
+
+    uses_ledger = False
+
+    def __init__(self) -> None:
+        self.opts: HBaseSinkOptions | None = None
+        self.layout: SinkLayout | None = None
+        self.schema_json = ""
+        self.warnings: list[str] = []
+        self._writer: HBaseTaskWriter | None = None
+
+    @classmethod
+    def around(cls, writer: HBaseTaskWriter) -> HBaseSinkFunction:
+        """A function over an existing writer (``HBaseTaskWriter.run``)."""
+        fn = cls()
+        fn._writer = writer
+        return fn
+
+    # -- driver, query start ---------------------------------------------------
+
+    def start(self, options: dict[str, str], schema: Any, *, validate: bool = True) -> None:
+        """Parse and check everything once: options, schema, table, commit table."""
+        from pyspark.sql.types import StructType
+
+        opts = self.opts = parse_sink_options(options)
+        data_schema = StructType([f for f in schema.fields if f.name in data_field_names(schema.names)])
+        self.layout = SinkLayout.build(_arrow_schema(data_schema), rowkey=opts.rowkey, op_column=opts.op_column,
+                                       default_family=opts.column_family, mapping=opts.explicit_mapping())
+        self.schema_json = data_schema.json()
+        if validate:
+            conn = HBaseConnection.from_options(opts)
+            thrift2 = self._thrift2()
+            try:
+                self.warnings = prepare_table(conn, opts.table, self.layout.families, create=opts.create_table,
+                                              thrift2=thrift2() if thrift2 else None)
+                ensure_commit_table(conn, opts.commit_table)
+            finally:
+                conn.close()
+
+    def _thrift2(self) -> Any:
+        """A factory of Thrift2 admin connections (only some paths need one), or None."""
+        opts = self.opts
+        if opts is None or opts.thrift2_port is None:
+            return None
+
+        def connect() -> Any:
+            from ._thrift2 import Thrift2Admin
+
+            return Thrift2Admin(opts.host, opts.thrift2_port, timeout_ms=opts.timeout_ms,
+                                transport=opts.transport, protocol=opts.protocol)
+
+        return connect
+
+    # -- executor ----------------------------------------------------------------
+
+    def initialize_state(self, context: SinkContext) -> None:
+        if self._writer is None:
+            opts = parse_sink_options(context.options)
+            self._writer = HBaseTaskWriter(opts, TaskIdentity(context.query_id, context.checkpoint_id,
+                                                              context.partition_id))
+        self._writer.begin()
+
+    def invoke(self, batch: pa.RecordBatch) -> None:
+        assert self._writer is not None
+        self._writer.add(batch)
+
+    def snapshot_state(self, checkpoint_id: int) -> HBaseCommitMessage:
+        assert self._writer is not None
+        return self._writer.snapshot(final=True)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+    # -- driver --------------------------------------------------------------------
+
+    def committer(self) -> Committer:
+        assert self.opts is not None and self.layout is not None
+        columns = [[t.name, t.family.decode(), t.qualifier.decode()] for t in self.layout.targets]
+        return Committer(HBaseConnection.from_options(self.opts), self.opts.commit_table, self.opts.table,
+                         fenced=self.opts.exactly_once, schema_json=self.schema_json, rowkey=self.opts.rowkey,
+                         columns=columns, thrift2=self._thrift2())
+
+    def notify_checkpoint_complete(self, checkpoint_id: int, completed: CompletedCheckpoint) -> None:
+        committer = self.committer()
+        try:
+            committer.commit(list(completed.handles), checkpoint_id, offsets=completed.source_offsets,
+                             source_checkpoints=completed.source_checkpoints)
+        finally:
+            committer.close()
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int, completed: CompletedCheckpoint | None = None) -> None:
+        if completed is not None:
+            self.committer().abort(list(completed.handles), checkpoint_id)  # writes nothing
