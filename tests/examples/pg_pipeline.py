@@ -23,7 +23,7 @@ def main(raw: str) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [example, os.environ.get("PYTHONPATH")]))
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
-    from sink import PostgresSink
+    from postgres_sink import PostgresSink
 
     import sparkbarrier
     from sparkbarrier.connectors.hbase import keep_markers

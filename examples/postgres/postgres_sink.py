@@ -1,4 +1,4 @@
-"""An exactly-once PostgreSQL sink in ~100 lines: ``TwoPhaseCommitSink`` + ``PREPARE TRANSACTION``.
+"""An exactly-once PostgreSQL sink in ~130 lines: ``TwoPhaseCommitSink`` + ``PREPARE TRANSACTION``.
 
 The pattern of Flink's JDBC exactly-once sink (XA), written against sparkbarrier's
 checkpointed-sink API:
