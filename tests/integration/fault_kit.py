@@ -327,24 +327,37 @@ class Scenario:
         batches = self.batch_records(history)
         actual = self.versions()
         # Every visible version lies in the range of a committed batch that upserted that
-        # value for that key, after the batch's last delete of it, and batches never go
-        # back in time: a record applied twice (a replay at new timestamps) breaks this.
+        # value for that key after the batch's last delete of it, in topic order; the
+        # newest version of each batch is the batch's net value; the batches seen are
+        # exactly those expected_versions keeps. A record applied twice (a replay at new
+        # timestamps) breaks this.
+        expected_batches = {k: [i for _, i in vs] for k, vs in self.expected_versions(history).items()}
         wrong: dict[str, Any] = {}
         for key, vs in actual.items():
-            last_batch = -1
+            placed: list[tuple[int, int]] = []  # (batch index, position of the upsert in the batch)
             for value, ts in vs:
                 i = next((j for j, (lo, hi) in enumerate(ranges) if lo <= ts < hi), None)
                 recs = batches[i].get(key, []) if i is not None else []
                 deletes = [j for j, r in enumerate(recs) if r.op == "delete"]
-                after = recs[deletes[-1] + 1:] if deletes else recs
-                if i is None or i < last_batch or not any(r.value == value and r.op == "upsert" for r in after):
+                start_at = deletes[-1] + 1 if deletes else 0
+                pos = next((j for j in range(len(recs) - 1, start_at - 1, -1)
+                            if recs[j].op == "upsert" and recs[j].value == value), None)
+                if i is None or pos is None or (placed and (i, pos) <= placed[-1]):
                     wrong[key] = (value, ts, f"batch seq {history[i].seq}" if i is not None else "in no batch")
                     break
-                last_batch = i
-            # A batch that deleted the key leaves no version of any earlier batch.
-            deleting = [j for j, b in enumerate(batches) if any(r.op == "delete" for r in b.get(key, []))]
-            if deleting and key not in wrong and any(ts < ranges[deleting[-1]][0] for _, ts in vs):
-                wrong[key] = ("version older than the delete of batch seq", history[deleting[-1]].seq)
+                placed.append((i, pos))
+            if key in wrong:
+                continue
+            seen = sorted({i for i, _ in placed})
+            if seen != expected_batches.get(key, []):
+                wrong[key] = ("versions from batches", seen, "expected", expected_batches.get(key, []))
+                continue
+            for i in seen:
+                last_pos = max(pos for j, pos in placed if j == i)
+                recs = batches[i][key]
+                if last_pos != max(j for j, r in enumerate(recs) if r.op == "upsert"):
+                    wrong[key] = ("newest version of batch seq", history[i].seq, "is not its last upsert")
+                    break
         assert not wrong, f"versions not written by their batch: {dict(list(wrong.items())[:3])}; ranges {ranges}"
 
         now = int(time.time() * 1000)
