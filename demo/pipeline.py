@@ -5,14 +5,18 @@ Run with ``./dev demo`` (starts the devstack first) or directly::
     .venv/bin/python demo/pipeline.py [--seconds 45] [--rate 400] [--trigger "2 seconds"]
 
 Endpoints: ``--bootstrap`` / ``--hbase`` or ``SPARKBARRIER_KAFKA_BOOTSTRAP`` /
-``SPARKBARRIER_HBASE_THRIFT``, else the local devstack (started if needed).
+``SPARKBARRIER_HBASE_THRIFT``, else the local devstack (started if needed). The HBase
+Thrift2 server (``--hbase-thrift2`` or ``SPARKBARRIER_HBASE_THRIFT2``, host:port on the
+Thrift host; the devstack's when the devstack is used) is optional: with it the sink
+creates its table with ``KEEP_DELETED_CELLS=TRUE``, which makes the committed view exact.
 
 What happens: a new 2-partition topic gets a stream of upserts and deletes over a small
 key space (``workload.py``); the streaming query runs for ``--seconds`` with one progress
 line per checkpoint; then the producer stops, the query is stopped mid-stream, and the same
 query (same checkpoint) drains the rest with ``Trigger.AvailableNow`` -- the way a stopped
 barrier query gets its final batch committed to the consumer group. The report checks that
-HBase's committed view equals the produced events applied in Kafka order, and that the
+HBase's committed view *and* a plain HBase scan (what any HBase client sees: no extra
+columns, deletes applied) equal the produced events applied in Kafka order, and that the
 group's offsets equal Spark's last completed checkpoint (never ahead of it). Exit status 0
 when every check passes, 1 when one fails, 2 when the run itself could not happen.
 """
@@ -24,6 +28,7 @@ import json
 import logging
 import os
 import shutil
+import struct
 import sys
 import tempfile
 import time
@@ -48,6 +53,7 @@ log = logging.getLogger("sparkbarrier.demo")
 
 EVENT_DDL = "id string, op string, v bigint, city string, ts bigint"
 COMMIT_TABLE = "sparkbarrier_commits"
+FAMILY = b"d"  # the sink's default column family
 
 
 @dataclass(frozen=True)
@@ -83,8 +89,12 @@ def spark_session(master: str = "local[2]", app: str = "sparkbarrier-demo") -> A
 
 
 def pipeline(spark: Any, bootstrap: str, hbase: tuple[str, int], names: Names, *,
-             max_per_trigger: int = 20_000) -> Any:
-    """The streaming DataFrame writer: source → transformation (markers kept) → sink."""
+             max_per_trigger: int = 20_000, thrift2_port: int | None = None) -> Any:
+    """The streaming DataFrame writer: source → transformation (markers kept) → sink.
+
+    ``thrift2_port``: the HBase Thrift2 server on ``hbase``'s host, if there is one; the
+    sink then creates (or checks) its table with ``KEEP_DELETED_CELLS=TRUE``.
+    """
     from pyspark.sql import functions as F
 
     from sparkbarrier.connectors.hbase import keep_markers
@@ -104,7 +114,10 @@ def pipeline(spark: Any, bootstrap: str, hbase: tuple[str, int], names: Names, *
                         F.col("e.v").alias("v"), F.upper(F.col("e.city")).alias("city"),
                         F.col("partition").alias("src_partition"),
                         F.col("offset").alias("src_offset"))
-    return (rows.writeStream.format("barrier-hbase")
+    writer = rows.writeStream.format("barrier-hbase")
+    if thrift2_port is not None:
+        writer = writer.option("hbase.thrift2.port", str(thrift2_port))
+    return (writer
             .option("hbase.thrift.host", hbase[0]).option("hbase.thrift.port", str(hbase[1]))
             .option("table", names.table).option("create.table", "true")
             .option("rowkey", "id").option("op.column", "op")
@@ -194,25 +207,59 @@ def _committed_view(hbase: tuple[str, int], names: Names) -> dict[str, dict[str,
     return {r.pop("id"): r for r in table.to_pylist()}
 
 
-def _endpoints(args: argparse.Namespace) -> tuple[str, tuple[str, int]]:
+def _plain_view(hbase: tuple[str, int], names: Names) -> dict[str, dict[bytes, bytes]]:
+    """What any HBase client sees: a plain scan (newest version per cell, deletes applied)."""
+    import happybase
+
+    conn = happybase.Connection(hbase[0], hbase[1], timeout=60_000)
+    try:
+        return {key.decode(): data for key, data in conn.table(names.table).scan()}
+    finally:
+        conn.close()
+
+
+def _as_cells(row: dict[str, Any]) -> dict[bytes, bytes]:
+    """The cells one expected row must have in HBase: ``d:<column>`` in ``Bytes.toBytes`` form."""
+    return {FAMILY + b":v": struct.pack(">q", row["v"]),
+            FAMILY + b":city": row["city"].encode(),
+            FAMILY + b":src_partition": struct.pack(">i", row["src_partition"]),  # Kafka's int
+            FAMILY + b":src_offset": struct.pack(">q", row["src_offset"])}
+
+
+def _split(hostport: str) -> tuple[str, int]:
+    host, _, port = hostport.rpartition(":")
+    return host, int(port)
+
+
+def _endpoints(args: argparse.Namespace) -> tuple[str, tuple[str, int], int | None]:
+    """Kafka bootstrap, HBase Thrift (host, port) and the Thrift2 port (None: no Thrift2)."""
     kafka = args.bootstrap or os.environ.get("SPARKBARRIER_KAFKA_BOOTSTRAP")
     hbase = args.hbase or os.environ.get("SPARKBARRIER_HBASE_THRIFT")
+    thrift2 = args.hbase_thrift2 or os.environ.get("SPARKBARRIER_HBASE_THRIFT2")
     if not (kafka and hbase):
         from sparkbarrier.devstack import Devstack
 
         endpoints = Devstack().up()
         kafka = kafka or endpoints.kafka_bootstrap
-        hbase = hbase or "%s:%d" % tuple(endpoints.hbase_thrift)
-    host, _, port = hbase.rpartition(":")
-    return kafka, (host, int(port))
+        if not hbase:
+            hbase = "%s:%d" % tuple(endpoints.hbase_thrift)
+            thrift2 = thrift2 or "%s:%d" % tuple(endpoints.hbase_thrift2)
+    host, port = _split(hbase)
+    thrift2_port = None
+    if thrift2:
+        host2, thrift2_port = _split(thrift2)
+        if host2 != host:
+            raise RuntimeError(f"the Thrift2 server must run on the Thrift host {host}, got {thrift2}")
+    return kafka, (host, port), thrift2_port
 
 
 def run(args: argparse.Namespace) -> int:
-    bootstrap, hbase = _endpoints(args)
+    bootstrap, hbase, thrift2_port = _endpoints(args)
     names = Names.fresh()
     ckpt = Path(tempfile.mkdtemp(prefix="sparkbarrier-demo-"))
     started = time.monotonic()
-    print(f"sparkbarrier demo: Kafka {bootstrap}, HBase Thrift {hbase[0]}:{hbase[1]}\n"
+    print(f"sparkbarrier demo: Kafka {bootstrap}, HBase Thrift {hbase[0]}:{hbase[1]} "
+          f"(Thrift2 port {thrift2_port or 'none: the table gets no KEEP_DELETED_CELLS'})\n"
           f"  topic/table/sink.id {names.topic}, group {names.group}, checkpoint {ckpt}", flush=True)
     create_topic(bootstrap, names.topic, partitions=2)
     workload = Workload(bootstrap, names.topic, rate=args.rate, keys=args.keys)
@@ -220,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(bootstrap, names)
     checks = Checks()
     try:
-        query = (pipeline(spark, bootstrap, hbase, names)
+        query = (pipeline(spark, bootstrap, hbase, names, thrift2_port=thrift2_port)
                  .option("checkpointLocation", str(ckpt))
                  .trigger(processingTime=args.trigger).start())
         workload.start()
@@ -254,7 +301,7 @@ def run(args: argparse.Namespace) -> int:
                      f"group {group_offsets}, completed {done_offsets}")
 
         print("\nfinal drain (Trigger.AvailableNow, same checkpoint):", flush=True)
-        drain = (pipeline(spark, bootstrap, hbase, names).option("checkpointLocation", str(ckpt))
+        drain = (pipeline(spark, bootstrap, hbase, names, thrift2_port=thrift2_port).option("checkpointLocation", str(ckpt))
                  .trigger(availableNow=True).start())
         if not drain.awaitTermination(args.drain_timeout):
             drain.stop()
@@ -305,6 +352,16 @@ def _verify(bootstrap: str, hbase: tuple[str, int], names: Names, ckpt: str, eve
                  f"{sum(1 for e in events if e.value['op'] == 'delete')} deletes)"
                  + (f"; missing {missing[:5]} extra {extra[:5]} wrong {wrong[:5]}"
                     if missing or extra or wrong else ""))
+    plain = _plain_view(hbase, names)
+    want_cells = {k: _as_cells(row) for k, row in expected.items()}
+    missing = sorted(set(want_cells) - set(plain))
+    extra = sorted(set(plain) - set(want_cells))
+    wrong = sorted(k for k in set(want_cells) & set(plain) if want_cells[k] != plain[k])
+    checks.check("plain HBase scan == events applied in Kafka order (no extra columns)",
+                 not (missing or extra or wrong),
+                 f"{len(plain)} rows"
+                 + (f"; missing {missing[:5]} extra {extra[:5]} wrong "
+                    f"{[(k, sorted(plain[k])) for k in wrong[:3]]}" if missing or extra or wrong else ""))
     print(f"\n{'PASSED' if checks.passed else 'FAILED'}: {sum(ok for _, ok, _ in checks.results)}/"
           f"{len(checks.results)} checks, last checkpoint {last.checkpoint_id if last else None} "
           f"(Spark batch {last.batch_id if last else None}), sink seq {sink.seq}, "
@@ -323,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-timeout", type=float, default=120)
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers")
     parser.add_argument("--hbase", help="HBase Thrift1 host:port")
+    parser.add_argument("--hbase-thrift2", help="HBase Thrift2 host:port (optional; same host as --hbase)")
     parser.add_argument("--keep-checkpoint", action="store_true")
     parser.add_argument("--interrupt", action="store_true",
                         help="stop the query mid-batch (Spark logs the aborted batch; the drain replays it)")
