@@ -3,7 +3,10 @@
 Used by ``test_cluster.py`` in a subprocess so the cluster gets its own SparkSession
 (one JVM per process) and a hard timeout. Prints one JSON line with the batches run.
 
-    python cluster_pipeline.py MASTER BOOTSTRAP HBASE_HOST:PORT TOPIC GROUP TABLE CHECKPOINT
+    python cluster_pipeline.py MASTER BOOTSTRAP HBASE_HOST:PORT TOPIC GROUP TABLE CHECKPOINT [THRIFT2_PORT]
+
+``THRIFT2_PORT`` (the HBase Thrift2 server on the Thrift host) is optional: with it the
+sink creates its table with ``KEEP_DELETED_CELLS=TRUE``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from pipeline import Names, pipeline, spark_session  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
-    master, bootstrap, hbase, topic, group, table, checkpoint = argv
+    master, bootstrap, hbase, topic, group, table, checkpoint, *rest = argv
+    thrift2_port = int(rest[0]) if rest else None
     host, _, port = hbase.rpartition(":")
     names = Names(topic=topic, group=group, table=table, sink_id=table)
     spark = spark_session(master=master, app="sparkbarrier-cluster-test")
@@ -31,7 +35,8 @@ def main(argv: list[str]) -> int:
         while status().size() < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         executors = status().size()
-        query = (pipeline(spark, bootstrap, (host, int(port)), names, max_per_trigger=1000)
+        query = (pipeline(spark, bootstrap, (host, int(port)), names, max_per_trigger=1000,
+                          thrift2_port=thrift2_port)
                  .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
         finished = query.awaitTermination(180)
         error = query.exception()

@@ -21,6 +21,8 @@ from kafka import KafkaAdminClient, KafkaProducer
 
 from sparkbarrier import checkpoint_log_status, group_status, sink_status
 from sparkbarrier.connectors.hbase import read_committed
+from sparkbarrier.connectors.hbase._commit_table import read_history
+from sparkbarrier.connectors.hbase._connection import HBaseConnection
 
 pytestmark = [pytest.mark.kafka, pytest.mark.hbase, pytest.mark.spark, pytest.mark.slow,
               pytest.mark.timeout(600)]
@@ -67,7 +69,7 @@ def _run_cluster(args: list[str]) -> dict:
     return json.loads(lines[-1])
 
 
-def test_pipeline_on_local_cluster_is_exactly_once(kafka_bootstrap, hbase_thrift,
+def test_pipeline_on_local_cluster_is_exactly_once(kafka_bootstrap, hbase_thrift, servers,
                                                    unique_name: Callable[[str], str], tmp_path: Path) -> None:
     topic, group = unique_name("cl"), unique_name("clg")
     admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
@@ -75,6 +77,8 @@ def test_pipeline_on_local_cluster_is_exactly_once(kafka_bootstrap, hbase_thrift
     admin.close()
     hbase = f"{hbase_thrift[0]}:{hbase_thrift[1]}"
     args = [kafka_bootstrap, hbase, topic, group, topic, str(tmp_path / "ckpt")]
+    if servers.hbase_thrift2 is not None and servers.hbase_thrift2[0] == hbase_thrift[0]:
+        args.append(str(servers.hbase_thrift2[1]))  # the table gets KEEP_DELETED_CELLS
 
     events = _produce(kafka_bootstrap, topic, 0, 2500)
     first = _run_cluster(args)
@@ -95,4 +99,12 @@ def test_pipeline_on_local_cluster_is_exactly_once(kafka_bootstrap, hbase_thrift
     assert group_view.offsets() == ends and group_view.total_lag == 0
     assert group_view.last_checkpoint_id == last.checkpoint_id
     sink = sink_status(hbase_thrift[0], hbase_thrift[1], topic, "sparkbarrier_commits")
-    assert sink.offsets == ends and max(sink.checkpoint_ids) == last.checkpoint_id
+    assert sink.offsets == ends
+    conn = HBaseConnection(*hbase_thrift)
+    try:
+        history = read_history(conn, "sparkbarrier_commits", topic)
+    finally:
+        conn.close()
+    assert history and history[-1].offsets == ends
+    assert max(history[-1].source_checkpoints) == last.checkpoint_id
+    assert [r.seq for r in history] == list(range(1, len(history) + 1))
