@@ -44,10 +44,10 @@ def keep_deleted_cells_command(table: str, families: Iterable[str]) -> str:
 
 
 def _views_warning(table: str, families: list[str], why: str) -> str:
-    return (f"HBase table {table!r}: {why}. The committed and as-of views of barrier-hbase can then "
-            f"miss rows that a newer (in-flight or later) delete removed, and major compactions drop "
-            f"deleted cells that older as-of reads need. Fix it in the HBase shell: "
-            f"{keep_deleted_cells_command(table, families)}")
+    return (f"HBase table {table!r}: {why}. Where deleted cells are not kept, the committed and as-of "
+            f"views of barrier-hbase can miss rows that a newer (in-flight or later) delete removed, and "
+            f"major compactions drop deleted cells that older as-of reads need. Fix it in the HBase "
+            f"shell: {keep_deleted_cells_command(table, families)}")
 
 
 def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], *, create: bool,
@@ -106,7 +106,7 @@ def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], 
     if existed:
         if thrift2 is None:
             warn(_views_warning(table, wanted, "KEEP_DELETED_CELLS cannot be checked over Thrift1 (set "
-                                "hbase.thrift2.port to check it); if it is not TRUE"))
+                                "hbase.thrift2.port to check it)"))
         else:
             from ._thrift2 import KeepDeletedCells
 
