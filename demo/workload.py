@@ -92,9 +92,14 @@ class Workload:
             raise
 
     def stop_quietly(self) -> None:
-        """Stop the thread on an error path (events are discarded; idempotent)."""
+        """Stop the thread on an error path (events are discarded; idempotent).
+
+        Also safe when :meth:`start` never ran (the query failed to start): joining an
+        unstarted thread would raise and hide the real error.
+        """
         self._stop.set()
-        self._thread.join(10)
+        if self._thread.ident is not None:
+            self._thread.join(10)
 
     def stop(self, timeout: float = 30) -> list[Event]:
         """Stop producing, flush, and return every event with its partition and offset."""
