@@ -18,7 +18,9 @@ Call order in Spark (who calls, where):
 3. executor: ``snapshot_state(checkpoint_id)`` when the barriers of every channel the
    task reads have arrived (exactly-once alignment) and once more at the end of the
    task if data arrived after the last one; each returns a picklable *handle* of what
-   it pre-committed, which travels to the driver in the task's commit message;
+   it pre-committed, which travels to the driver in the task's commit message. A
+   function with an ``end_of_input()`` method hears when the task's input is done
+   (Flink's ``endInput``), and then always gets one last ``snapshot_state``;
 4. driver: ``notify_checkpoint_complete(checkpoint_id, completed)`` when Spark commits
    the batch, with every task's handles; ``notify_checkpoint_aborted(checkpoint_id,
    completed)`` when Spark aborts it (executors also get it, without handles, when an
@@ -89,6 +91,8 @@ class CheckpointedSink(Protocol):
 
     def snapshot_state(self, checkpoint_id: int) -> Any:
         """Executor: pre-commit everything invoked so far; return a picklable handle (or None)."""
+
+    # Optional: ``end_of_input(self) -> None`` (executor), see step 3 above.
 
     def notify_checkpoint_complete(self, checkpoint_id: int, completed: CompletedCheckpoint) -> None:
         """Driver: the checkpoint is complete; publish its handles. Idempotent."""

@@ -165,5 +165,8 @@ def _run(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.Record
                                 checkpoint_id=context.checkpoint_id)
             feeder.feed(channel, piece)
     feeder.end()
-    if shim.dirty or not msg.handles:
+    end_of_input = getattr(fn, "end_of_input", None)
+    if end_of_input is not None:
+        end_of_input()  # the function asked to hear it: its last snapshot follows, always
+    if shim.dirty or not msg.handles or end_of_input is not None:
         shim.take()

@@ -1,22 +1,24 @@
-"""Mutation buffer and flush policy (executor, one per write task): net per key, flush in rounds.
+"""Mutation buffer and flush policy (executor, one per write task): net per key, rounds per key.
 
 Rows are *netted* per row key while buffered, as Flink's reduced-buffer executors do:
 the buffer keeps, per key, whether the row was deleted, which cells were deleted and
 the last value of every put cell. Ten thousand updates of a hot key leave one put; a
 delete followed by puts leaves one delete marker (at the round's delete slot) and
-newer puts (at its put slot), see ``_timestamps``. A flush sends at most two
-``mutateRowsTs`` calls: every delete of the flush at the delete slot (Thrift1 turns a
-``family`` column into a DeleteFamily marker and ``family:qualifier`` into a
-DeleteColumns marker, both masking versions at or below the slot), then every put at
-the put slot.
+newer puts (at its put slot), see ``_timestamps``. A flush sends, per round in use, at
+most two ``mutateRowsTs`` calls: the deletes at the round's delete slot (Thrift1 turns
+a ``family`` column into a DeleteFamily marker and ``family:qualifier`` into a
+DeleteColumns marker, both masking versions at or below the slot), then the puts at
+its put slot.
 
-Flush points are deterministic, so a replay of the same input flushes at the same rows
-and writes the same cells at the same timestamps: the row limit (input rows since the
-last flush), the byte limit, every barrier and the end of the task. A delete of a key
-whose put this round already flushed cannot mask that put from the same delete slot,
-so that flush opens a new round first. When only the last round is left, the buffer
-stops flushing mid-task and sends everything at the end of the task in one go (memory
-then grows with the task's distinct keys; a warning says which option to raise).
+Rounds are per key. A key stays in its round (a later put overwrites its earlier one at
+the same timestamp: one version per batch) until a delete of it follows a put of it
+that already went out; only then does it move to the next round, whose delete marker
+masks that put. A key that reaches the last round is held in memory until the end of
+the task and written once there, so it can never need a fifth round. Flush points are
+deterministic, so a replay writes the same cells at the same timestamps: the row limit
+(input rows since the last flush), the byte limit (both recorded with the attempt, so a
+replay under changed options still flushes where the first attempt did), every
+barrier, and the end of the task.
 
 Any write failure raises :class:`FlushError`: Spark fails the task and retries it, and
 the retry rewrites the same cells at the same timestamps.
@@ -32,16 +34,18 @@ from thriftpy2.thrift import TException
 from ..._exceptions import FlushError, SinkError
 from ..._faults import fault_point
 from ._connection import HBaseConnection
-from ._timestamps import TaskClock
+from ._timestamps import ROUNDS, TaskClock
 
 __all__ = ["MutationBuffer", "FAULT_AFTER_PARTIAL_FLUSH", "FLUSHED_KEYS_LIMIT"]
 
 log = logging.getLogger(__name__)
 
 FAULT_AFTER_PARTIAL_FLUSH = "hbase.after_partial_flush"
-# Keys whose puts went out in the current round are remembered to spot a later delete
-# of them; past this many the next flush opens a new round, bounding that memory.
+# The round of every key already written is remembered; past this many keys they are
+# forgotten and every key starts one round higher (a later write of any of them then
+# sorts above what it wrote before), bounding that memory.
 FLUSHED_KEYS_LIMIT = 1_000_000
+_LAST = ROUNDS - 1
 
 
 class _RowChange:
@@ -71,12 +75,12 @@ class MutationBuffer:
         self.max_rows, self.max_size = max_rows, max_size
         self.checkpoint_id = checkpoint_id
         self._changes: dict[bytes, _RowChange] = {}
-        self._flushed_puts: set[bytes] = set()
+        self._held: dict[bytes, _RowChange] = {}  # keys in the last round, written at the end
+        self._written: dict[bytes, tuple[int, bool]] = {}  # key -> (round, a put of it went out there)
+        self._floor = 0  # round of keys not in _written
         self._rows = 0
         self._bytes = 0
-        self._holding = False
-        self.written = False
-        self.written_in_last_round = False
+        self.max_round: int | None = None  # highest round written so far
 
     def delete_row(self, key: bytes, nbytes: int) -> None:
         change = self._change(key)
@@ -95,7 +99,7 @@ class MutationBuffer:
         self._count(nbytes)
 
     def _change(self, key: bytes) -> _RowChange:
-        change = self._changes.get(key)
+        change = self._held.get(key) or self._changes.get(key)
         if change is None:
             change = self._changes[key] = _RowChange()
         return change
@@ -106,35 +110,44 @@ class MutationBuffer:
         if self._rows >= self.max_rows or self._bytes >= self.max_size:
             self.flush()
 
+    def _round_of(self, key: bytes, change: _RowChange) -> int:
+        written = self._written.get(key)
+        if written is None:
+            return self._floor
+        round_, put_out = written
+        return round_ + 1 if put_out and change.has_delete else round_
+
     def flush(self, *, final: bool = False) -> None:
-        """Send the netted changes (a barrier or limit; ``final`` at the end of the task)."""
-        if not self._changes or (self._holding and not final):
-            return
-        clock = self._clock
-        if self._holding and self.written_in_last_round and self._needs_new_round():
-            raise SinkError(
-                "a write task must order a delete after a put it already wrote in its last timestamp round "
-                "(several barriers in one task with keys deleted and rewritten between them); raise "
-                "sink.buffer-flush.max-rows or use smaller micro-batches", checkpoint_id=self.checkpoint_id)
-        if not self._holding and self._needs_new_round():
-            if clock.next_is_last:
-                clock.advance()
-                self._holding = True
-                log.warning("a write task deleted keys it had already written %d times in one "
-                            "micro-batch; it now holds the rest of its rows until its end. Raise "
-                            "sink.buffer-flush.max-rows or use smaller micro-batches to avoid this",
-                            clock.round)
-                if not final:
-                    return
-            else:
-                clock.advance()
-                self._flushed_puts.clear()
+        """Send the netted changes (a limit or barrier; ``final`` at the end of the task)."""
         changes = self._changes
+        if final:
+            changes.update(self._held)
+            self._held = {}
+        if not changes:
+            return
         self._changes, self._rows, self._bytes = {}, 0, 0
+        rounds: dict[int, list[tuple[bytes, _RowChange]]] = {}
+        for key, change in changes.items():
+            round_ = self._round_of(key, change)
+            if round_ >= _LAST and not final:
+                if not self._held:
+                    log.warning("a write task deletes and rewrites key(s) across flushes of one micro-batch "
+                                "again and again; it keeps them in memory and writes them at its end")
+                self._held[key] = change  # written once, at the end of the task
+                continue
+            rounds.setdefault(round_, []).append((key, change))
+        for round_ in sorted(rounds):
+            self._write(round_, rounds[round_])
+        if len(self._written) >= FLUSHED_KEYS_LIMIT:
+            self._floor = min(_LAST, max(r for r, _ in self._written.values()) + 1)
+            self._written = {}
+        fault_point(FAULT_AFTER_PARTIAL_FLUSH, fail=lambda m: FlushError(m, checkpoint_id=self.checkpoint_id))
+
+    def _write(self, round_: int, changes: list[tuple[bytes, _RowChange]]) -> None:
         Mutation, BatchMutation = _thrift_types()
         deletes: list[Any] = []
         puts: list[Any] = []
-        for key, change in changes.items():
+        for key, change in changes:
             if change.deleted:
                 deletes.append(BatchMutation(row=key, mutations=[
                     Mutation(isDelete=True, column=f) for f in self._families]))
@@ -144,20 +157,14 @@ class MutationBuffer:
             if change.puts:
                 puts.append(BatchMutation(row=key, mutations=[
                     Mutation(column=c, value=v) for c, v in change.puts.items()]))
-                self._flushed_puts.add(key)
-        self._send(deletes, clock.delete_ts)
-        self._send(puts, clock.put_ts)
-        self.written = True
-        self.written_in_last_round = self._holding
+            before = self._written.get(key)
+            put_before = before is not None and before[0] == round_ and before[1]
+            self._written[key] = (round_, put_before or bool(change.puts))
+        self._send(deletes, self._clock.delete_ts(round_))
+        self._send(puts, self._clock.put_ts(round_))
+        self.max_round = round_ if self.max_round is None else max(self.max_round, round_)
         log.debug("flushed %d row(s) (%d delete, %d put) in round %d", len(changes), len(deletes),
-                  len(puts), clock.round)
-        fault_point(FAULT_AFTER_PARTIAL_FLUSH, fail=lambda m: FlushError(m, checkpoint_id=self.checkpoint_id))
-
-    def _needs_new_round(self) -> bool:
-        if len(self._flushed_puts) >= FLUSHED_KEYS_LIMIT:
-            return True
-        flushed = self._flushed_puts
-        return any(c.has_delete and k in flushed for k, c in self._changes.items())
+                  len(puts), round_)
 
     def _send(self, mutations: list[Any], ts: int) -> None:
         if not mutations:

@@ -88,6 +88,8 @@ class CommitRecord:
     rowkey: str = ""
     columns: list[list[str]] = field(default_factory=list)
     committed_at_ms: int = 0
+    flush_rows: int = 1000
+    flush_bytes: int = 2 << 20
     version: int = RECORD_VERSION
 
     def to_bytes(self) -> bytes:
@@ -103,7 +105,8 @@ class AttemptRecord:
     """The timestamp base a (query, batch) writes at (``c:attempt``).
 
     ``prev_seq`` is the commit the attempt builds on; ``gap`` the timestamp range of an
-    attempt it replaced (that one never committed and its cells must stay invisible).
+    attempt it replaced (that one never committed and its cells must stay invisible);
+    ``flush_rows``/``flush_bytes`` the buffer limits it flushes at (a replay reuses them).
     """
 
     query_id: str
@@ -111,6 +114,8 @@ class AttemptRecord:
     base_ms: int
     prev_seq: int | None
     gap: list[int] | None = None
+    flush_rows: int = 1000
+    flush_bytes: int = 2 << 20
     version: int = RECORD_VERSION
 
     def to_bytes(self) -> bytes:

@@ -65,6 +65,8 @@ class HBaseCommitMessage(WriterCommitMessage):
     prev_seq: int | None
     gap: list[int] | None
     replay_of_committed: bool
+    flush_rows: int = 1000
+    flush_bytes: int = 2 << 20
     rows: int = 0
     ts_end: int | None = None
     offsets: dict[str, int] = field(default_factory=dict)
@@ -77,20 +79,28 @@ class Plan:
     prev_seq: int | None
     gap: list[int] | None
     replay_of_committed: bool
+    max_rows: int
+    max_size: int
 
 
 def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
-                 batch_id: int, *, fenced: bool = True) -> Plan:
-    """The timestamp base this task writes at (executor; one get, at most one checkAndPut)."""
+                 batch_id: int, *, fenced: bool = True, max_rows: int = 1000, max_size: int = 2 << 20) -> Plan:
+    """The timestamp base and flush limits this task writes with (executor; one get, at most one checkAndPut).
+
+    A new attempt records ``max_rows``/``max_size`` (the sink's options); a replay uses
+    the recorded ones, so it flushes at the same rows and writes the same rounds.
+    """
     for _ in range(_MAX_PLAN_ROUNDS):
         state = read_state(conn, commit_table, sink_id)
         commit, attempt = state.commit, state.attempt
         if commit is not None and commit.query_id == query_id and commit.batch_id == batch_id:
-            return Plan(commit.ts_lo, commit.seq - 1 if commit.seq > 1 else None, None, True)
+            return Plan(commit.ts_lo, commit.seq - 1 if commit.seq > 1 else None, None, True,
+                        commit.flush_rows, commit.flush_bytes)
         prev = commit.seq if commit is not None else None
         if (attempt is not None and attempt.query_id == query_id and attempt.batch_id == batch_id
                 and attempt.prev_seq == prev):
-            return Plan(attempt.base_ms, attempt.prev_seq, attempt.gap, False)
+            return Plan(attempt.base_ms, attempt.prev_seq, attempt.gap, False, attempt.flush_rows,
+                        attempt.flush_bytes)
         floor = commit.read_bound if commit is not None else 0
         gap = None
         if attempt is not None and attempt.prev_seq == prev:
@@ -98,12 +108,14 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
             lo = attempt.gap[0] if attempt.gap else attempt.base_ms
             gap = [lo, attempt.base_ms + BATCH_SPAN_MS]
             floor = max(floor, gap[1])
-        new = AttemptRecord(query_id, batch_id, next_base(int(time.time() * 1000), floor), prev, gap)
+        new = AttemptRecord(query_id, batch_id, next_base(int(time.time() * 1000), floor), prev, gap,
+                            flush_rows=max_rows, flush_bytes=max_size)
+        plan = Plan(new.base_ms, prev, gap, False, max_rows, max_size)
         if not fenced:
             put_cell(conn, commit_table, sink_id, ATTEMPT_COLUMN, new.to_bytes())
-            return Plan(new.base_ms, prev, gap, False)
+            return plan
         if check_and_put(conn, commit_table, sink_id, ATTEMPT_COLUMN, state.attempt_raw, new.to_bytes()):
-            return Plan(new.base_ms, prev, gap, False)
+            return plan
     raise ProtocolError(f"sink {sink_id!r}: could not agree on a timestamp base for batch "
                         f"{batch_id} after {_MAX_PLAN_ROUNDS} rounds (another writer keeps racing)")
 
@@ -180,7 +192,7 @@ class Committer:
             source_checkpoints=sorted({c for m in msgs for c in m.source_checkpoints} | set(source_checkpoints)),
             gaps=_merge_gaps(current.gaps if current is not None else [], first.gap),
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
-            committed_at_ms=int(time.time() * 1000),
+            committed_at_ms=int(time.time() * 1000), flush_rows=first.flush_rows, flush_bytes=first.flush_bytes,
         )
         if not self._fenced:
             put_cell(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN, record.to_bytes())

@@ -48,6 +48,7 @@ class HBaseSinkFunction:
         self.schema_json = ""
         self.warnings: list[str] = []
         self._writer: HBaseTaskWriter | None = None
+        self._ended = False
 
     @classmethod
     def around(cls, writer: HBaseTaskWriter) -> HBaseSinkFunction:
@@ -105,8 +106,13 @@ class HBaseSinkFunction:
         self._writer.add(batch)
 
     def snapshot_state(self, checkpoint_id: int) -> HBaseCommitMessage:
+        """Flush at a barrier; after :meth:`end_of_input`, flush everything (held keys too)."""
         assert self._writer is not None
-        return self._writer.snapshot(final=True)
+        return self._writer.snapshot(final=self._ended)
+
+    def end_of_input(self) -> None:
+        """The task's input is done: the next snapshot is the last one and writes everything."""
+        self._ended = True
 
     def close(self) -> None:
         if self._writer is not None:

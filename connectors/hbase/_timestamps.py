@@ -20,11 +20,12 @@ is a pure function of the input:
   ``2r``, puts at ``2r + 1``. A put masks nothing and a delete marker at ``t`` masks
   every put at ``<= t`` whatever the arrival order, so "delete, then put" inside a
   round is a marker and a newer put, and replays converge;
-* within a round the task nets its rows per key (``_buffer``): a hot key updated
-  thousands of times costs one put, not thousands of timestamps. A new round starts
-  only when a delete follows a put of the same key that has already been flushed in
-  the current round, which is a deterministic function of the input and the
-  deterministic flush points (row/byte limits, barriers), never of time.
+* the task nets its rows per key (``_buffer``): a hot key updated thousands of times
+  costs one put, not thousands of timestamps. A key moves to its next round only when
+  a delete of it follows a put of it that has already been flushed, which is a
+  deterministic function of the input and the deterministic flush points (row/byte
+  limits recorded with the attempt, barriers, the end of the task), never of time;
+  every other key stays in its round, so it keeps one version per batch.
 
 A batch therefore spans at most ``MAX_TASKS * TASK_WIDTH_MS`` ms (4.1 s) and usually
 ``8 * tasks`` ms; the next batch starts at ``max(now, end of this one)``, so cells
@@ -56,9 +57,9 @@ def next_base(now_ms: int, floor_ms: int) -> int:
 
 
 class TaskClock:
-    """The two timestamps one write task uses in its current round (executor, one per task)."""
+    """The timestamps of one write task's rounds (executor, one per task)."""
 
-    __slots__ = ("round", "_start")
+    __slots__ = ("_start",)
 
     def __init__(self, base_ms: int, partition_id: int) -> None:
         if not 0 <= partition_id < MAX_TASKS:
@@ -66,31 +67,20 @@ class TaskClock:
                 f"barrier-hbase supports at most {MAX_TASKS} write tasks per micro-batch, "
                 f"got partition {partition_id}; coalesce() the stream before the sink"
             )
-        self.round = 0
         self._start = base_ms + partition_id * TASK_WIDTH_MS
 
-    @property
-    def delete_ts(self) -> int:
-        return self._start + 2 * self.round
+    def delete_ts(self, round_: int) -> int:
+        return self._start + 2 * self._check(round_)
 
-    @property
-    def put_ts(self) -> int:
-        return self._start + 2 * self.round + 1
+    def put_ts(self, round_: int) -> int:
+        return self._start + 2 * self._check(round_) + 1
 
-    @property
-    def last_round(self) -> bool:
-        return self.round == ROUNDS - 1
+    def end(self, round_: int) -> int:
+        """First timestamp after everything written in rounds up to ``round_``."""
+        return self.put_ts(round_) + 1
 
-    @property
-    def next_is_last(self) -> bool:
-        return self.round + 1 == ROUNDS - 1
-
-    @property
-    def end(self) -> int:
-        """First timestamp after everything this task may have written so far."""
-        return self.put_ts + 1
-
-    def advance(self) -> None:
-        if self.last_round:
-            raise SinkError("internal: a write task ran out of timestamp rounds")
-        self.round += 1
+    @staticmethod
+    def _check(round_: int) -> int:
+        if not 0 <= round_ < ROUNDS:
+            raise SinkError(f"internal: timestamp round {round_} outside 0..{ROUNDS - 1}")
+        return round_

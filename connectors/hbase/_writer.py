@@ -72,15 +72,18 @@ class HBaseTaskWriter:
         self._clock: TaskClock | None = None
         self._buf: MutationBuffer | None = None
         self._msg: HBaseCommitMessage | None = None
+        self._plan: Any = None
 
     def begin(self) -> None:
         """Agree on the batch's timestamp base (one get, at most one checkAndPut)."""
         opts, ident = self._opts, self._id
-        plan = plan_attempt(self._conn, opts.commit_table, self.sink_id, ident.query_id,
-                            ident.batch_id, fenced=opts.exactly_once)
+        plan = self._plan = plan_attempt(self._conn, opts.commit_table, self.sink_id, ident.query_id,
+                                         ident.batch_id, fenced=opts.exactly_once, max_rows=opts.max_rows,
+                                         max_size=opts.max_size)
         self._clock = TaskClock(plan.base_ms, ident.partition_id)
         self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
-                                       plan.base_ms, plan.prev_seq, plan.gap, plan.replay_of_committed)
+                                       plan.base_ms, plan.prev_seq, plan.gap, plan.replay_of_committed,
+                                       flush_rows=plan.max_rows, flush_bytes=plan.max_size)
 
     def add(self, data: pa.RecordBatch) -> None:
         """Buffer a batch of data rows (no marker rows)."""
@@ -89,9 +92,11 @@ class HBaseTaskWriter:
             return
         if self._buf is None:
             o = self._opts
+            # The attempt's recorded limits, not the options: a replay flushes where it first did.
             self._buf = MutationBuffer(self._conn, o.table, self._clock,
-                                       families=self._layout_for(data.schema).families, max_rows=o.max_rows,
-                                       max_size=o.max_size, checkpoint_id=self._id.batch_id)
+                                       families=self._layout_for(data.schema).families,
+                                       max_rows=self._plan.max_rows, max_size=self._plan.max_size,
+                                       checkpoint_id=self._id.batch_id)
         self._msg.rows += self._add(data, self._buf)
 
     def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
@@ -100,8 +105,8 @@ class HBaseTaskWriter:
         fault_point("sink.before_flush")
         if self._buf is not None:
             self._buf.flush(final=final)
-            if self._buf.written:
-                self._msg.ts_end = self._clock.end
+            if self._buf.max_round is not None:
+                self._msg.ts_end = self._clock.end(self._buf.max_round)
         return replace(self._msg, offsets=dict(self._msg.offsets))
 
     def close(self) -> None:

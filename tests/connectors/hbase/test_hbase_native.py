@@ -190,3 +190,39 @@ def test_a_replaced_attempt_leaves_nothing_for_plain_readers(make_sink) -> None:
     assert sink.plain() == {b"a": {b"d:v": _i64(1), b"d:s": b"x"}, b"b": {b"d:v": _i64(5)}}
     assert [v for v, _ in sink.versions(b"a", b"d:v")] == [_i64(1)]
     assert sink.read() == [{"id": "a", "v": 1, "s": "x"}, {"id": "b", "v": 5, "s": None}]
+
+
+def test_only_the_deleted_key_moves_to_a_new_round(make_sink) -> None:
+    """Other keys rewritten across flushes keep one version per batch."""
+    sink = make_sink(OPS, **{"op.column": "op", "sink.buffer-flush.max-rows": "2"})
+    rows = [{"id": "a", "v": 1, "s": None, "op": None}, {"id": "b", "v": 1, "s": None, "op": None},
+            {"id": "a", "v": None, "s": None, "op": "delete"}, {"id": "b", "v": 2, "s": None, "op": None},
+            {"id": "a", "v": 3, "s": None, "op": None}, {"id": "b", "v": 3, "s": None, "op": None}]
+    sink.commit([sink.task(rows, batch=0)], 0)
+    assert [v for v, _ in sink.versions(b"b", b"d:v")] == [_i64(3)]
+    assert [v for v, _ in sink.versions(b"a", b"d:v")] == [_i64(3)]
+
+
+def test_a_key_deleted_and_rewritten_again_and_again_is_held_and_written_once(make_sink) -> None:
+    sink = make_sink(OPS, **{"op.column": "op", "sink.buffer-flush.max-rows": "1"})
+    rows = []
+    for i in range(10):
+        rows += [{"id": "h", "v": i, "s": None, "op": None}, {"id": "h", "v": None, "s": None, "op": "delete"}]
+    rows.append({"id": "h", "v": 99, "s": None, "op": None})
+    msg = sink.task(rows, batch=0)
+    sink.commit([msg], 0)
+    assert sink.plain() == {b"h": {b"d:v": _i64(99)}}
+    assert msg.ts_end - msg.base_ms <= 8
+
+
+def test_a_replay_flushes_where_the_first_attempt_did_even_under_new_limits(make_sink) -> None:
+    sink = make_sink(OPS, **{"op.column": "op", "sink.buffer-flush.max-rows": "2"})
+    rows = [{"id": "a", "v": 1, "s": None, "op": None}, {"id": "b", "v": 1, "s": None, "op": None},
+            {"id": "a", "v": None, "s": None, "op": "delete"}, {"id": "a", "v": 2, "s": None, "op": None}]
+    sink.task(rows, batch=0)  # crashed before the commit
+    first = sink.versions(b"a", b"d:v")
+    relaxed = make_sink(OPS, table=sink.opts.table, **{"op.column": "op", "sink.buffer-flush.max-rows": "1000"})
+    replay = relaxed.task(rows, batch=0)
+    assert sink.versions(b"a", b"d:v") == first and replay.flush_rows == 2
+    relaxed.commit([replay], 0)
+    assert relaxed.plain() == {b"a": {b"d:v": _i64(2)}, b"b": {b"d:v": _i64(1)}}

@@ -15,27 +15,16 @@ def test_base_follows_the_wall_clock_but_never_goes_below_what_was_written() -> 
 
 
 def test_tasks_own_disjoint_blocks_ordered_by_partition() -> None:
-    blocks = []
-    for p in range(3):
-        clock = TaskClock(10_000, p)
-        lo = clock.delete_ts
-        while not clock.last_round:
-            clock.advance()
-        blocks.append((lo, clock.end))
+    blocks = [(TaskClock(10_000, p).delete_ts(0), TaskClock(10_000, p).end(ROUNDS - 1)) for p in range(3)]
     assert blocks == [(10_000 + p * TASK_WIDTH_MS, 10_000 + (p + 1) * TASK_WIDTH_MS) for p in range(3)]
 
 
 def test_deletes_sort_below_puts_within_a_round_and_rounds_increase() -> None:
     clock = TaskClock(0, 0)
-    seen = []
-    for _ in range(ROUNDS):
-        assert clock.delete_ts < clock.put_ts
-        seen += [clock.delete_ts, clock.put_ts]
-        if not clock.last_round:
-            clock.advance()
+    seen = [t for r in range(ROUNDS) for t in (clock.delete_ts(r), clock.put_ts(r))]
     assert seen == sorted(set(seen))
     with pytest.raises(SinkError):
-        clock.advance()
+        clock.put_ts(ROUNDS)
 
 
 def test_a_batch_spans_at_most_a_few_seconds() -> None:
