@@ -15,17 +15,36 @@ from ._exceptions import (
     StateCompatibilityError,
 )
 
-from ._status import (
-    CheckpointLogStatus,
-    GroupStatus,
-    PartitionStatus,
-    SinkStatus,
-    checkpoint_log_status,
-    group_status,
-    sink_status,
-)
-
 __version__ = "0.1.0"
+
+# The status readers live with the data they read (consumer group and Spark's offset
+# log: connectors.kafka; commit table: connectors.hbase). Re-exported lazily, because
+# those packages import pyspark and the client libraries, and ``import sparkbarrier``
+# (which the pure protocol core triggers) must not.
+_LAZY = {
+    "CheckpointLogStatus": "kafka",
+    "GroupStatus": "kafka",
+    "PartitionStatus": "kafka",
+    "checkpoint_log_status": "kafka",
+    "group_status": "kafka",
+    "SinkStatus": "hbase",
+    "sink_status": "hbase",
+}
+
+
+def __getattr__(name: str) -> object:
+    package = _LAZY.get(name)
+    if package is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".connectors.{package}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def register(spark: object) -> None:

@@ -1,9 +1,13 @@
 """``python -m sparkbarrier status|lineage``: where a barrier pipeline stands, and where a cell came from.
 
+It composes the public readers of the packages that own the data:
+``connectors.kafka`` (consumer group, Spark's offset log) and ``connectors.hbase``
+(commit table, lineage).
+
 Examples::
 
     python -m sparkbarrier status --group orders-etl --topic orders
-    python -m sparkbarrier status --sink-id orders --commit-table sparkbarrier_commits
+    python -m sparkbarrier status --sink-id orders --commit-table my_commits
     python -m sparkbarrier status --group g --sink-id s --checkpoint-location /ckpt --json
     python -m sparkbarrier lineage --table orders --row order-17 [--column d:amount] [--versions 5]
 
@@ -21,23 +25,15 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
-from ._exceptions import SparkBarrierError
-from ._status import (
-    CheckpointLogStatus,
-    GroupStatus,
-    SinkStatus,
-    as_json,
-    checkpoint_log_status,
-    group_status,
-    sink_status,
-)
+from ._endpoints import HBASE_ENV, KAFKA_ENV, parse_hostport
+from ._exceptions import ConfigError, SparkBarrierError
+from .connectors.hbase import DEFAULT_COMMIT_TABLE, SinkStatus, lineage, sink_status
+from .connectors.kafka import CheckpointLogStatus, GroupStatus, checkpoint_log_status, group_status
 
 __all__ = ["main"]
-
-KAFKA_ENV = "SPARKBARRIER_KAFKA_BOOTSTRAP"
-HBASE_ENV = "SPARKBARRIER_HBASE_THRIFT"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--topic", action="append", help="topic to show (repeatable; default: the group's)")
     st.add_argument("--bootstrap", help=f"Kafka bootstrap servers (default ${KAFKA_ENV})")
     st.add_argument("--sink-id", help="sink.id of the barrier-hbase sink")
-    st.add_argument("--commit-table", default="sparkbarrier_commits", help="commit table (default %(default)s)")
+    st.add_argument("--commit-table", default=DEFAULT_COMMIT_TABLE, help="commit table (default %(default)s)")
     st.add_argument("--table", help="expected data table of the sink (checked against the commit record)")
     st.add_argument("--hbase", help=f"HBase Thrift1 host:port (default ${HBASE_ENV})")
     st.add_argument("--checkpoint-location", help="local Spark checkpoint dir: last completed + pending batches")
@@ -59,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     ln.add_argument("--column", help="family:qualifier (default: every column of the row)")
     ln.add_argument("--versions", type=int, default=1, help="versions per cell (default %(default)s)")
     ln.add_argument("--sink-id", help="sink.id (needed only when several sinks wrote the table)")
-    ln.add_argument("--commit-table", default="sparkbarrier_commits", help="commit table (default %(default)s)")
+    ln.add_argument("--commit-table", default=DEFAULT_COMMIT_TABLE, help="commit table (default %(default)s)")
     ln.add_argument("--hbase", help=f"HBase Thrift1 host:port (default ${HBASE_ENV})")
     ln.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
@@ -70,10 +66,21 @@ class _UsageError(Exception):
 
 
 def _hostport(value: str, what: str) -> tuple[str, int]:
-    host, _, port = value.rpartition(":")
-    if not host or not port.isdigit():
-        raise _UsageError(f"{what} must be host:port, got {value!r}")
-    return host, int(port)
+    try:
+        return parse_hostport(value, what)
+    except ConfigError as exc:
+        raise _UsageError(str(exc)) from None
+
+
+def as_json(obj: Any) -> Any:
+    """Plain JSON form of the status dataclasses (for ``--json``)."""
+    if obj is None:
+        return None
+    data = asdict(obj)
+    if isinstance(obj, GroupStatus):
+        data["last_checkpoint_id"] = obj.last_checkpoint_id
+        data["total_lag"] = obj.total_lag
+    return data
 
 
 def _endpoint(flag: str | None, env: str, what: str) -> str:
@@ -164,8 +171,6 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _lineage(args: argparse.Namespace) -> int:
-    from .connectors.hbase import lineage
-
     host, port = _hostport(_endpoint(args.hbase, HBASE_ENV, "HBase Thrift (--hbase)"), "--hbase")
     cells = lineage(host, port, args.table, args.row, column=args.column, sink_id=args.sink_id,
                     commit_table=args.commit_table, versions=args.versions)

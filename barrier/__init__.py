@@ -1,6 +1,10 @@
 """The checkpoint protocol: markers, barrier alignment/tracking, input processing.
 
 Pure Python (pyarrow only; no pyspark, kafka or happybase import).
+
+The marker wire format (``MARKER_FIELDS``, ``MARKER_DDL``, ``MARKER_VERSION``) is not
+re-exported: it belongs to :mod:`.markers`, and users reach it through
+``with_marker_columns`` / ``split_markers`` / ``marker_batch``.
 """
 
 from __future__ import annotations
@@ -13,9 +17,6 @@ from ._sink import CheckpointedSink, CompletedCheckpoint, SinkContext, TwoPhaseC
 from ._tracker import MAX_CHECKPOINTS_TO_TRACK, CheckpointBarrierTracker
 from .markers import (
     MARKER_COLUMNS,
-    MARKER_DDL,
-    MARKER_FIELDS,
-    MARKER_VERSION,
     CancelCheckpointMarker,
     CheckpointBarrier,
     EndOfPartition,
@@ -45,9 +46,6 @@ __all__ = [
     "InitializationContext",
     "InputProcessor",
     "MARKER_COLUMNS",
-    "MARKER_DDL",
-    "MARKER_FIELDS",
-    "MARKER_VERSION",
     "MAX_CHECKPOINTS_TO_TRACK",
     "Marker",
     "MarkerKind",

@@ -66,10 +66,10 @@ MARKER_FIELDS: tuple[pa.Field, ...] = (
     pa.field("_barrier_next_offset", pa.int64()),
 )
 MARKER_COLUMNS: tuple[str, ...] = tuple(f.name for f in MARKER_FIELDS)
-MARKER_DDL = (
-    "_barrier_kind string, _barrier_version int, _barrier_checkpoint_id bigint, "
-    "_barrier_timestamp_ms bigint, _barrier_channel string, _barrier_next_offset bigint"
-)
+# Spark SQL DDL names of the Arrow types used above; a new marker field with a type
+# missing here fails at import, so the DDL can never drift from MARKER_FIELDS.
+_DDL_TYPES: dict[pa.DataType, str] = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint"}
+MARKER_DDL = ", ".join(f"{f.name} {_DDL_TYPES[f.type]}" for f in MARKER_FIELDS)
 
 
 class MarkerKind(str, enum.Enum):

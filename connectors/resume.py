@@ -21,14 +21,14 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .._exceptions import SinkError
+from .._exceptions import ProtocolError, SinkError
 from .hbase._connection import HBaseConnection
 from .hbase._options import DEFAULT_COMMIT_TABLE
 from .hbase._reader import find_commit
+from .kafka._offsets import nest_offsets
+from .kafka._positions import SPARK_EARLIEST, TopicPartition
 
-__all__ = ["starting_offsets_from_sink", "SPARK_EARLIEST"]
-
-SPARK_EARLIEST = -2  # Spark's startingOffsets JSON spelling of "earliest"
+__all__ = ["starting_offsets_from_sink"]
 
 
 def starting_offsets_from_sink(host: str, port: int, sink_id: str, *,
@@ -56,12 +56,12 @@ def starting_offsets_from_sink(host: str, port: int, sink_id: str, *,
         raise SinkError(
             f"sink {sink_id!r} committed batch {record.batch_id} without source offsets: the "
             "_barrier_* marker columns did not reach the sink (keep them with keep_markers)")
-    nested: dict[str, dict[str, int]] = {}
-    for channel, offset in record.offsets.items():
-        topic, _, partition = channel.rpartition(":")
-        if not topic or not partition.isdigit():
-            raise SinkError(f"sink {sink_id!r}: commit record channel {channel!r} is not topic:partition")
-        nested.setdefault(topic, {})[partition] = int(offset)
+    try:
+        recorded = {TopicPartition.from_channel(ch): int(off) for ch, off in record.offsets.items()}
+    except ProtocolError as exc:
+        raise SinkError(f"sink {sink_id!r}: commit record channel {exc.channel!r} is not "
+                        "topic:partition") from exc
+    nested = nest_offsets(recorded)
     wanted = set(nested) | set(topics)
     if bootstrap_servers is not None:
         for topic, partitions in _partitions(bootstrap_servers, wanted, kafka_config).items():

@@ -47,12 +47,19 @@ from sparkbarrier import (  # noqa: E402
     group_status,
     sink_status,
 )
-from sparkbarrier._status import parse_commit_metadata  # noqa: E402
+from sparkbarrier._endpoints import (  # noqa: E402
+    HBASE_ENV,
+    HBASE_THRIFT2_ENV,
+    KAFKA_ENV,
+    parse_hostport,
+)
+from sparkbarrier.connectors.hbase import DEFAULT_COMMIT_TABLE  # noqa: E402
+from sparkbarrier.connectors.kafka._offsets import SourceOffset  # noqa: E402
 
 log = logging.getLogger("sparkbarrier.demo")
 
 EVENT_DDL = "id string, op string, v bigint, city string, ts bigint"
-COMMIT_TABLE = "sparkbarrier_commits"
+COMMIT_TABLE = DEFAULT_COMMIT_TABLE
 FAMILY = b"d"  # the sink's default column family
 
 
@@ -126,16 +133,6 @@ def pipeline(spark: Any, bootstrap: str, hbase: tuple[str, int], names: Names, *
             .queryName(names.sink_id))
 
 
-def _offsets(raw: Any) -> dict[str, int]:
-    """``{"topic:partition": offset}`` from a progress offset (JSON string or dict)."""
-    if not raw:
-        return {}
-    obj = json.loads(raw) if isinstance(raw, str) else raw
-    nested = obj.get("offsets", obj) if isinstance(obj, dict) else {}
-    return {f"{t}:{p}": int(o) for t, parts in nested.items() if isinstance(parts, dict)
-            for p, o in parts.items()}
-
-
 class Progress:
     """Prints one line per completed checkpoint from ``query.recentProgress``.
 
@@ -161,7 +158,8 @@ class Progress:
                 continue
             self._seen = p.batchId
             src = p.sources[0]
-            ckpt = json.loads(src.endOffset).get("checkpointId") if src.endOffset else None
+            ckpt = (SourceOffset.from_json(json.loads(src.endOffset)).checkpoint_id
+                    if src.endOffset else None)
             group_ckpt, lag = self._group()
             row = {"batch": p.batchId, "checkpoint": ckpt, "rows": p.numInputRows,
                    "rps": p.processedRowsPerSecond, "ms": p.durationMs.get("triggerExecution", 0),
@@ -226,16 +224,11 @@ def _as_cells(row: dict[str, Any]) -> dict[bytes, bytes]:
             FAMILY + b":src_offset": struct.pack(">q", row["src_offset"])}
 
 
-def _split(hostport: str) -> tuple[str, int]:
-    host, _, port = hostport.rpartition(":")
-    return host, int(port)
-
-
 def _endpoints(args: argparse.Namespace) -> tuple[str, tuple[str, int], int | None]:
     """Kafka bootstrap, HBase Thrift (host, port) and the Thrift2 port (None: no Thrift2)."""
-    kafka = args.bootstrap or os.environ.get("SPARKBARRIER_KAFKA_BOOTSTRAP")
-    hbase = args.hbase or os.environ.get("SPARKBARRIER_HBASE_THRIFT")
-    thrift2 = args.hbase_thrift2 or os.environ.get("SPARKBARRIER_HBASE_THRIFT2")
+    kafka = args.bootstrap or os.environ.get(KAFKA_ENV)
+    hbase = args.hbase or os.environ.get(HBASE_ENV)
+    thrift2 = args.hbase_thrift2 or os.environ.get(HBASE_THRIFT2_ENV)
     if not (kafka and hbase):
         from sparkbarrier.devstack import Devstack
 
@@ -244,10 +237,10 @@ def _endpoints(args: argparse.Namespace) -> tuple[str, tuple[str, int], int | No
         if not hbase:
             hbase = "%s:%d" % tuple(endpoints.hbase_thrift)
             thrift2 = thrift2 or "%s:%d" % tuple(endpoints.hbase_thrift2)
-    host, port = _split(hbase)
+    host, port = parse_hostport(hbase, "--hbase")
     thrift2_port = None
     if thrift2:
-        host2, thrift2_port = _split(thrift2)
+        host2, thrift2_port = parse_hostport(thrift2, "--hbase-thrift2")
         if host2 != host:
             raise RuntimeError(f"the Thrift2 server must run on the Thrift host {host}, got {thrift2}")
     return kafka, (host, port), thrift2_port

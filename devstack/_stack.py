@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._endpoints import HBASE_ENV, HBASE_THRIFT2_ENV, KAFKA_ENV
 from .._exceptions import DevstackError
 from . import _hbase, _kafka
 from ._config import Paths, Port, port_requests
@@ -50,9 +51,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-KAFKA_ENV = "SPARKBARRIER_KAFKA_BOOTSTRAP"
-HBASE_ENV = "SPARKBARRIER_HBASE_THRIFT"
-HBASE_THRIFT2_ENV = "SPARKBARRIER_HBASE_THRIFT2"
 
 _COMPONENTS: dict[str, tuple[str, ...]] = {
     "kafka": (_kafka.NAME,),

@@ -1,22 +1,22 @@
-"""Durable checkpoint state: the pending-checkpoints ledger and the checkpoint lock.
+"""Checkpoint state: the pending-checkpoints ledger, with durable save/restore.
+
+The ledger itself lives in memory: the ``barrier-kafka`` planner keeps it only in the
+driver's memory (Spark's offset log is the durable record that source restarts from).
+What is durable is :meth:`PendingCheckpoints.save` / :meth:`PendingCheckpoints.restore`
+(atomic, checksummed, versioned, refusing another source's or sink's state), used by
+the checkpointed-sink driver (``connectors.checkpointed``) to keep its ledger across
+driver restarts.
 
 Pure Python (no pyspark, kafka or happybase import) so it runs and is tested anywhere.
 """
 
 from __future__ import annotations
 
-from ._durable import ENVELOPE_VERSION, read_checked, remove_stale_temps, write_atomic
 from ._lock import CheckpointLock
-from ._pending import LEDGER_FILE, LEDGER_VERSION, PendingCheckpoint, PendingCheckpoints
+from ._pending import PendingCheckpoint, PendingCheckpoints
 
 __all__ = [
     "CheckpointLock",
-    "ENVELOPE_VERSION",
-    "LEDGER_FILE",
-    "LEDGER_VERSION",
     "PendingCheckpoint",
     "PendingCheckpoints",
-    "read_checked",
-    "remove_stale_temps",
-    "write_atomic",
 ]

@@ -4,6 +4,12 @@ Flink's legacy sources hold ``checkpointLock`` while they emit a record and move
 their offset, so a snapshot taken under the same lock never sees a record that
 was emitted but whose offset was not advanced yet (or the reverse). Readers and
 the snapshotting code share one :class:`CheckpointLock`.
+
+Why it lives although no Spark path takes it: the ``barrier-kafka`` planner needs no
+lock (Spark makes its calls one at a time, see ``connectors.kafka._planner``), but a
+source whose reader emits on one thread while another snapshots -- the Flink legacy
+contract this protocol follows -- does, and the README documents it as part of the
+protocol core.
 """
 
 from __future__ import annotations

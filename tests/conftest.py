@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 import pytest
 
-KAFKA_ENV = "SPARKBARRIER_KAFKA_BOOTSTRAP"
-HBASE_ENV = "SPARKBARRIER_HBASE_THRIFT"
-HBASE_THRIFT2_ENV = "SPARKBARRIER_HBASE_THRIFT2"
+from sparkbarrier._endpoints import HBASE_ENV, HBASE_THRIFT2_ENV, KAFKA_ENV, parse_hostport
+from sparkbarrier._exceptions import ConfigError
+
 HBASE_IMAGE = os.environ.get("SPARKBARRIER_HBASE_IMAGE", "dajobe/hbase:latest")
 KAFKA_IMAGE = os.environ.get("SPARKBARRIER_KAFKA_IMAGE", "apache/kafka:4.1.0")
 
@@ -70,10 +70,10 @@ class Servers:
 
 
 def _split_hostport(value: str, env: str) -> tuple[str, int]:
-    host, _, port = value.rpartition(":")
-    if not host or not port.isdigit():
-        raise pytest.UsageError(f"{env} must be host:port, got {value!r}")
-    return host, int(port)
+    try:
+        return parse_hostport(value, env)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 
 from sparkbarrier.__main__ import main
+from sparkbarrier._endpoints import KAFKA_ENV
 from sparkbarrier.connectors.hbase._commit_table import (
     ATTEMPT_COLUMN,
     COMMIT_COLUMN,
@@ -141,7 +142,7 @@ def test_status_table_shows_lag_commit_and_pending_not_available(
 
 
 def test_unknown_group_is_a_clear_error(kafka_bootstrap, hbase_thrift, unique_name) -> None:
-    env = dict(os.environ, SPARKBARRIER_KAFKA_BOOTSTRAP=kafka_bootstrap)
+    env = dict(os.environ, **{KAFKA_ENV: kafka_bootstrap})
     group = unique_name("nobody")
     done = subprocess.run([sys.executable, "-m", "sparkbarrier", "status", "--group", group],
                           env=env, capture_output=True, text=True, timeout=60)
@@ -157,9 +158,9 @@ def test_unknown_sink_is_a_clear_error(kafka_bootstrap, hbase_thrift, committed_
 
 
 def test_missing_endpoint_is_a_usage_error(monkeypatch, capsys) -> None:
-    monkeypatch.delenv("SPARKBARRIER_KAFKA_BOOTSTRAP", raising=False)
+    monkeypatch.delenv(KAFKA_ENV, raising=False)
     assert main(["status", "--group", "g"]) == 2
-    assert "SPARKBARRIER_KAFKA_BOOTSTRAP" in capsys.readouterr().err
+    assert KAFKA_ENV in capsys.readouterr().err
 
 
 def _record(sink_id: str, seq: int, batch_id: int) -> CommitRecord:

@@ -19,7 +19,10 @@ timestamp / ntz        int64 microseconds since the epoch (UTC), 8 bytes big-end
 =====================  ===========================================================
 
 Encoding is vectorised (numpy byte-swap over the whole column); only decimals go
-through Python per value. Decoding returns an Arrow array of the original type.
+through Python per value. Decoding returns an Arrow array of the original type; a cell
+that is not in this codec's form (written by another client, or under another schema)
+raises :class:`~sparkbarrier.SinkError` naming the column, never a bare ``ValueError``,
+because it reaches ``read_committed`` users.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..._exceptions import ConfigError
+from ..._exceptions import ConfigError, SinkError
 
 __all__ = ["encode_column", "decode_column", "is_supported", "SUPPORTED_TYPES_TEXT"]
 
@@ -101,19 +104,40 @@ def encode_column(arr: pa.Array) -> list[bytes | None]:
     raise ConfigError(f"column type {typ} cannot be written to HBase; supported: {SUPPORTED_TYPES_TEXT}")
 
 
+class _BadCell(ValueError):
+    """A cell not in this codec's form; :func:`decode_column` turns it into SinkError."""
+
+
 def _decode_fixed(cells: Sequence[bytes | None], dtype: str) -> tuple[np.ndarray, np.ndarray]:
     width = np.dtype(dtype).itemsize
     mask = np.array([c is None for c in cells], dtype=bool)
     pad = b"\x00" * width
+    bad = next((c for c in cells if c is not None and len(c) != width), None)
+    if bad is not None:
+        raise _BadCell(f"a cell is {len(bad)} bytes wide, not {width}")
     joined = b"".join(pad if c is None else c for c in cells)
-    if len(joined) != width * len(cells):
-        raise ValueError(f"cells are not all {width} bytes wide; were they written by this sink?")
     values = np.frombuffer(joined, dtype=dtype).astype(dtype[1:] if dtype[0] == ">" else dtype)
     return values, mask
 
 
-def decode_column(cells: Sequence[bytes | None], typ: pa.DataType) -> pa.Array:
-    """Inverse of :func:`encode_column`: an Arrow array of type ``typ``."""
+def decode_column(cells: Sequence[bytes | None], typ: pa.DataType,
+                  column: str | None = None) -> pa.Array:
+    """Inverse of :func:`encode_column`: an Arrow array of type ``typ``.
+
+    Raises SinkError (``column`` named in the message) for a cell that is not in the
+    form :func:`encode_column` writes; ConfigError for a type the codec does not know.
+    """
+    try:
+        return _decode(cells, typ)
+    except (ValueError, pa.ArrowException) as exc:  # _BadCell, bad UTF-8, decimal overflow
+        if isinstance(exc, ConfigError):
+            raise
+        where = f"column {column!r}" if column else "a column"
+        raise SinkError(f"cannot decode {where} as {typ}: {exc}; were its cells written by "
+                        "this sink with the schema in the commit record?") from exc
+
+
+def _decode(cells: Sequence[bytes | None], typ: pa.DataType) -> pa.Array:
     if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
         return pa.array(list(cells), type=typ)
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ._commit_table import CommitRecord, read_history
 from ._connection import HBaseConnection
+from ._options import DEFAULT_COMMIT_TABLE
 from ._reader import find_commit
 
 __all__ = ["CellLineage", "lineage", "covered_offsets"]
@@ -56,7 +57,7 @@ def _owner(history: list[CommitRecord], starts: list[int], ts: int) -> int | Non
 
 
 def lineage(host: str, port: int, table: str, row: bytes | str, *, column: str | None = None,
-            sink_id: str | None = None, commit_table: str = "sparkbarrier_commits", versions: int = 1,
+            sink_id: str | None = None, commit_table: str = DEFAULT_COMMIT_TABLE, versions: int = 1,
             transport: str = "buffered", protocol: str = "binary") -> list[CellLineage]:
     """Every kept version (newest ``versions`` per cell) of ``row`` with the commit that wrote it."""
     key = row.encode() if isinstance(row, str) else row

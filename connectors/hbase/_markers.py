@@ -14,11 +14,7 @@ from typing import Any
 
 from ...barrier.markers import MARKER_COLUMNS
 
-__all__ = ["keep_markers", "marker_columns"]
-
-
-def marker_columns() -> list[str]:
-    return list(MARKER_COLUMNS)
+__all__ = ["keep_markers"]
 
 
 def keep_markers(df: Any, *columns: Any, where: Any = None) -> Any:

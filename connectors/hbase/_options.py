@@ -23,7 +23,6 @@ from .._options import (
 
 __all__ = [
     "DeliveryGuarantee",
-    "ColumnMapping",
     "HBaseSinkOptions",
     "SINK_OPTION_SPECS",
     "READ_OPTION_SPECS",
@@ -187,19 +186,6 @@ READ_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
                "push filters on a string/binary row key into the region scans; needs "
                "`spark.sql.python.filterPushdown.enabled=true`", type_name="bool"),
 )
-
-
-@dataclass(frozen=True)
-class ColumnMapping:
-    """Where one data column lives: ``family:qualifier``."""
-
-    column: str
-    family: str
-    qualifier: str
-
-    @property
-    def hbase_column(self) -> bytes:
-        return f"{self.family}:{self.qualifier}".encode()
 
 
 @dataclass(frozen=True)

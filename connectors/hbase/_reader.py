@@ -30,6 +30,7 @@ from ._commit_table import CommitRecord, list_sinks, read_history, read_state
 from ._connection import HBaseConnection
 from ._encoding import decode_column
 from ._key_ranges import FULL, KeyRange
+from ._options import DEFAULT_COMMIT_TABLE
 
 __all__ = ["find_commit", "view_record", "read_committed", "committed_schema", "iter_committed",
            "region_ranges"]
@@ -130,8 +131,9 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
     rows: list[dict[bytes, Any]] = []
 
     def emit() -> pa.RecordBatch:
-        arrays = [decode_column(keys, typ) if is_key else decode_column([r.get(col) for r in rows], typ)
-                  for is_key, col, typ in plan]
+        arrays = [decode_column(keys, f.type, f.name) if is_key
+                  else decode_column([r.get(col) for r in rows], f.type, f.name)
+                  for (is_key, col, _), f in zip(plan, schema)]
         keys.clear()
         rows.clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
@@ -153,7 +155,7 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
 
 
 def read_committed(host: str, port: int, table: str, *, sink_id: str | None = None,
-                   commit_table: str = "sparkbarrier_commits", transport: str = "buffered",
+                   commit_table: str = DEFAULT_COMMIT_TABLE, transport: str = "buffered",
                    protocol: str = "binary", as_of_batch: int | None = None,
                    as_of_ms: int | None = None) -> pa.Table:
     """The committed (or as-of) view of ``table`` as a pyarrow Table (no Spark session needed)."""

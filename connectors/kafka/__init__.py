@@ -2,24 +2,36 @@
 
 Register it with :func:`register` (or rely on the ``pyspark_barrier_kafka`` shim,
 which Spark discovers by itself), then ``spark.readStream.format("barrier-kafka")``.
+
+Besides the source, this package reads back the data it leaves behind: the consumer
+group's offsets with their checkpoint metadata (:func:`group_status`,
+:func:`committed_offsets`) and the ``barrier-kafka`` offsets in Spark's checkpoint
+directory (:func:`checkpoint_log_status`). Internals (the offset wire format, option
+specs) stay in the private modules.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ._offsets import OFFSET_VERSION, SourceOffset
-from ._options import SPECS, KafkaSourceOptions, kafka_options_table, parse_source_options
+from ._checkpoint_log import CheckpointLogStatus, SparkBatch, checkpoint_log_status
+from ._group import CommittedOffset, GroupStatus, PartitionStatus, committed_offsets, group_status
+from ._options import KafkaSourceOptions, kafka_options_table, parse_source_options
 from ._positions import TopicPartition
 from ._source import BarrierKafkaDataSource, source_schema
 
 __all__ = [
     "BarrierKafkaDataSource",
+    "CheckpointLogStatus",
+    "CommittedOffset",
+    "GroupStatus",
     "KafkaSourceOptions",
-    "OFFSET_VERSION",
-    "SPECS",
-    "SourceOffset",
+    "PartitionStatus",
+    "SparkBatch",
     "TopicPartition",
+    "checkpoint_log_status",
+    "committed_offsets",
+    "group_status",
     "kafka_options_table",
     "parse_source_options",
     "register",

@@ -12,12 +12,12 @@ Contract:
   current offsets are read once before the first commit, then tracked), so a
   replayed or older checkpoint is a no-op;
 - the commit metadata carries the checkpoint id and timestamp, never an option
-  value (so no secret can leak into ``__consumer_offsets``).
+  value (so no secret can leak into ``__consumer_offsets``); its format is owned by
+  ``_group`` (``commit_metadata`` / ``parse_commit_metadata``), which also reads it back.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping
@@ -27,11 +27,12 @@ from kafka import TopicPartition as KafkaTP
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
+from ._group import commit_metadata, committed_offsets
 from ._metrics import SourceMetrics
 from ._positions import TopicPartition
 from ._secrets import install_client_log_redaction
 
-__all__ = ["OffsetCommitter", "commit_metadata"]
+__all__ = ["OffsetCommitter"]
 
 install_client_log_redaction()
 
@@ -39,12 +40,6 @@ log = logging.getLogger(__name__)
 
 _ATTEMPTS = 4  # retriable errors only, about 3 s in all
 _BACKOFF_S = 0.5
-
-
-def commit_metadata(checkpoint_id: int, timestamp_ms: int) -> str:
-    """The metadata string stored with each committed offset (versioned JSON)."""
-    return json.dumps({"v": 1, "src": "barrier-kafka", "checkpointId": checkpoint_id,
-                       "timestampMs": timestamp_ms}, separators=(",", ":"))
 
 
 class OffsetCommitter:
@@ -71,13 +66,8 @@ class OffsetCommitter:
 
     def group_offsets(self) -> dict[TopicPartition, int]:
         """The group's committed offsets right now (raises KafkaError on failure)."""
-        result = self._client().list_group_offsets({self._group_id: None})
-        found = result.get(self._group_id, {})
-        return {
-            TopicPartition(tp.topic, tp.partition): meta.offset
-            for tp, meta in found.items()
-            if meta is not None and meta.offset is not None and meta.offset >= 0
-        }
+        found = committed_offsets(self._client(), self._group_id)
+        return {tp: c.offset for tp, c in found.items()}
 
     def commit(self, checkpoint_id: int, timestamp_ms: int,
                offsets: Mapping[TopicPartition, int]) -> bool:

@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from ...state import CheckpointLock, PendingCheckpoints
+from ...state import PendingCheckpoints
 from ._cluster import ClusterView
 from ._committer import OffsetCommitter
 from ._metrics import SourceMetrics
@@ -24,13 +24,14 @@ log = logging.getLogger("sparkbarrier.connectors.kafka")
 
 
 class DriverState:
-    """Clients, pending ledger, lock, counters and the AvailableNow target."""
+    """Clients, pending ledger, counters and the AvailableNow target.
 
-    def __init__(self, options: KafkaSourceOptions, ledger: PendingCheckpoints,
-                 lock: CheckpointLock) -> None:
+    Unlocked on purpose: Spark calls the planner one call at a time (see ``_planner``).
+    """
+
+    def __init__(self, options: KafkaSourceOptions, ledger: PendingCheckpoints) -> None:
         self.options = options
         self.ledger = ledger
-        self.lock = lock
         self.metrics = SourceMetrics()
         self.cluster = ClusterView(options)
         self.committer: OffsetCommitter | None = None

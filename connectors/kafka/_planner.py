@@ -10,7 +10,9 @@ Checkpoint protocol (Flink's ``snapshotState`` / ``notifyCheckpointComplete``):
 * **snapshot** -- ``latestOffset`` plans batch N: its end offsets get checkpoint
   id N (previous id + 1, only when the range advances) and a planning timestamp,
   both stored *in the offset dict*, which Spark persists in its offset log. The
-  plan is also recorded in the pending ledger under the checkpoint lock.
+  plan is also recorded in the pending ledger. No lock guards the ledger: Spark's
+  micro-batch thread makes these calls one at a time, and the Python worker serving
+  this reader handles one request at a time, so there is no second thread to exclude.
 * **complete** -- Spark's ``MicroBatchExecution`` runs batch N, writes it to the
   commit log, and only then asks ``latestOffset(start=end_N)`` at the next
   trigger. So a ``start`` stamped with id N proves checkpoint N completed (the
@@ -43,9 +45,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..._exceptions import DataLossError
+from ..._exceptions import DataLossError, SourceError
 from ..._faults import fault_point
-from ...state import CheckpointLock, PendingCheckpoints
+from ...state import PendingCheckpoints
 from ._offsets import SourceOffset, nest_offsets
 from ._options import KafkaSourceOptions
 from ._partition_reader import KafkaRangePartition, read_range
@@ -96,8 +98,7 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _state(self) -> DriverState:
         if self._driver is None:
             identity = {"source": "barrier-kafka", "group": self._options.group_id or ""}
-            self._driver = DriverState(self._options, PendingCheckpoints(100, identity),
-                                       CheckpointLock())
+            self._driver = DriverState(self._options, PendingCheckpoints(100, identity))
         return self._driver
 
     def initialOffset(self) -> dict:
@@ -127,36 +128,35 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         state = self._state()
         begin = SourceOffset.from_json(start)
         self._notify_complete(begin)
-        with state.lock:
+        current = self._current_partitions(begin)
+        try:
+            latest = state.cluster.latest(current)
+        except KafkaError as exc:
+            # e.g. a topic deleted between discovery and lookup: discover once more so
+            # a vanished partition is reported as data loss, not as a timeout
+            log.warning("barrier-kafka: end offset lookup failed (%s); rediscovering", exc)
             current = self._current_partitions(begin)
-            try:
-                latest = state.cluster.latest(current)
-            except KafkaError as exc:
-                # e.g. a topic deleted between discovery and lookup: discover once more so
-                # a vanished partition is reported as data loss, not as a timeout
-                log.warning("barrier-kafka: end offset lookup failed (%s); rediscovering", exc)
-                current = self._current_partitions(begin)
-                latest = state.cluster.latest(current)
-            state.latest_seen = latest
-            self._check_truncation(current, latest)
-            end = {tp: max(current[tp], latest.get(tp, current[tp])) for tp in current}
-            if state.target is not None:
-                end = {tp: max(current[tp], min(end[tp], state.target.get(tp, current[tp])))
-                       for tp in end}
-            if isinstance(limit, ReadMaxRows):
-                end = _cap_rows(current, end, limit.max_rows)
-            # failOnDataLoss=false: a truncated partition jumps back to its new end
-            end.update({tp: off for tp, off in latest.items()
-                        if tp in current and off < current[tp]})
-            if self._below_minimum(state, current, end, limit):
-                return start
-            if end == dict(begin.offsets):
-                return start
-            planned = SourceOffset(begin.checkpoint_id + 1,
-                                   max(_now_ms(), begin.timestamp_ms + 1), end,
-                                   {tp: current[tp] for tp in end if tp not in begin.offsets})
-            state.record_planned(planned, begin, latest)
-            return planned.to_json()
+            latest = state.cluster.latest(current)
+        state.latest_seen = latest
+        self._check_truncation(current, latest)
+        end = {tp: max(current[tp], latest.get(tp, current[tp])) for tp in current}
+        if state.target is not None:
+            end = {tp: max(current[tp], min(end[tp], state.target.get(tp, current[tp])))
+                   for tp in end}
+        if isinstance(limit, ReadMaxRows):
+            end = _cap_rows(current, end, limit.max_rows)
+        # failOnDataLoss=false: a truncated partition jumps back to its new end
+        end.update({tp: off for tp, off in latest.items()
+                    if tp in current and off < current[tp]})
+        if self._below_minimum(state, current, end, limit):
+            return start
+        if end == dict(begin.offsets):
+            return start
+        planned = SourceOffset(begin.checkpoint_id + 1,
+                               max(_now_ms(), begin.timestamp_ms + 1), end,
+                               {tp: current[tp] for tp in end if tp not in begin.offsets})
+        state.record_planned(planned, begin, latest)
+        return planned.to_json()
 
     def _check_truncation(self, current: Mapping[TopicPartition, int],
                           latest: Mapping[TopicPartition, int]) -> None:
@@ -219,14 +219,13 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         state = self._state()
         if completed.checkpoint_id == 0:
             return
-        with state.lock:
-            # Flink's pendingOffsetsToCommit: take the snapshot's offsets out of the
-            # ledger (dropping older entries). After a driver restart the ledger is
-            # empty and ``completed`` itself, read back from Spark's offset log, is
-            # the same snapshot.
-            pending = None
-            if any(p.checkpoint_id == completed.checkpoint_id for p in state.ledger.pending):
-                pending = state.ledger.complete(completed.checkpoint_id)
+        # Flink's pendingOffsetsToCommit: take the snapshot's offsets out of the
+        # ledger (dropping older entries). After a driver restart the ledger is
+        # empty and ``completed`` itself, read back from Spark's offset log, is
+        # the same snapshot.
+        pending = None
+        if any(p.checkpoint_id == completed.checkpoint_id for p in state.ledger.pending):
+            pending = state.ledger.complete(completed.checkpoint_id)
         offsets: Mapping[TopicPartition, int] = completed.offsets
         if pending is not None:
             offsets = {TopicPartition.from_channel(ch): off for ch, off in pending.offsets.items()}
@@ -273,7 +272,11 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- executor -----------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, KafkaRangePartition)
+        if not isinstance(partition, KafkaRangePartition):
+            # Spark hands back what ``partitions`` planned; anything else is a bug, and an
+            # explicit error (unlike ``assert``) survives ``python -O``.
+            raise SourceError(f"barrier-kafka cannot read input partition {partition!r}: "
+                              "it was not planned by this source")
         schema = to_arrow_schema(self._schema, timezone="UTC")
         return read_range(self._options, partition, schema)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..._exceptions import ConfigError
+from ..._exceptions import ConfigError, ProtocolError
 
 __all__ = [
     "TopicPartition",
@@ -21,6 +21,8 @@ __all__ = [
     "StartKind",
     "EARLIEST",
     "LATEST",
+    "SPARK_EARLIEST",
+    "SPARK_LATEST",
 ]
 
 
@@ -37,9 +39,14 @@ class TopicPartition:
 
     @classmethod
     def from_channel(cls, channel: str) -> TopicPartition:
+        """Parse the channel form (the one parser of it: ledger, commit records, resume).
+
+        Raises ProtocolError (``channel`` set): a channel is written by sparkbarrier
+        itself, so a malformed one means a record from elsewhere or a corrupt one.
+        """
         topic, sep, part = channel.rpartition(":")
         if not sep or not topic or not part.isdigit():
-            raise ValueError(f"not a 'topic:partition' channel: {channel!r}")
+            raise ProtocolError(f"not a 'topic:partition' channel: {channel!r}", channel=channel)
         return cls(topic, int(part))
 
     def __str__(self) -> str:
@@ -67,9 +74,11 @@ PartitionStart = Earliest | Latest | AtOffset
 EARLIEST = Earliest()
 LATEST = Latest()
 
-# Spark's JSON spelling of earliest/latest, accepted only when parsing user input.
-_SPARK_EARLIEST = -2
-_SPARK_LATEST = -1
+# Spark's JSON spelling of earliest/latest: accepted when parsing user input, and
+# written only where sparkbarrier produces a ``startingOffsets`` JSON for the user
+# (``connectors.resume``). Never used as an offset inside.
+SPARK_EARLIEST = -2
+SPARK_LATEST = -1
 
 
 def start_from_spark_json(option: str, topic: str, partition: str, raw: object) -> PartitionStart:
@@ -80,9 +89,9 @@ def start_from_spark_json(option: str, topic: str, partition: str, raw: object) 
             f"(-2 = earliest, -1 = latest), got {raw!r}",
             option=option,
         )
-    if raw == _SPARK_EARLIEST:
+    if raw == SPARK_EARLIEST:
         return EARLIEST
-    if raw == _SPARK_LATEST:
+    if raw == SPARK_LATEST:
         return LATEST
     if raw < 0:
         raise ConfigError(

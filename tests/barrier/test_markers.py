@@ -162,3 +162,14 @@ def test_marker_rows_without_all_marker_columns_are_protocol_error_naming_them()
 def test_optional_marker_fields_may_be_null():
     assert list(split_markers(marker_batch([CheckpointBarrier(4, 5)], STREAM))) == [CheckpointBarrier(4, 5)]
     assert list(split_markers(marker_batch([CancelCheckpointMarker(9)], STREAM))) == [CancelCheckpointMarker(9)]
+
+
+def test_marker_ddl_matches_marker_fields():
+    """The Spark DDL and the Arrow fields describe the same columns, in the same order."""
+    from sparkbarrier.barrier.markers import MARKER_DDL, MARKER_FIELDS
+
+    spark_names = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64()}
+    parsed = [column.split() for column in MARKER_DDL.split(",")]
+    assert [(name, spark_names[kind]) for name, kind in parsed] == [
+        (f.name, f.type) for f in MARKER_FIELDS]
+    assert tuple(name for name, _ in parsed) == MARKER_COLUMNS

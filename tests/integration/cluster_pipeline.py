@@ -20,11 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "demo"))
 
 from pipeline import Names, pipeline, spark_session  # noqa: E402
 
+from sparkbarrier._endpoints import parse_hostport  # noqa: E402
+
 
 def main(argv: list[str]) -> int:
     master, bootstrap, hbase, topic, group, table, checkpoint, *rest = argv
     thrift2_port = int(rest[0]) if rest else None
-    host, _, port = hbase.rpartition(":")
+    host, port = parse_hostport(hbase, "HBASE_HOST:PORT")
     names = Names(topic=topic, group=group, table=table, sink_id=table)
     spark = spark_session(master=master, app="sparkbarrier-cluster-test")
     try:
@@ -35,7 +37,7 @@ def main(argv: list[str]) -> int:
         while status().size() < 2 and time.monotonic() < deadline:
             time.sleep(0.2)
         executors = status().size()
-        query = (pipeline(spark, bootstrap, (host, int(port)), names, max_per_trigger=1000,
+        query = (pipeline(spark, bootstrap, (host, port), names, max_per_trigger=1000,
                           thrift2_port=thrift2_port)
                  .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
         finished = query.awaitTermination(180)

@@ -33,16 +33,17 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTP
 
 from sparkbarrier._faults import FAULT_ENV, FAULT_STATE_DIR_ENV, fired
-from sparkbarrier.connectors.hbase import read_committed
+from sparkbarrier.connectors.hbase import DEFAULT_COMMIT_TABLE, read_committed
 from sparkbarrier.connectors.hbase._commit_table import COMMIT_COLUMN, CommitRecord, read_history
 from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier.connectors.kafka import committed_offsets
 from polling import wait_for  # noqa: F401  (re-exported for the tests)
 
 __all__ = ["Record", "Scenario", "PipelineConfig", "RunResult", "run_pipeline", "wait_for"]
 
 PIPELINE = Path(__file__).with_name("_pipeline.py")
 PARTITIONS = 2
-COMMIT_TABLE = "sparkbarrier_commits"
+COMMIT_TABLE = DEFAULT_COMMIT_TABLE
 # Cell timestamps must stay this close to the wall clock of the run (HBase's own slop
 # check rejects cells over 60 s ahead on the devstack).
 _CLOCK_SLACK_MS = 120_000
@@ -186,11 +187,10 @@ class Scenario:
     def group_offsets(self) -> dict[str, int]:
         admin = KafkaAdminClient(bootstrap_servers=self.cfg.bootstrap)
         try:
-            found = admin.list_group_offsets({self.cfg.group: None}).get(self.cfg.group, {})
+            found = committed_offsets(admin, self.cfg.group)
         finally:
             admin.close()
-        return {f"{tp.topic}:{tp.partition}": m.offset for tp, m in found.items()
-                if m is not None and m.offset >= 0}
+        return {tp.channel: c.offset for tp, c in found.items()}
 
     def commit_record(self) -> CommitRecord | None:
         conn = happybase.Connection(*self.cfg.thrift, timeout=30_000)

@@ -20,7 +20,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 
 from sparkbarrier import checkpoint_log_status, group_status, sink_status
-from sparkbarrier.connectors.hbase import read_committed
+from sparkbarrier.connectors.hbase import DEFAULT_COMMIT_TABLE, read_committed
 from sparkbarrier.connectors.hbase._commit_table import read_history
 from sparkbarrier.connectors.hbase._connection import HBaseConnection
 
@@ -98,11 +98,11 @@ def test_pipeline_on_local_cluster_is_exactly_once(kafka_bootstrap, hbase_thrift
     assert last is not None and last.offsets == ends
     assert group_view.offsets() == ends and group_view.total_lag == 0
     assert group_view.last_checkpoint_id == last.checkpoint_id
-    sink = sink_status(hbase_thrift[0], hbase_thrift[1], topic, "sparkbarrier_commits")
+    sink = sink_status(hbase_thrift[0], hbase_thrift[1], topic, DEFAULT_COMMIT_TABLE)
     assert sink.offsets == ends
     conn = HBaseConnection(*hbase_thrift)
     try:
-        history = read_history(conn, "sparkbarrier_commits", topic)
+        history = read_history(conn, DEFAULT_COMMIT_TABLE, topic)
     finally:
         conn.close()
     assert history and history[-1].offsets == ends

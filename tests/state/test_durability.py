@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from sparkbarrier import CorruptStateError, StateCompatibilityError
-from sparkbarrier.state import LEDGER_FILE, PendingCheckpoints
+from sparkbarrier.state import PendingCheckpoints
+from sparkbarrier.state._pending import LEDGER_FILE
 
 IDENTITY = {"topics": "orders,payments", "group": "g1"}
 

@@ -50,3 +50,16 @@ def test_int64_round_trip_any_values(values: list) -> None:
 def test_sliced_arrays_encode_their_own_nulls() -> None:
     arr = pa.array([None, 1, None, 2], pa.int64()).slice(1, 3)
     assert encode_column(arr) == [b"\x00" * 7 + b"\x01", None, b"\x00" * 7 + b"\x02"]
+
+
+@pytest.mark.parametrize("cells,typ", [
+    ([b"\x00\x01", b"\x00\x00\x00\x00\x00\x00\x00\x01"], pa.int64()),  # a short cell
+    ([b"\x00\x00\x00", b"\x00\x00\x00\x00\x00"], pa.int32()),  # widths that add up
+    ([b"\xff\xfe"], pa.string()),  # not UTF-8
+    ([b"\x00\x00\x00\x00" + b"\x7f" * 20], pa.decimal128(5, 0)),  # beyond the precision
+])
+def test_undecodable_cell_is_a_sink_error_naming_the_column(cells, typ) -> None:
+    from sparkbarrier import SinkError
+
+    with pytest.raises(SinkError, match="column 'amount'"):
+        decode_column(cells, typ, "amount")

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from sparkbarrier._exceptions import ConfigError
-from sparkbarrier.connectors.hbase import DeliveryGuarantee, parse_sink_options
+from sparkbarrier.connectors.hbase import DEFAULT_COMMIT_TABLE, DeliveryGuarantee, parse_sink_options
 from sparkbarrier.connectors.hbase._layout import SinkLayout
 from sparkbarrier.connectors.hbase._options import parse_columns
 
@@ -18,7 +18,7 @@ def test_defaults_are_documented_values() -> None:
     assert (o.host, o.port, o.column_family, o.max_rows, o.max_size) == (
         "localhost", 9090, "d", 1000, 2 * 1024 * 1024)
     assert o.guarantee is DeliveryGuarantee.EXACTLY_ONCE and o.ignore_null_value
-    assert o.commit_table == "sparkbarrier_commits" and o.sink_id is None
+    assert o.commit_table == DEFAULT_COMMIT_TABLE and o.sink_id is None
 
 
 def test_option_keys_are_case_insensitive() -> None:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +11,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka import TopicPartition as KafkaTP
 from pyspark.sql import DataFrame, SparkSession
 
-from sparkbarrier.connectors.kafka import register
+from sparkbarrier.connectors.kafka import committed_offsets, register
 from polling import wait_for  # noqa: F401  (re-exported for the tests)
 
 
@@ -55,9 +54,8 @@ class KafkaTool:
         return values
 
     def group_offsets(self, group: str) -> dict[tuple[str, int], int]:
-        found = self.admin.list_group_offsets({group: None}).get(group, {})
-        return {(tp.topic, tp.partition): m.offset for tp, m in found.items()
-                if m is not None and m.offset >= 0}
+        found = committed_offsets(self.admin, group)
+        return {(tp.topic, tp.partition): c.offset for tp, c in found.items()}
 
     def group_metadata(self, group: str) -> dict[tuple[str, int], str]:
         found = self.admin.list_group_offsets({group: None}).get(group, {})

@@ -1,0 +1,92 @@
+"""Spark's checkpoint directory, read for the ``barrier-kafka`` offsets it holds.
+
+The source keeps its pending ledger in the driver's memory only; the one durable,
+readable record of what was planned is Spark's own offset log (``offsets/<batch>``),
+and of what completed, its commit log (``commits/<batch>``). Each offset-log entry
+holds one line per source, and the ``barrier-kafka`` line is a :class:`SourceOffset`,
+parsed here with the same (version-checked) parser the planner uses.
+
+Read-only, local paths only, no Spark needed: usable while the query runs or after.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..._exceptions import ConfigError, ProtocolError
+from ._offsets import SourceOffset
+
+__all__ = ["CheckpointLogStatus", "SparkBatch", "checkpoint_log_status"]
+
+
+@dataclass(frozen=True)
+class SparkBatch:
+    """One batch of Spark's offset log with the ``barrier-kafka`` offset it planned."""
+
+    batch_id: int
+    checkpoint_id: int | None
+    offsets: dict[str, int]
+
+
+@dataclass(frozen=True)
+class CheckpointLogStatus:
+    """Spark's checkpoint directory: last completed batch and planned-but-open ones."""
+
+    location: str
+    last_completed: SparkBatch | None
+    pending: list[SparkBatch] = field(default_factory=list)
+
+
+def _read_log_entry(path: Path) -> list[str]:
+    lines = path.read_text().splitlines()
+    if not lines or not lines[0].startswith("v"):
+        raise ProtocolError(f"{path} is not a Spark checkpoint log entry")
+    return lines[1:]
+
+
+def _barrier_offset(lines: list[str]) -> SourceOffset | None:
+    """The first ``barrier-kafka`` offset among a batch's per-source lines.
+
+    A line is ours when it is a JSON object with a ``checkpointId``; other sources'
+    lines are skipped. Ours go through :meth:`SourceOffset.from_json`, so an unknown
+    version raises ProtocolError instead of being read as if it were version 1.
+    """
+    for line in lines[1:]:  # lines[0] is the batch metadata
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "checkpointId" in obj:
+            return SourceOffset.from_json(obj)
+    return None
+
+
+def checkpoint_log_status(location: str) -> CheckpointLogStatus:
+    """Last completed and pending batches from a *local* Spark checkpoint directory.
+
+    Raises ConfigError when ``location`` holds no offset log, ProtocolError when an
+    entry is not Spark's log format or holds an unsupported ``barrier-kafka`` offset.
+    """
+    root = Path(location.removeprefix("file://"))
+    offsets_dir, commits_dir = root / "offsets", root / "commits"
+    if not offsets_dir.is_dir():
+        raise ConfigError(f"{location} is not a Spark streaming checkpoint (no offsets/ folder); "
+                          "only local paths are supported", option="checkpoint-location")
+
+    def ids(folder: Path) -> list[int]:
+        if not folder.is_dir():
+            return []
+        return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+
+    planned, done = ids(offsets_dir), set(ids(commits_dir))
+    batches = {}
+    for batch in planned:
+        offset = _barrier_offset(_read_log_entry(offsets_dir / str(batch)))
+        batches[batch] = SparkBatch(batch, offset.checkpoint_id if offset else None,
+                                    offset.channel_offsets() if offset else {})
+    completed = [b for b in planned if b in done]
+    last = batches[completed[-1]] if completed else None
+    pending = [batches[b] for b in planned if b not in done and (last is None or b > last.batch_id)]
+    return CheckpointLogStatus(str(root), last, pending)
