@@ -59,6 +59,10 @@ def read_records(options: KafkaSourceOptions, part: KafkaRangePartition,
                              allow_auto_create_topics=False)
     tp = KafkaTP(part.topic, part.partition)
     try:
+        # A missing topic would otherwise show up only as "no progress" after
+        # kafkaConsumer.pollTimeoutMs; the confluent path reports it as data loss at once.
+        if part.partition not in (consumer.partitions_for_topic(part.topic) or ()):
+            raise gone(part)
         consumer.assign([tp])
         earliest = consumer.beginning_offsets([tp]).get(tp)
         if earliest is None:
