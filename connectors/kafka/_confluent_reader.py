@@ -160,7 +160,11 @@ def read_records(options: KafkaSourceOptions, part: KafkaRangePartition,
             batch = None
             with gc_paused():
                 want = min(options.arrow_batch_size - len(pending), part.end - pos)
-                msgs = consumer.consume(num_messages=want, timeout=_WAIT_S)
+                try:
+                    msgs = consumer.consume(num_messages=want, timeout=_WAIT_S)
+                except KafkaException as exc:  # raised for fatal client states only
+                    raise SourceError(f"cannot read {part.channel}: {scrub(exc)}",
+                                      topic_partition=part.channel) from None
                 if errors.permanent is not None:
                     raise SourceError(f"cannot read {part.channel}: {errors.permanent}",
                                       topic_partition=part.channel)

@@ -98,8 +98,8 @@ SPECS: tuple[OptionSpec, ...] = (
                "for this long.", type_name="ms"),
     OptionSpec("kafkaConsumer.client", lambda k, r: ConsumerClient(r), ConsumerClient.CONFLUENT,
                "Executor: the client that reads records. `confluent` (confluent-kafka, "
-               "librdkafka's C decoder) is about 3x faster per record; `kafka-python` is "
-               "pure Python and honours every kafka-python setting.",
+               "librdkafka's C decoder) needs about a third of the CPU per record; "
+               "`kafka-python` is pure Python and honours every kafka-python setting.",
                choices=("confluent", "kafka-python")),
     OptionSpec("commitOffsets", parse_bool, True,
                "Commit completed batches' offsets to `kafka.group.id`.", type_name="boolean"),
