@@ -187,11 +187,11 @@ def compacted_topic(kafka_bootstrap: str) -> tuple[str, int]:
     for round_ in range(4):
         for k in range(5):
             prod.send(topic, key=b"k%d" % k, value=b"%d-%d" % (k, round_), partition=0)
-        prod.flush()
-        time.sleep(0.2)  # let segment.ms pass so the next append rolls a segment
+    prod.flush()
 
     def compacted() -> bool:
-        prod.send(topic, key=b"roll", value=b"r", partition=0)  # closes the active segment
+        # an append after segment.ms rolls the segment, so the cleaner may compact it
+        prod.send(topic, key=b"roll", value=b"r", partition=0)
         prod.flush()
         return len(_raw_log(kafka, topic)) < 20
 
