@@ -1,21 +1,26 @@
-"""Throughput of the barrier-kafka source next to a raw kafka-python drain and Spark's
-built-in Kafka source, on the same topic, into Spark's no-op sink.
+"""barrier-kafka (both executor clients) next to Spark's JVM Kafka source and the raw
+clients, on the same topic, in one run: records/s, CPU per record, Python worker RSS.
 
-    python benchmarks/bench_kafka_source.py --records 1000000 \
-        --bootstrap 127.0.0.1:9092 [--spark-kafka-version 4.2.0] [--skip-builtin]
+    python benchmarks/bench_kafka_source.py --records 3000000 \
+        --bootstrap 127.0.0.1:9092 [--spark-kafka-jars a.jar,b.jar,...] [--rounds 2]
 
-Produces N records of ``--value-bytes`` bytes on 2 partitions (batched producer),
-then measures, one after the other:
+Produces N records of ``--value-bytes`` bytes on 2 partitions, then measures:
 
-* raw      -- one kafka-python consumer draining both partitions (assign + seek);
-* raw x2   -- one kafka-python consumer per partition in 2 processes (what Spark's
-              local[2] parallelism can reach at best);
-* barrier  -- ``format("barrier-kafka")``, ``Trigger.AvailableNow`` -> ``noop``;
-* builtin  -- ``format("kafka")`` (spark-sql-kafka-0-10), same trigger and sink.
+* raw confluent / raw kafka-python -- one consumer draining both partitions (assign +
+  seek), and one consumer per partition in 2 processes ("x2": what Spark's local[2]
+  parallelism can reach at best); CPU from the drain processes' rusage;
+* barrier (confluent)   -- ``format("barrier-kafka")``, the default executor client;
+* barrier (kafka-python) -- the same with ``kafkaConsumer.client=kafka-python``;
+* Spark JVM             -- ``format("kafka")`` (spark-sql-kafka-0-10).
 
-Spark timings span ``start()`` to termination of the query (planning included;
-session start-up and a warm-up query on a small topic excluded). Prints records/s
-and ratios.
+Spark queries run ``Trigger.AvailableNow`` into the ``noop`` sink on ``local[2]``, timed
+from ``start()`` to termination (planning included; session start-up and one warm-up query
+per reader on a small topic excluded). CPU of a Spark query is the CPU the Spark JVM and
+all its descendant processes (Python workers, the streaming planner process) spent while
+it ran, from /proc. Peak RSS is sampled every 50 ms over the Python worker processes:
+the largest single worker and the largest sum. The broker's CPU is not counted (it
+serves every reader the same bytes). ``--rounds`` repeats the Spark queries, so a shared
+machine's noise shows; ratios are computed within a round.
 """
 
 from __future__ import annotations
@@ -23,36 +28,58 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import resource
 import sys
 import tempfile
+import threading
 import time
 import uuid
-
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KafkaTP
+from dataclasses import dataclass
 
 PARTITIONS = 2
 WARMUP_RECORDS = 50_000
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Result:
+    name: str
+    records_per_s: float
+    cpu_s_per_m: float
+    jvm_cpu_s_per_m: float | None = None
+    worker_rss_mb: float | None = None  # largest single Python worker
+    workers_rss_mb: float | None = None  # largest sum over Python workers
 
 
 def produce(bootstrap: str, topic: str, records: int, value_bytes: int) -> float:
+    from confluent_kafka import Producer
+    from kafka import KafkaAdminClient
+
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     admin.create_topics({topic: {"num_partitions": PARTITIONS, "replication_factor": 1}},
                         wait_for_metadata=True)
     admin.close()
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=50, acks=1,
-                             batch_size=1024 * 1024,
-                             max_request_size=8 * 1024 * 1024)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "acks": 1,
+                         "batch.size": 1024 * 1024, "queue.buffering.max.messages": 1_000_000})
     value = b"x" * value_bytes
     t0 = time.perf_counter()
     for i in range(records):
-        producer.send(topic, value=value, partition=i % PARTITIONS)
+        while True:
+            try:
+                producer.produce(topic, value=value, key=b"%d" % i, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.05)
     producer.flush()
-    producer.close()
     return records / (time.perf_counter() - t0)
 
 
-def _drain(bootstrap: str, topic: str, partitions: list[int]) -> int:
+# -- raw clients ---------------------------------------------------------------------
+
+def _drain_kafka_python(bootstrap: str, topic: str, partitions: list[int]) -> tuple[int, float]:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTP
+
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                              fetch_max_bytes=64 * 1024 * 1024,
                              max_partition_fetch_bytes=16 * 1024 * 1024,
@@ -61,24 +88,149 @@ def _drain(bootstrap: str, topic: str, partitions: list[int]) -> int:
     consumer.assign(tps)
     consumer.seek_to_beginning(*tps)
     ends = consumer.end_offsets(tps)
-    count = 0
+    cpu0, count = _cpu_self(), 0
     while any(consumer.position(tp) < ends[tp] for tp in tps):
         for batch in consumer.poll(timeout_ms=200, max_records=10_000).values():
             count += len(batch)
+    cpu = _cpu_self() - cpu0
     consumer.close()
-    return count
+    return count, cpu
 
 
-def raw_drain(bootstrap: str, topic: str, records: int, processes: int) -> float:
+def _drain_confluent(bootstrap: str, topic: str, partitions: list[int]) -> tuple[int, float]:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as ConfluentTP
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unjoined",
+                         "enable.auto.commit": False, "fetch.max.bytes": 32 * 1024 * 1024,
+                         "max.partition.fetch.bytes": 8 * 1024 * 1024,
+                         "fetch.wait.max.ms": 100, "queued.max.messages.kbytes": 32 * 1024,
+                         "queued.min.messages": 1_000_000})  # as the reader's defaults
+    ends = {p: consumer.get_watermark_offsets(ConfluentTP(topic, p), timeout=30)[1]
+            for p in partitions}
+    consumer.assign([ConfluentTP(topic, p, 0) for p in partitions])
+    cpu0, count, total = _cpu_self(), 0, sum(ends.values())
+    while count < total:
+        msgs = consumer.consume(num_messages=10_000, timeout=0.2)
+        count += sum(1 for m in msgs if m.error() is None)
+    cpu = _cpu_self() - cpu0
+    consumer.close()
+    return count, cpu
+
+
+def _cpu_self() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def raw_drain(drain, name: str, bootstrap: str, topic: str, records: int,
+              processes: int) -> Result:
     t0 = time.perf_counter()
     if processes == 1:
-        count = _drain(bootstrap, topic, list(range(PARTITIONS)))
+        count, cpu = drain(bootstrap, topic, list(range(PARTITIONS)))
     else:
         with multiprocessing.get_context("spawn").Pool(processes) as pool:
-            count = sum(pool.starmap(_drain, [(bootstrap, topic, [p]) for p in range(PARTITIONS)]))
+            parts = pool.starmap(drain, [(bootstrap, topic, [p]) for p in range(PARTITIONS)])
+        count, cpu = sum(c for c, _ in parts), sum(c for _, c in parts)
     elapsed = time.perf_counter() - t0
-    assert count == records, (count, records)
-    return records / elapsed
+    assert count == records, (name, count, records)
+    return Result(name, records / elapsed, cpu / records * 1e6)
+
+
+# -- Spark ---------------------------------------------------------------------------
+
+def _proc_cpu(pid: int) -> float | None:
+    """utime + stime of a process (all its threads) in seconds; None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _children(pid: int) -> list[int]:
+    """Every descendant of ``pid``. A JVM forks from many threads, and /proc lists a
+    child under the thread that forked it, so every task's list is read."""
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        kids: list[int] = []
+        try:
+            for task in os.listdir(f"/proc/{parent}/task"):
+                with open(f"/proc/{parent}/task/{task}/children") as f:
+                    kids += [int(k) for k in f.read().split()]
+        except OSError:
+            pass
+        out += kids
+        todo += kids
+    return out
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class TreeMonitor:
+    """CPU of the Spark JVM and its descendants; peak RSS of the Python descendants.
+
+    Per process, the first and the last CPU reading are kept (sampled every 50 ms), so a
+    worker that exits during the query still counts up to its last sample. Reaped
+    children's CPU cannot be used instead: PySpark's daemon ignores SIGCHLD, so its
+    workers' CPU never reaches its ``cutime``.
+    """
+
+    def __init__(self, jvm_pid: int) -> None:
+        self.jvm = jvm_pid
+        self.peak_one = self.peak_sum = 0.0
+        self._first: dict[int, float] = {}
+        self._last: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _read(self, baseline: bool) -> None:
+        kids = _children(self.jvm)
+        rss = [_rss_mb(p) for p in kids]
+        with self._lock:
+            for pid in [self.jvm, *kids]:
+                cpu = _proc_cpu(pid)
+                if cpu is None:
+                    continue
+                # a process first seen after the baseline started during the query
+                self._first.setdefault(pid, cpu if baseline else 0.0)
+                self._last[pid] = cpu
+            if rss:
+                self.peak_one = max(self.peak_one, max(rss))
+                self.peak_sum = max(self.peak_sum, sum(rss))
+
+    def cpu(self) -> tuple[float, float]:
+        """(JVM, its descendants) CPU seconds since the monitor started."""
+        self._read(baseline=False)
+        with self._lock:
+            spent = {pid: self._last[pid] - self._first[pid] for pid in self._last}
+        jvm = spent.pop(self.jvm, 0.0)
+        return jvm, sum(spent.values())
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            self._read(baseline=False)
+
+    def __enter__(self) -> TreeMonitor:
+        self._read(baseline=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def spark_session(kafka_package: str | None, kafka_jars: str | None):
@@ -99,25 +251,39 @@ def spark_session(kafka_package: str | None, kafka_jars: str | None):
     return spark
 
 
-def spark_run(spark, fmt: str, options: dict[str, str], records: int) -> float:
+def spark_run(spark, name: str, fmt: str, options: dict[str, str], records: int) -> Result:
     reader = spark.readStream.format(fmt)
     for key, value in options.items():
         reader = reader.option(key, value)
-    with tempfile.TemporaryDirectory() as ckpt:
+    jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
+    with tempfile.TemporaryDirectory() as ckpt, TreeMonitor(jvm_pid) as mon:
         t0 = time.perf_counter()
         query = (reader.load().writeStream.format("noop").option("checkpointLocation", ckpt)
                  .trigger(availableNow=True).start())
         query.awaitTermination()
         elapsed = time.perf_counter() - t0
+        jvm, py = mon.cpu()
         rows = sum(p["numInputRows"] for p in query.recentProgress)
     # barrier-kafka adds one marker row per partition and batch
     assert rows >= records, (fmt, rows, records)
-    return records / elapsed
+    return Result(name, records / elapsed, (jvm + py) / records * 1e6, jvm / records * 1e6,
+                  mon.peak_one if fmt != "kafka" else None,
+                  mon.peak_sum if fmt != "kafka" else None)
+
+
+def _print(results: list[Result]) -> None:
+    print(f"  {'reader':<24} {'records/s':>11} {'CPU-s/M':>8} {'of it JVM':>9} "
+          f"{'worker RSS':>10} {'workers RSS':>11}")
+    for r in results:
+        jvm = f"{r.jvm_cpu_s_per_m:9.2f}" if r.jvm_cpu_s_per_m is not None else " " * 9
+        one = f"{r.worker_rss_mb:7.0f} MB" if r.worker_rss_mb else " " * 10
+        all_ = f"{r.workers_rss_mb:8.0f} MB" if r.workers_rss_mb else " " * 11
+        print(f"  {r.name:<24} {r.records_per_s:>11,.0f} {r.cpu_s_per_m:>8.2f} {jvm} {one} {all_}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=10_000_000)
+    parser.add_argument("--records", type=int, default=3_000_000)
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--bootstrap", default=os.environ.get("SPARKBARRIER_KAFKA_BOOTSTRAP"))
     parser.add_argument("--spark-kafka-version", default=None,
@@ -126,6 +292,8 @@ def main() -> None:
                         help="comma-separated local jars for the built-in source (instead of "
                              "resolving --spark-kafka-version through spark.jars.packages)")
     parser.add_argument("--skip-builtin", action="store_true")
+    parser.add_argument("--skip-raw", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat the Spark queries")
     args = parser.parse_args()
     if not args.bootstrap:
         from sparkbarrier.devstack import Devstack
@@ -137,49 +305,77 @@ def main() -> None:
     print(f"  produce  {produce(args.bootstrap, topic, args.records, args.value_bytes):>12,.0f} rec/s")
     warm_topic = topic + "_warmup"
     produce(args.bootstrap, warm_topic, WARMUP_RECORDS, args.value_bytes)
-    results: dict[str, float] = {}
-    results["raw"] = raw_drain(args.bootstrap, topic, args.records, 1)
-    results["raw x2"] = raw_drain(args.bootstrap, topic, args.records, PARTITIONS)
+    try:
+        _measure(args, topic, warm_topic)
+    finally:
+        from kafka import KafkaAdminClient
+
+        admin = KafkaAdminClient(bootstrap_servers=args.bootstrap)
+        admin.delete_topics([topic, warm_topic])  # do not leave gigabytes on a shared broker
+        admin.close()
+
+
+def _measure(args: argparse.Namespace, topic: str, warm_topic: str) -> None:
+    raw: list[Result] = []
+    if not args.skip_raw:
+        for drain, name in ((_drain_confluent, "raw confluent"),
+                            (_drain_kafka_python, "raw kafka-python")):
+            for procs in (1, PARTITIONS):
+                label = name + (f" x{procs}" if procs > 1 else "")
+                raw.append(raw_drain(drain, label, args.bootstrap, topic, args.records, procs))
+                print(f"  {label:<24} {raw[-1].records_per_s:>11,.0f} rec/s", flush=True)
 
     import pyspark
 
+    builtin = not args.skip_builtin
     package = None
-    if not args.skip_builtin and not args.spark_kafka_jars:
+    if builtin and not args.spark_kafka_jars:
         version = args.spark_kafka_version or pyspark.__version__
         package = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{version}"
-    spark = spark_session(package, None if args.skip_builtin else args.spark_kafka_jars)
+    spark = spark_session(package, args.spark_kafka_jars if builtin else None)
     from sparkbarrier.connectors.kafka import register
 
     register(spark)
     common = {"kafka.bootstrap.servers": args.bootstrap, "subscribe": topic,
               "startingOffsets": "earliest"}
+    readers = [("barrier (confluent)", "barrier-kafka", {"kafkaConsumer.client": "confluent"}),
+               ("barrier (kafka-python)", "barrier-kafka",
+                {"kafkaConsumer.client": "kafka-python"})]
+    if builtin:
+        readers.append(("Spark JVM", "kafka", {}))
     # Warm-up on a small topic: JVM JIT and Python worker start-up (~10 s on 2 cores) are
     # paid once per session, not per query; measured runs should not carry them.
-    warm = {**common, "subscribe": warm_topic}
-    spark_run(spark, "barrier-kafka", {**warm, "commitOffsets": "false"}, WARMUP_RECORDS)
-    if package or (args.spark_kafka_jars and not args.skip_builtin):
+    for name, fmt, extra in readers:
+        opts = {**common, **extra, "subscribe": warm_topic}
+        if fmt == "barrier-kafka":
+            opts["commitOffsets"] = "false"
         try:
-            spark_run(spark, "kafka", warm, WARMUP_RECORDS)
+            spark_run(spark, name, fmt, opts, WARMUP_RECORDS)
         except Exception as exc:  # reported below when the measured run fails too
-            print(f"  builtin  warm-up failed: {str(exc).splitlines()[0][:200]}")
-    results["barrier"] = spark_run(
-        spark, "barrier-kafka", {**common, "kafka.group.id": f"bench-{topic}"}, args.records)
-    if package or (args.spark_kafka_jars and not args.skip_builtin):
-        try:
-            results["builtin"] = spark_run(spark, "kafka", common, args.records)
-        except Exception as exc:  # report and go on: the other numbers still stand
-            print(f"  builtin  failed: {str(exc).splitlines()[0][:300]}")
+            print(f"  {name} warm-up failed: {str(exc).splitlines()[0][:200]}")
+    for round_ in range(1, args.rounds + 1):
+        results = list(raw) if round_ == 1 else []
+        for name, fmt, extra in readers:
+            opts = {**common, **extra}
+            if fmt == "barrier-kafka":
+                opts["kafka.group.id"] = f"bench-{topic}-{round_}-{extra['kafkaConsumer.client']}"
+            try:
+                results.append(spark_run(spark, name, fmt, opts, args.records))
+            except Exception as exc:  # report and go on: the other numbers still stand
+                print(f"  {name} failed: {str(exc).splitlines()[0][:300]}")
+        print(f"round {round_}:")
+        _print(results)
+        _ratios({r.name: r for r in results})
     spark.stop()
-    admin = KafkaAdminClient(bootstrap_servers=args.bootstrap)
-    admin.delete_topics([topic, warm_topic])  # do not leave gigabytes on a shared broker
-    admin.close()
 
-    for name, rate in results.items():
-        print(f"  {name:<8} {rate:>12,.0f} rec/s")
-    print(f"  barrier / raw    = {results['barrier'] / results['raw']:.2f}")
-    print(f"  barrier / raw x2 = {results['barrier'] / results['raw x2']:.2f}")
-    if "builtin" in results:
-        print(f"  barrier / builtin = {results['barrier'] / results['builtin']:.2f}")
+
+def _ratios(by_name: dict[str, Result]) -> None:
+    fast = by_name.get("barrier (confluent)")
+    for other in ("Spark JVM", "barrier (kafka-python)", "raw confluent x2"):
+        if fast and other in by_name:
+            base = by_name[other]
+            print(f"  barrier (confluent) / {other}: {fast.records_per_s / base.records_per_s:.2f}x "
+                  f"records/s, {fast.cpu_s_per_m / base.cpu_s_per_m:.2f}x CPU per record")
 
 
 if __name__ == "__main__":

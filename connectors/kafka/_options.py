@@ -15,8 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka import KafkaConsumer
-
 from ..._exceptions import ConfigError
 from .._options import (
     OptionSpec,
@@ -27,6 +25,7 @@ from .._options import (
     parse_options,
     redact,
 )
+from ._client_config import ConsumerClient, kafka_python_configs, librdkafka_configs
 from ._positions import PartitionStart, StartKind, TopicPartition, start_from_spark_json
 
 __all__ = ["KafkaSourceOptions", "SPECS", "parse_source_options", "kafka_options_table"]
@@ -97,6 +96,11 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("kafkaConsumer.pollTimeoutMs", _pos_int, 120_000,
                "Executor: give up (SourceError) when a planned range makes no progress "
                "for this long.", type_name="ms"),
+    OptionSpec("kafkaConsumer.client", lambda k, r: ConsumerClient(r), ConsumerClient.CONFLUENT,
+               "Executor: the client that reads records. `confluent` (confluent-kafka, "
+               "librdkafka's C decoder) needs about a third of the CPU per record; "
+               "`kafka-python` is pure Python and honours every kafka-python setting.",
+               choices=("confluent", "kafka-python")),
     OptionSpec("commitOffsets", parse_bool, True,
                "Commit completed batches' offsets to `kafka.group.id`.", type_name="boolean"),
     OptionSpec("arrowBatchSize", _pos_int, 10_000,
@@ -115,76 +119,6 @@ _REJECTED: Mapping[str, str] = {
     "endingoffsetsbytimestamp": "endingOffsetsByTimestamp applies to batch queries only",
     "kafka.group.instance.id": "the source never joins the group",
 }
-
-# Settings the source decides itself; a user value would silently break reading.
-_FORCED = frozenset({"group_id", "enable_auto_commit", "auto_offset_reset",
-                     "key_deserializer", "value_deserializer", "allow_auto_create_topics"})
-_KAFKA_PYTHON_CONFIG: Mapping[str, Any] = dict(KafkaConsumer.DEFAULT_CONFIG)
-_JAAS_RE = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
-
-
-# kafka-python settings that take Python objects, not strings.
-_OBJECT_SETTINGS = frozenset({"ssl_context", "selector", "socket_options", "metric_reporters",
-                              "kafka_client", "partition_assignment_strategy",
-                              "default_offset_commit_callback", "sasl_oauth_token_provider",
-                              "consumer_timeout_ms"})
-
-
-def _client_value(key: str, name: str, raw: str) -> Any:
-    """Convert a string to the type of kafka-python's default for ``name``."""
-    if name in _OBJECT_SETTINGS:
-        raise ConfigError(f"option {key!r} takes a Python object in kafka-python and cannot be "
-                          f"set from an option string; remove it", option=key)
-    if name == "api_version":
-        parts = raw.strip().split(".")
-        if not all(p.isdigit() for p in parts):
-            raise ConfigError(f"option {key!r} must look like '3.7' or '2.8.1', got {raw!r}",
-                              option=key)
-        return tuple(int(p) for p in parts)
-    default = _KAFKA_PYTHON_CONFIG[name]
-    if isinstance(default, bool):
-        return parse_bool(key, raw)
-    if isinstance(default, int) or name.endswith(("_ms", "_bytes", "_records")):
-        return parse_int(key, raw, minimum=0)
-    return raw
-
-
-def _client_configs(passthrough: Mapping[str, str]) -> dict[str, Any]:
-    """Map Kafka's dotted ``kafka.*`` names to kafka-python keyword arguments."""
-    configs: dict[str, Any] = {}
-    for key, raw in passthrough.items():
-        if key == "kafka.group.id":
-            continue
-        dotted = key[len("kafka."):]
-        if dotted == "sasl.jaas.config":
-            fields = dict(_JAAS_RE.findall(raw))
-            if "username" not in fields or "password" not in fields:
-                raise ConfigError(
-                    f"option {key!r}: only PlainLoginModule/ScramLoginModule with "
-                    f'username="..." password="..." is supported',
-                    option=key,
-                )
-            configs["sasl_plain_username"] = fields["username"]
-            configs["sasl_plain_password"] = fields["password"]
-            continue
-        name = dotted.replace(".", "_")
-        if name in _FORCED:
-            raise ConfigError(f"option {key!r} is set by the source and cannot be changed",
-                              option=key)
-        if name not in _KAFKA_PYTHON_CONFIG:
-            raise ConfigError(
-                f"option {key!r} is not a setting the Python Kafka client understands "
-                f"(kafka-python has no {name!r}); remove it",
-                option=key,
-            )
-        configs[name] = _client_value(key, name, raw)
-    if "isolation_level" in configs and configs["isolation_level"] not in (
-        "read_committed", "read_uncommitted"
-    ):
-        raise ConfigError("option 'kafka.isolation.level' must be read_committed or "
-                          "read_uncommitted", option="kafka.isolation.level")
-    return configs
-
 
 @dataclass(frozen=True)
 class KafkaSourceOptions:
@@ -210,13 +144,19 @@ class KafkaSourceOptions:
     poll_timeout_ms: int = 120_000
     commit_offsets: bool = True
     arrow_batch_size: int = 10_000
-    # Holds passwords: kept out of repr() so tracebacks and logs of the options stay clean.
+    consumer_client: ConsumerClient = ConsumerClient.CONFLUENT
+    # Hold passwords: kept out of repr() so tracebacks and logs of the options stay clean.
     client_configs: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    librdkafka_configs: Mapping[str, Any] = field(default_factory=dict, repr=False)
     safe_options: Mapping[str, str] = field(default_factory=dict)  # redacted, for logs
 
     def consumer_configs(self) -> dict[str, Any]:
         """kwargs for a group-less KafkaConsumer (a fresh copy each call)."""
         return {"bootstrap_servers": self.bootstrap_servers.split(","), **self.client_configs}
+
+    def confluent_configs(self) -> dict[str, Any]:
+        """librdkafka settings for an executor's confluent-kafka consumer (a fresh copy)."""
+        return {"bootstrap.servers": self.bootstrap_servers, **self.librdkafka_configs}
 
     def admin_configs(self) -> dict[str, Any]:
         """kwargs for KafkaAdminClient: the connection settings it understands."""
@@ -310,6 +250,8 @@ def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
     if min_rows is not None and max_rows is not None and min_rows > max_rows:
         raise ConfigError("'minOffsetsPerTrigger' must not exceed 'maxOffsetsPerTrigger'",
                           option="minOffsetsPerTrigger")
+    client = values["kafkaConsumer.client"]
+    configs = kafka_python_configs(passthrough)
     return KafkaSourceOptions(
         bootstrap_servers=values["kafka.bootstrap.servers"],
         group_id=group,
@@ -331,7 +273,10 @@ def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
         poll_timeout_ms=values["kafkaConsumer.pollTimeoutMs"],
         commit_offsets=commit,
         arrow_batch_size=values["arrowBatchSize"],
-        client_configs=_client_configs(passthrough),
+        consumer_client=client,
+        client_configs=configs,
+        librdkafka_configs=(librdkafka_configs(configs) if client is ConsumerClient.CONFLUENT
+                            else {}),
         safe_options={k: str(v) for k, v in redact(dict(raw)).items()},
     )
 

@@ -1,19 +1,26 @@
-"""Keep secrets out of kafka-python's own log lines.
+"""Keep secrets out of the Kafka clients' log lines and error messages.
 
-``KafkaAdminClient`` logs its whole configuration at DEBUG, including
+kafka-python: ``KafkaAdminClient`` logs its whole configuration at DEBUG, including
 ``sasl_plain_password`` and ``ssl_password``. A filter on that logger replaces
 the values of secret-looking keys (see ``is_secret_key``) before any handler
 sees the record. Installed once, at import of the modules that create clients.
+
+librdkafka (confluent-kafka): it redacts its own sensitive properties, but its
+log lines and error strings are free text we do not control. :class:`SecretScrubber`
+knows the secret *values* of one consumer's settings and replaces them in any text;
+the executor routes librdkafka's log through it and scrubs every client error it
+turns into an exception.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
-from .._options import redact
+from .._options import is_secret_key, redact
 
-__all__ = ["install_client_log_redaction"]
+__all__ = ["SecretScrubber", "install_client_log_redaction"]
 
 # kafka-python loggers known to print client configurations.
 _CONFIG_LOGGERS = ("kafka.admin.client", "kafka.consumer.group", "kafka.producer.kafka")
@@ -38,3 +45,27 @@ def install_client_log_redaction() -> None:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+
+
+class SecretScrubber:
+    """Replaces the secret values of one client's settings in free text.
+
+    Also serves as confluent-kafka's ``logger`` setting (it calls ``log(level, fmt,
+    *args)``): lines are formatted, scrubbed and passed to the ``logger`` given.
+    """
+
+    def __init__(self, configs: Mapping[str, Any], logger: logging.Logger) -> None:
+        # Longest first, so a secret that contains another is replaced whole.
+        self._secrets = sorted({str(v) for k, v in configs.items()
+                                if is_secret_key(k) and str(v)}, key=len, reverse=True)
+        self._logger = logger
+
+    def __call__(self, text: object) -> str:
+        out = str(text)
+        for secret in self._secrets:
+            out = out.replace(secret, "***")
+        return out
+
+    def log(self, level: int, fmt: str, *args: object) -> None:
+        if self._logger.isEnabledFor(level):
+            self._logger.log(level, "%s", self(fmt % args if args else fmt))

@@ -48,8 +48,9 @@ def test_new_partitions_and_pattern_topics_read_from_earliest(
     assert len(set(got.values())) == 12
 
 
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_read_committed_skips_aborted_transaction(spark, kafka: KafkaTool, unique_name,
-                                                  tmp_path) -> None:
+                                                  tmp_path, client: str) -> None:
     topic = kafka.create_topic(unique_name("t"), partitions=1)
     producer = KafkaProducer(bootstrap_servers=kafka.bootstrap,
                              transactional_id=unique_name("tx"))
@@ -64,7 +65,8 @@ def test_read_committed_skips_aborted_transaction(spark, kafka: KafkaTool, uniqu
             producer.commit_transaction() if outcome == "commit" else producer.abort_transaction()
     finally:
         producer.close()
-    options = base(kafka, topic, unique_name("g"), **{"kafka.isolation.level": "read_committed"})
+    options = base(kafka, topic, unique_name("g"), **{"kafka.isolation.level": "read_committed",
+                                                      "kafkaConsumer.client": client})
     got = run_available_now(spark, options, str(tmp_path / "c"))
     assert got.values() == [b"a", b"b", b"c"]
     # offsets have gaps (aborted records, commit markers) and the range still ends

@@ -17,13 +17,15 @@ def base(kafka: KafkaTool, topic: str, group: str, **extra: str) -> dict[str, st
             "kafka.group.id": group, "startingOffsets": "earliest", **extra}
 
 
+@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
 def test_every_record_read_once_in_order_and_restart_resumes(
-    spark, kafka: KafkaTool, unique_name, tmp_path
+    spark, kafka: KafkaTool, unique_name, tmp_path, client: str
 ) -> None:
     topic, group = kafka.create_topic(unique_name("t")), unique_name("g")
     first = kafka.produce(topic, 200)
     ckpt = str(tmp_path / "ckpt")
-    query, got = start(spark, base(kafka, topic, group), ckpt, available_now=True)
+    options = base(kafka, topic, group, **{"kafkaConsumer.client": client})
+    query, got = start(spark, options, ckpt, available_now=True)
     try:
         query.awaitTermination(120)
     finally:
@@ -34,7 +36,7 @@ def test_every_record_read_once_in_order_and_restart_resumes(
     assert meta["src"] == "barrier-kafka" and meta["checkpointId"] >= 1
 
     second = kafka.produce(topic, 60, start=200)
-    query, got2 = start(spark, base(kafka, topic, group), ckpt, available_now=True)
+    query, got2 = start(spark, options, ckpt, available_now=True)
     try:
         query.awaitTermination(120)
     finally:

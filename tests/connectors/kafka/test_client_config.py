@@ -1,0 +1,96 @@
+"""kafka.* options -> kafka-python and librdkafka settings: unit tests, no broker, no Spark."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from kafka import KafkaConsumer
+
+from sparkbarrier import ConfigError
+from sparkbarrier.connectors.kafka import parse_source_options
+from sparkbarrier.connectors.kafka._client_config import (
+    _LIBRDKAFKA,
+    ConsumerClient,
+    librdkafka_configs,
+)
+from sparkbarrier.connectors.kafka._secrets import SecretScrubber
+
+BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t", "kafka.group.id": "g"}
+
+
+def test_confluent_is_the_default_client_and_kafka_python_selectable() -> None:
+    assert parse_source_options(BASE).consumer_client is ConsumerClient.CONFLUENT
+    o = parse_source_options({**BASE, "kafkaConsumer.client": "Kafka-Python"})
+    assert o.consumer_client is ConsumerClient.KAFKA_PYTHON and o.librdkafka_configs == {}
+    with pytest.raises(ConfigError, match="confluent, kafka-python"):
+        parse_source_options({**BASE, "kafkaConsumer.client": "java"})
+
+
+def test_security_options_map_to_librdkafka_names() -> None:
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="alice" password="hunter2";')
+    o = parse_source_options({**BASE, "kafka.security.protocol": "SASL_SSL",
+                              "kafka.sasl.mechanism": "SCRAM-SHA-512",
+                              "kafka.sasl.jaas.config": jaas,
+                              "kafka.ssl.cafile": "/ca.pem", "kafka.ssl.certfile": "/c.pem",
+                              "kafka.ssl.keyfile": "/k.pem", "kafka.ssl.password": "kp",
+                              "kafka.ssl.check.hostname": "false",
+                              "kafka.isolation.level": "read_committed",
+                              "kafka.request.timeout.ms": "5000"})
+    assert o.confluent_configs() == {
+        "bootstrap.servers": "localhost:9092", "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "hunter2",
+        "ssl.ca.location": "/ca.pem", "ssl.certificate.location": "/c.pem",
+        "ssl.key.location": "/k.pem", "ssl.key.password": "kp",
+        "ssl.endpoint.identification.algorithm": "none",
+        "isolation.level": "read_committed", "socket.timeout.ms": 5000}
+    assert "hunter2" not in repr(o)
+
+
+@pytest.mark.parametrize("key", ["kafka.socks5.proxy", "kafka.sasl.kerberos.domain.name"])
+def test_unmappable_option_fails_at_load_naming_option_and_fix(key: str) -> None:
+    with pytest.raises(ConfigError, match="no equivalent in librdkafka.*kafkaConsumer.client="
+                                          "kafka-python") as err:
+        parse_source_options({**BASE, key: "x"})
+    assert err.value.option == key
+    parse_source_options({**BASE, key: "x", "kafkaConsumer.client": "kafka-python"})
+
+
+def test_kafka_python_tuning_applies_to_the_driver_only() -> None:
+    o = parse_source_options({**BASE, "kafka.api.version": "3.7",
+                              "kafka.bootstrap.timeout.ms": "500"})
+    assert o.client_configs == {"api_version": (3, 7), "bootstrap_timeout_ms": 500}
+    assert o.librdkafka_configs == {}
+
+
+def test_max_poll_records_is_forced_and_names_the_option_to_use() -> None:
+    with pytest.raises(ConfigError, match="arrowBatchSize"):
+        parse_source_options({**BASE, "kafka.max.poll.records": "5"})
+
+
+def test_every_mapped_setting_is_accepted_by_librdkafka() -> None:
+    """librdkafka validates names and values when the client is created (no broker needed)."""
+    from confluent_kafka import Consumer
+
+    defaults = {k: v for k, v in KafkaConsumer.DEFAULT_CONFIG.items()
+                if k in _LIBRDKAFKA and v is not None}
+    defaults.update(sasl_mechanism="PLAIN", sasl_plain_username="u", sasl_plain_password="p",
+                    security_protocol="SASL_PLAINTEXT", client_rack="r", ssl_ciphers="ALL",
+                    receive_buffer_bytes=1 << 20, send_buffer_bytes=1 << 20)
+    assert set(defaults) >= set(_LIBRDKAFKA) - {"ssl_cafile", "ssl_certfile", "ssl_keyfile",
+                                                "ssl_password", "ssl_crlfile",
+                                                "sasl_kerberos_service_name"}
+    quiet = SecretScrubber({}, logging.getLogger("test.librdkafka"))
+    consumer = Consumer({"bootstrap.servers": "127.0.0.1:9", "group.id": "unit",
+                         "logger": quiet, **librdkafka_configs(defaults)})
+    consumer.close()
+
+
+def test_scrubber_removes_secret_values_from_text_and_log(caplog) -> None:
+    scrub = SecretScrubber({"sasl.password": "hunter2", "sasl.username": "alice",
+                            "ssl.key.password": "hunter2-long"}, logging.getLogger("t.scrub"))
+    assert scrub("auth as alice with hunter2-long / hunter2") == "auth as alice with *** / ***"
+    caplog.set_level(logging.DEBUG)
+    scrub.log(logging.WARNING, "%s [%s] %s", "FAIL", "rdkafka", "password hunter2 rejected")
+    assert "hunter2" not in caplog.text and "password *** rejected" in caplog.text
