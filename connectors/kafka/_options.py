@@ -90,6 +90,11 @@ SPECS: tuple[OptionSpec, ...] = (
                "`false` skips them with a warning.", type_name="boolean"),
     OptionSpec("includeHeaders", parse_bool, False, "Add the `headers` column.",
                type_name="boolean"),
+    OptionSpec("barrierMarkers", parse_bool, False,
+               "Add the `_barrier_*` columns and end every partition's range with a barrier marker row "
+               "(for code that aligns on barriers). Off: exactly Spark's Kafka rows and columns; "
+               "checkpointed sinks read the offsets from Spark's offset log instead.",
+               type_name="boolean"),
     OptionSpec("minPartitions", _pos_int, None,
                "Minimum Spark partitions per batch; large offset ranges are split.",
                type_name="int"),
@@ -140,6 +145,7 @@ class KafkaSourceOptions:
     max_trigger_delay_ms: int = 15 * 60 * 1000
     fail_on_data_loss: bool = True
     include_headers: bool = False
+    barrier_markers: bool = False
     min_partitions: int | None = None
     poll_timeout_ms: int = 120_000
     commit_offsets: bool = True
@@ -269,6 +275,7 @@ def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
         max_trigger_delay_ms=values["maxTriggerDelay"],
         fail_on_data_loss=values["failOnDataLoss"],
         include_headers=values["includeHeaders"],
+        barrier_markers=values["barrierMarkers"],
         min_partitions=values["minPartitions"],
         poll_timeout_ms=values["kafkaConsumer.pollTimeoutMs"],
         commit_offsets=commit,
