@@ -23,6 +23,15 @@ __all__ = [
     "parse_int",
     "parse_size",
     "parse_duration_ms",
+    "parse_string",
+    "parse_stripped",
+    "parse_nonempty",
+    "parse_positive_int",
+    "parse_non_negative_int",
+    "parse_port",
+    "parse_optional_port",
+    "parse_positive_size",
+    "parse_timestamp_ms",
     "is_secret_key",
     "redact",
     "options_table",
@@ -95,6 +104,68 @@ def parse_duration_ms(key: str, raw: str) -> int:
             option=key,
         )
     return int(match.group(1)) * _DURATION_UNITS[unit]
+
+
+def parse_string(_key: str, raw: str) -> str:
+    """The value exactly as given."""
+    return raw
+
+
+def parse_stripped(_key: str, raw: str) -> str:
+    """The value without surrounding whitespace (may be empty)."""
+    return raw.strip()
+
+
+def parse_nonempty(key: str, raw: str) -> str:
+    """The value without surrounding whitespace; empty is an error."""
+    value = raw.strip()
+    if not value:
+        raise ConfigError(f"option {key!r} must not be empty", option=key)
+    return value
+
+
+def parse_positive_int(key: str, raw: str) -> int:
+    return parse_int(key, raw, minimum=1)
+
+
+def parse_non_negative_int(key: str, raw: str) -> int:
+    return parse_int(key, raw, minimum=0)
+
+
+def parse_port(key: str, raw: str) -> int:
+    value = parse_int(key, raw, minimum=1)
+    if value > 65535:
+        raise ConfigError(f"option {key!r} must be a TCP port (1..65535), got {value}", option=key)
+    return value
+
+
+def parse_optional_port(key: str, raw: str) -> int | None:
+    """A port, or None for an empty value."""
+    return parse_port(key, raw) if raw.strip() else None
+
+
+def parse_positive_size(key: str, raw: str) -> int:
+    value = parse_size(key, raw)
+    if value < 1:
+        raise ConfigError(f"option {key!r} must be at least 1 byte", option=key)
+    return value
+
+
+def parse_timestamp_ms(key: str, raw: str) -> int:
+    """Epoch milliseconds, or an ISO-8601 time (``2026-11-22T10:00:00Z``; no zone = UTC)."""
+    text = raw.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"option {key!r} takes epoch milliseconds or an ISO-8601 time, got {raw!r}",
+                          option=key) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1000)
 
 
 @dataclass(frozen=True)

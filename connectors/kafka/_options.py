@@ -21,8 +21,11 @@ from .._options import (
     options_table,
     parse_bool,
     parse_duration_ms,
-    parse_int,
+    parse_non_negative_int,
+    parse_nonempty,
     parse_options,
+    parse_positive_int,
+    parse_string,
     redact,
 )
 from ._client_config import ConsumerClient, kafka_python_configs, librdkafka_configs
@@ -33,54 +36,40 @@ __all__ = ["KafkaSourceOptions", "SPECS", "parse_source_options", "kafka_options
 SOURCE_NAME = "barrier-kafka"
 
 
-def _s(key: str, raw: str) -> str:
-    return raw
-
-
-def _s_nonempty(key: str, raw: str) -> str:
-    if not raw.strip():
-        raise ConfigError(f"option {key!r} must not be empty", option=key)
-    return raw.strip()
-
-
-def _pos_int(key: str, raw: str) -> int:
-    return parse_int(key, raw, minimum=1)
-
-
 def _lower(key: str, raw: str) -> str:
     return raw.strip().lower()
 
 
 SPECS: tuple[OptionSpec, ...] = (
-    OptionSpec("kafka.bootstrap.servers", _s_nonempty, None,
+    OptionSpec("kafka.bootstrap.servers", parse_nonempty, None,
                "Kafka brokers, `host:port[,host:port]`.", required=True),
-    OptionSpec("kafka.group.id", _s_nonempty, None,
+    OptionSpec("kafka.group.id", parse_nonempty, None,
                "Consumer group that receives the offsets of every completed micro-batch "
                "(never joined: the source reads with assign + seek). Required unless "
                "`commitOffsets=false`."),
-    OptionSpec("subscribe", _s, None, "Comma-separated topics. Exactly one of "
+    OptionSpec("subscribe", parse_string, None, "Comma-separated topics. Exactly one of "
                "`subscribe`, `subscribePattern`, `assign`."),
-    OptionSpec("subscribePattern", _s, None, "Java-style regex of topics to read; new "
+    OptionSpec("subscribePattern", parse_string, None, "Java-style regex of topics to read; new "
                "matching topics are picked up from earliest."),
-    OptionSpec("assign", _s, None, "JSON `{\"topic\": [0, 1]}` of exact partitions."),
-    OptionSpec("startingOffsets", _s, "latest",
+    OptionSpec("assign", parse_string, None, "JSON `{\"topic\": [0, 1]}` of exact partitions."),
+    OptionSpec("startingOffsets", parse_string, "latest",
                "Where a new query starts: `earliest`, `latest`, `group` (the group's "
                "committed offsets) or JSON `{\"topic\": {\"0\": 42}}` (-2 earliest, "
                "-1 latest). Ignored when restarting from a checkpoint."),
     OptionSpec("startingOffsets.groupFallback", _lower, "earliest",
                "With `startingOffsets=group`: start of partitions the group has no "
                "offset for.", choices=("earliest", "latest", "error")),
-    OptionSpec("startingTimestamp", lambda k, r: parse_int(k, r, minimum=0), None,
+    OptionSpec("startingTimestamp", parse_non_negative_int, None,
                "Epoch ms; every partition starts at the first record at or after it.",
                type_name="long"),
-    OptionSpec("startingOffsetsByTimestamp", _s, None,
+    OptionSpec("startingOffsetsByTimestamp", parse_string, None,
                "JSON `{\"topic\": {\"0\": <epoch ms>}}` per partition."),
     OptionSpec("startingOffsetsByTimestampStrategy", _lower, "error",
                "When no record is at/after the timestamp: fail, or start at latest.",
                choices=("error", "latest")),
-    OptionSpec("maxOffsetsPerTrigger", _pos_int, None,
+    OptionSpec("maxOffsetsPerTrigger", parse_positive_int, None,
                "Cap on records per micro-batch, split over partitions by lag.", type_name="long"),
-    OptionSpec("minOffsetsPerTrigger", _pos_int, None,
+    OptionSpec("minOffsetsPerTrigger", parse_positive_int, None,
                "Wait for at least this many new records (or `maxTriggerDelay`) before "
                "planning a batch.", type_name="long"),
     OptionSpec("maxTriggerDelay", parse_duration_ms, 15 * 60 * 1000,
@@ -95,10 +84,10 @@ SPECS: tuple[OptionSpec, ...] = (
                "(for code that aligns on barriers). Off: exactly Spark's Kafka rows and columns; "
                "checkpointed sinks read the offsets from Spark's offset log instead.",
                type_name="boolean"),
-    OptionSpec("minPartitions", _pos_int, None,
+    OptionSpec("minPartitions", parse_positive_int, None,
                "Minimum Spark partitions per batch; large offset ranges are split.",
                type_name="int"),
-    OptionSpec("kafkaConsumer.pollTimeoutMs", _pos_int, 120_000,
+    OptionSpec("kafkaConsumer.pollTimeoutMs", parse_positive_int, 120_000,
                "Executor: give up (SourceError) when a planned range makes no progress "
                "for this long.", type_name="ms"),
     OptionSpec("kafkaConsumer.client", lambda k, r: ConsumerClient(r), ConsumerClient.CONFLUENT,
@@ -108,7 +97,7 @@ SPECS: tuple[OptionSpec, ...] = (
                choices=("confluent", "kafka-python")),
     OptionSpec("commitOffsets", parse_bool, True,
                "Commit completed batches' offsets to `kafka.group.id`.", type_name="boolean"),
-    OptionSpec("arrowBatchSize", _pos_int, 10_000,
+    OptionSpec("arrowBatchSize", parse_positive_int, 10_000,
                "Records per Arrow batch handed to Spark (bounds executor memory).",
                type_name="int"),
 )
