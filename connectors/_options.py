@@ -12,7 +12,7 @@ import enum
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .._exceptions import ConfigError
 
@@ -32,6 +32,8 @@ __all__ = [
     "parse_optional_port",
     "parse_positive_size",
     "parse_timestamp_ms",
+    "enum_parser",
+    "enum_choices",
     "is_secret_key",
     "redact",
     "options_table",
@@ -166,6 +168,23 @@ def parse_timestamp_ms(key: str, raw: str) -> int:
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.timezone.utc)
     return int(when.timestamp() * 1000)
+
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def enum_choices(cls: type[enum.Enum]) -> tuple[str, ...]:
+    """The accepted spellings of a choice option: the enum's values, in order."""
+    return tuple(member.value for member in cls)
+
+
+def enum_parser(cls: type[E]) -> Callable[[str, str], E]:
+    """A parser for a choice option; :meth:`OptionSpec.convert` has already checked the spelling."""
+
+    def parse(_key: str, raw: str) -> E:
+        return cls(raw)
+
+    return parse
 
 
 @dataclass(frozen=True)

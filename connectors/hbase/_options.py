@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from ..._exceptions import ConfigError
 from .._options import (
     OptionSpec,
+    enum_choices,
+    enum_parser,
     parse_bool,
     parse_non_negative_int,
     parse_nonempty,
@@ -29,6 +31,8 @@ from .._options import (
 
 __all__ = [
     "DeliveryGuarantee",
+    "ThriftTransport",
+    "ThriftProtocol",
     "HBaseSinkOptions",
     "SINK_OPTION_SPECS",
     "READ_OPTION_SPECS",
@@ -50,20 +54,26 @@ class DeliveryGuarantee(str, enum.Enum):
     AT_LEAST_ONCE = "at-least-once"
 
 
-def _guarantee(_key: str, raw: str) -> DeliveryGuarantee:
-    return DeliveryGuarantee(raw)
+class ThriftTransport(str, enum.Enum):
+    BUFFERED = "buffered"
+    FRAMED = "framed"
+
+
+class ThriftProtocol(str, enum.Enum):
+    BINARY = "binary"
+    COMPACT = "compact"
 
 
 _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("hbase.thrift.host", parse_nonempty, "localhost", "HBase Thrift1 server host"),
     OptionSpec("hbase.thrift.port", parse_port, 9090, "HBase Thrift1 server port", type_name="int"),
     OptionSpec(
-        "hbase.thrift.transport", parse_stripped, "buffered", "Thrift transport of the server",
-        choices=("buffered", "framed"),
+        "hbase.thrift.transport", enum_parser(ThriftTransport), ThriftTransport.BUFFERED,
+        "Thrift transport of the server", choices=enum_choices(ThriftTransport),
     ),
     OptionSpec(
-        "hbase.thrift.protocol", parse_stripped, "binary", "Thrift protocol of the server",
-        choices=("binary", "compact"),
+        "hbase.thrift.protocol", enum_parser(ThriftProtocol), ThriftProtocol.BINARY,
+        "Thrift protocol of the server", choices=enum_choices(ThriftProtocol),
     ),
     OptionSpec(
         "hbase.thrift2.port", parse_optional_port, None,
@@ -121,10 +131,10 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
         "flush when the buffered mutations reach this size (e.g. `2mb`)", type_name="size",
     ),
     OptionSpec(
-        "delivery.guarantee", _guarantee, DeliveryGuarantee.EXACTLY_ONCE,
+        "delivery.guarantee", enum_parser(DeliveryGuarantee), DeliveryGuarantee.EXACTLY_ONCE,
         "`exactly-once` fences concurrent writers and makes replays identical; "
         "`at-least-once` skips the fencing",
-        choices=("exactly-once", "at-least-once"),
+        choices=enum_choices(DeliveryGuarantee),
     ),
 )
 
@@ -147,8 +157,8 @@ class HBaseSinkOptions:
     host: str
     port: int
     thrift2_port: int | None
-    transport: str
-    protocol: str
+    transport: ThriftTransport
+    protocol: ThriftProtocol
     timeout_ms: int
     table: str
     rowkey: str

@@ -9,6 +9,7 @@ naming the option and the fix. Secrets never reach a message (see ``redact``).
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 from collections.abc import Mapping
@@ -18,6 +19,8 @@ from typing import Any
 from ..._exceptions import ConfigError
 from .._options import (
     OptionSpec,
+    enum_choices,
+    enum_parser,
     options_table,
     parse_bool,
     parse_duration_ms,
@@ -31,13 +34,24 @@ from .._options import (
 from ._client_config import ConsumerClient, kafka_python_configs, librdkafka_configs
 from ._positions import PartitionStart, StartKind, TopicPartition, start_from_spark_json
 
-__all__ = ["KafkaSourceOptions", "SPECS", "parse_source_options", "kafka_options_table"]
+__all__ = ["GroupFallback", "KafkaSourceOptions", "SPECS", "StartingOffsetsByTimestampStrategy", "parse_source_options", "kafka_options_table"]
 
 SOURCE_NAME = "barrier-kafka"
 
 
-def _lower(key: str, raw: str) -> str:
-    return raw.strip().lower()
+class GroupFallback(str, enum.Enum):
+    """``startingOffsets.groupFallback``: start of partitions the group has no offset for."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    ERROR = "error"
+
+
+class StartingOffsetsByTimestampStrategy(str, enum.Enum):
+    """``startingOffsetsByTimestampStrategy``: when no record is at/after the timestamp."""
+
+    ERROR = "error"
+    LATEST = "latest"
 
 
 SPECS: tuple[OptionSpec, ...] = (
@@ -56,17 +70,18 @@ SPECS: tuple[OptionSpec, ...] = (
                "Where a new query starts: `earliest`, `latest`, `group` (the group's "
                "committed offsets) or JSON `{\"topic\": {\"0\": 42}}` (-2 earliest, "
                "-1 latest). Ignored when restarting from a checkpoint."),
-    OptionSpec("startingOffsets.groupFallback", _lower, "earliest",
+    OptionSpec("startingOffsets.groupFallback", enum_parser(GroupFallback), GroupFallback.EARLIEST,
                "With `startingOffsets=group`: start of partitions the group has no "
-               "offset for.", choices=("earliest", "latest", "error")),
+               "offset for.", choices=enum_choices(GroupFallback)),
     OptionSpec("startingTimestamp", parse_non_negative_int, None,
                "Epoch ms; every partition starts at the first record at or after it.",
                type_name="long"),
     OptionSpec("startingOffsetsByTimestamp", parse_string, None,
                "JSON `{\"topic\": {\"0\": <epoch ms>}}` per partition."),
-    OptionSpec("startingOffsetsByTimestampStrategy", _lower, "error",
+    OptionSpec("startingOffsetsByTimestampStrategy", enum_parser(StartingOffsetsByTimestampStrategy),
+               StartingOffsetsByTimestampStrategy.ERROR,
                "When no record is at/after the timestamp: fail, or start at latest.",
-               choices=("error", "latest")),
+               choices=enum_choices(StartingOffsetsByTimestampStrategy)),
     OptionSpec("maxOffsetsPerTrigger", parse_positive_int, None,
                "Cap on records per micro-batch, split over partitions by lag.", type_name="long"),
     OptionSpec("minOffsetsPerTrigger", parse_positive_int, None,
@@ -90,11 +105,11 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("kafkaConsumer.pollTimeoutMs", parse_positive_int, 120_000,
                "Executor: give up (SourceError) when a planned range makes no progress "
                "for this long.", type_name="ms"),
-    OptionSpec("kafkaConsumer.client", lambda k, r: ConsumerClient(r), ConsumerClient.CONFLUENT,
+    OptionSpec("kafkaConsumer.client", enum_parser(ConsumerClient), ConsumerClient.CONFLUENT,
                "Executor: the client that reads records. `confluent` (confluent-kafka, "
                "librdkafka's C decoder) needs about a third of the CPU per record; "
                "`kafka-python` is pure Python and honours every kafka-python setting.",
-               choices=("confluent", "kafka-python")),
+               choices=enum_choices(ConsumerClient)),
     OptionSpec("commitOffsets", parse_bool, True,
                "Commit completed batches' offsets to `kafka.group.id`.", type_name="boolean"),
     OptionSpec("arrowBatchSize", parse_positive_int, 10_000,
@@ -127,8 +142,8 @@ class KafkaSourceOptions:
     specific_starts: Mapping[TopicPartition, PartitionStart] = field(default_factory=dict)
     start_timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
     start_timestamp: int | None = None
-    timestamp_strategy: str = "error"
-    group_fallback: str = "earliest"
+    timestamp_strategy: StartingOffsetsByTimestampStrategy = StartingOffsetsByTimestampStrategy.ERROR
+    group_fallback: GroupFallback = GroupFallback.EARLIEST
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000

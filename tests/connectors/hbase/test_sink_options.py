@@ -99,3 +99,14 @@ def test_time_flushes_are_gone_because_they_would_make_replays_differ() -> None:
     with pytest.raises(ConfigError, match="sink.buffer-flush.max-rows") as exc:
         parse_sink_options({**BASE, "sink.buffer-flush.interval": "1s"})
     assert "sink.buffer-flush.interval" in str(exc.value)
+
+
+def test_thrift_transport_and_protocol_are_enums_with_the_same_spellings() -> None:
+    from sparkbarrier.connectors.hbase._options import ThriftProtocol, ThriftTransport
+
+    o = parse_sink_options(BASE)
+    assert o.transport is ThriftTransport.BUFFERED and o.protocol is ThriftProtocol.BINARY
+    o = parse_sink_options({**BASE, "hbase.thrift.transport": " Framed ", "hbase.thrift.protocol": "COMPACT"})
+    assert o.transport is ThriftTransport.FRAMED and o.protocol is ThriftProtocol.COMPACT
+    with pytest.raises(ConfigError, match=r"option 'hbase.thrift.protocol' must be one of binary, compact"):
+        parse_sink_options({**BASE, "hbase.thrift.protocol": "json"})

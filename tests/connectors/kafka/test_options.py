@@ -182,3 +182,22 @@ def test_object_settings_rejected_and_api_version_parsed() -> None:
         parse_source_options(opts(**{"kafka.ssl.context": "x"}))
     assert parse_source_options(opts(**{"kafka.api.version": "3.7"})).client_configs == {
         "api_version": (3, 7)}
+
+
+def test_choice_options_parse_to_enums_with_the_same_spellings() -> None:
+    from sparkbarrier.connectors.kafka._client_config import ConsumerClient
+    from sparkbarrier.connectors.kafka._options import GroupFallback, StartingOffsetsByTimestampStrategy
+
+    o = parse_source_options(BASE)
+    assert o.group_fallback is GroupFallback.EARLIEST
+    assert o.timestamp_strategy is StartingOffsetsByTimestampStrategy.ERROR
+    assert o.consumer_client is ConsumerClient.CONFLUENT
+    o = parse_source_options(opts(**{"startingOffsets.groupFallback": "LATEST",
+                                     "startingOffsetsByTimestampStrategy": " latest",
+                                     "kafkaConsumer.client": "Kafka-Python"}))
+    assert o.group_fallback is GroupFallback.LATEST
+    assert o.timestamp_strategy is StartingOffsetsByTimestampStrategy.LATEST
+    assert o.consumer_client is ConsumerClient.KAFKA_PYTHON
+    with pytest.raises(ConfigError, match="option 'startingOffsets.groupFallback' must be one of "
+                                          "earliest, latest, error"):
+        parse_source_options(opts(**{"startingOffsets.groupFallback": "none"}))
