@@ -33,6 +33,7 @@ __all__ = [
     "DeliveryGuarantee",
     "ThriftTransport",
     "ThriftProtocol",
+    "HBaseReadOptions",
     "HBaseSinkOptions",
     "SINK_OPTION_SPECS",
     "READ_OPTION_SPECS",
@@ -226,7 +227,42 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
     )
 
 
-def parse_read_options(raw: Mapping[str, str]) -> dict[str, object]:
-    """Validate the batch reader's options; returns the parsed values by key."""
-    values, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader", ignored=_SPARK_KEYS)
-    return values
+@dataclass(frozen=True)
+class HBaseReadOptions:
+    """Parsed batch-reader options. Picklable.
+
+    ``column.family`` and ``columns`` are accepted (they are connection specs shared with
+    the sink) but the reader takes the mapping from the commit record, so they are not kept.
+    """
+
+    host: str
+    port: int
+    thrift2_port: int | None
+    transport: ThriftTransport
+    protocol: ThriftProtocol
+    timeout_ms: int
+    table: str
+    sink_id: str | None
+    commit_table: str
+    as_of_batch: int | None
+    as_of_ms: int | None
+    filter_pushdown: bool
+
+
+def parse_read_options(raw: Mapping[str, str]) -> HBaseReadOptions:
+    """Validate the batch reader's options (driver, and again on executors)."""
+    v, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader", ignored=_SPARK_KEYS)
+    return HBaseReadOptions(
+        host=v["hbase.thrift.host"],
+        port=v["hbase.thrift.port"],
+        thrift2_port=v["hbase.thrift2.port"],
+        transport=v["hbase.thrift.transport"],
+        protocol=v["hbase.thrift.protocol"],
+        timeout_ms=v["hbase.thrift.timeout"],
+        table=v["table"],
+        sink_id=v["sink.id"] or None,
+        commit_table=v["commit.table"],
+        as_of_batch=v["as.of.batch"],
+        as_of_ms=v["as.of.timestamp"],
+        filter_pushdown=v["filter.pushdown"],
+    )
