@@ -18,6 +18,7 @@ from .._exceptions import ConfigError
 
 __all__ = [
     "OptionSpec",
+    "TYPE_NAMES",
     "parse_options",
     "parse_bool",
     "parse_int",
@@ -187,6 +188,11 @@ def enum_parser(cls: type[E]) -> Callable[[str, str], E]:
     return parse
 
 
+# The one vocabulary of the "type" column in the generated option tables; a choice
+# option shows its spellings (``a \\| b``) instead.
+TYPE_NAMES = ("bool", "int", "long", "size", "duration", "timestamp", "string")
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     """One option: its key (as documented), how to parse it, its default, its meaning."""
@@ -198,6 +204,10 @@ class OptionSpec:
     required: bool = False
     type_name: str = "string"
     choices: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.type_name not in TYPE_NAMES:
+            raise ValueError(f"option spec {self.key!r}: type_name {self.type_name!r} is not one of {TYPE_NAMES}")
 
     def convert(self, raw: str) -> Any:
         if self.choices:

@@ -88,30 +88,30 @@ SPECS: tuple[OptionSpec, ...] = (
                "Wait for at least this many new records (or `maxTriggerDelay`) before "
                "planning a batch.", type_name="long"),
     OptionSpec("maxTriggerDelay", parse_duration_ms, 15 * 60 * 1000,
-               "Longest wait for `minOffsetsPerTrigger` (e.g. `15m`).", type_name="duration (ms)"),
+               "Longest wait for `minOffsetsPerTrigger` (e.g. `15m`).", type_name="duration"),
     OptionSpec("failOnDataLoss", parse_bool, True,
                "Fail the query when planned offsets are gone (retention, deleted topic); "
-               "`false` skips them with a warning.", type_name="boolean"),
+               "`false` skips them with a warning.", type_name="bool"),
     OptionSpec("includeHeaders", parse_bool, False, "Add the `headers` column.",
-               type_name="boolean"),
+               type_name="bool"),
     OptionSpec("barrierMarkers", parse_bool, False,
                "Add the `_barrier_*` columns and end every partition's range with a barrier marker row "
                "(for code that aligns on barriers). Off: exactly Spark's Kafka rows and columns; "
                "checkpointed sinks read the offsets from Spark's offset log instead.",
-               type_name="boolean"),
+               type_name="bool"),
     OptionSpec("minPartitions", parse_positive_int, None,
                "Minimum Spark partitions per batch; large offset ranges are split.",
                type_name="int"),
     OptionSpec("kafkaConsumer.pollTimeoutMs", parse_positive_int, 120_000,
                "Executor: give up (SourceError) when a planned range makes no progress "
-               "for this long.", type_name="ms"),
+               "for this many milliseconds.", type_name="int"),
     OptionSpec("kafkaConsumer.client", enum_parser(ConsumerClient), ConsumerClient.CONFLUENT,
                "Executor: the client that reads records. `confluent` (confluent-kafka, "
                "librdkafka's C decoder) needs about a third of the CPU per record; "
                "`kafka-python` is pure Python and honours every kafka-python setting.",
                choices=enum_choices(ConsumerClient)),
     OptionSpec("commitOffsets", parse_bool, True,
-               "Commit completed batches' offsets to `kafka.group.id`.", type_name="boolean"),
+               "Commit completed batches' offsets to `kafka.group.id`.", type_name="bool"),
     OptionSpec("arrowBatchSize", parse_positive_int, 10_000,
                "Records per Arrow batch handed to Spark (bounds executor memory).",
                type_name="int"),

@@ -201,3 +201,13 @@ def test_choice_options_parse_to_enums_with_the_same_spellings() -> None:
     with pytest.raises(ConfigError, match="option 'startingOffsets.groupFallback' must be one of "
                                           "earliest, latest, error"):
         parse_source_options(opts(**{"startingOffsets.groupFallback": "none"}))
+
+
+def test_option_tables_use_one_type_vocabulary() -> None:
+    from sparkbarrier.connectors._options import TYPE_NAMES, OptionSpec, parse_bool
+    from sparkbarrier.connectors.hbase._options import READ_OPTION_SPECS, SINK_OPTION_SPECS
+
+    for spec in (*SPECS, *SINK_OPTION_SPECS, *READ_OPTION_SPECS):
+        assert spec.type_name in TYPE_NAMES, spec.key
+    with pytest.raises(ValueError, match="not one of"):
+        OptionSpec("x", parse_bool, False, "x", type_name="boolean")
