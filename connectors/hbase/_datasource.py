@@ -1,22 +1,12 @@
 """The ``barrier-hbase`` data source: exactly-once streaming sink + committed-view batch reader.
 
-Sink options (``df.writeStream.format("barrier-hbase")``; generated table in the README):
-
-* required: ``table``, ``rowkey``; connection: ``hbase.thrift.host`` (localhost),
-  ``hbase.thrift.port`` (9090), ``hbase.thrift.transport`` (buffered|framed),
-  ``hbase.thrift.protocol`` (binary|compact)
-* mapping: ``column.family`` (``d``), ``columns`` (``col=family:qualifier,...``),
-  ``op.column`` (``upsert``|``delete``), ``sink.ignore-null-value`` (true)
-* ``create.table`` (false), ``sink.buffer-flush.max-rows`` (1000), ``.max-size`` (2mb),
-  ``delivery.guarantee`` (exactly-once|at-least-once),
-  ``sink.id`` (``query-<query id>``), ``commit.table`` (``sparkbarrier_commits``)
-
-Reader options (``spark.read.format("barrier-hbase")``): the connection options,
-``table``, ``commit.table``, ``sink.id`` (needed only when several sinks committed
-to the table) and at most one of ``as.of.batch`` / ``as.of.timestamp``. The schema
-comes from the commit record. One Spark partition per region; filters on a string or
-binary row key are pushed into the scans with ``filter.pushdown=true`` (which needs
-Spark's ``spark.sql.python.filterPushdown.enabled=true``).
+Sink (``df.writeStream.format("barrier-hbase")``) and batch reader
+(``spark.read.format("barrier-hbase")``). Their options are declared once, in
+:data:`~sparkbarrier.connectors.hbase._options.SINK_OPTION_SPECS` and
+:data:`~sparkbarrier.connectors.hbase._options.READ_OPTION_SPECS`; the tables in the
+README's "Options" section are generated from them (``hbase_options_table()``,
+``hbase_read_options_table()``). The reader takes its schema from the commit record,
+plans one Spark partition per region, and reads the committed or as-of view.
 
 Everything is validated when the query starts (``streamWriter`` on the driver):
 options, row key / op column present, column types supported, the table and its
