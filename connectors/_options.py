@@ -12,17 +12,29 @@ import enum
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .._exceptions import ConfigError
 
 __all__ = [
     "OptionSpec",
+    "TYPE_NAMES",
     "parse_options",
     "parse_bool",
     "parse_int",
     "parse_size",
     "parse_duration_ms",
+    "parse_string",
+    "parse_stripped",
+    "parse_nonempty",
+    "parse_positive_int",
+    "parse_non_negative_int",
+    "parse_port",
+    "parse_optional_port",
+    "parse_positive_size",
+    "parse_timestamp_ms",
+    "enum_parser",
+    "enum_choices",
     "is_secret_key",
     "redact",
     "options_table",
@@ -97,6 +109,90 @@ def parse_duration_ms(key: str, raw: str) -> int:
     return int(match.group(1)) * _DURATION_UNITS[unit]
 
 
+def parse_string(_key: str, raw: str) -> str:
+    """The value exactly as given."""
+    return raw
+
+
+def parse_stripped(_key: str, raw: str) -> str:
+    """The value without surrounding whitespace (may be empty)."""
+    return raw.strip()
+
+
+def parse_nonempty(key: str, raw: str) -> str:
+    """The value without surrounding whitespace; empty is an error."""
+    value = raw.strip()
+    if not value:
+        raise ConfigError(f"option {key!r} must not be empty", option=key)
+    return value
+
+
+def parse_positive_int(key: str, raw: str) -> int:
+    return parse_int(key, raw, minimum=1)
+
+
+def parse_non_negative_int(key: str, raw: str) -> int:
+    return parse_int(key, raw, minimum=0)
+
+
+def parse_port(key: str, raw: str) -> int:
+    value = parse_int(key, raw, minimum=1)
+    if value > 65535:
+        raise ConfigError(f"option {key!r} must be a TCP port (1..65535), got {value}", option=key)
+    return value
+
+
+def parse_optional_port(key: str, raw: str) -> int | None:
+    """A port, or None for an empty value."""
+    return parse_port(key, raw) if raw.strip() else None
+
+
+def parse_positive_size(key: str, raw: str) -> int:
+    value = parse_size(key, raw)
+    if value < 1:
+        raise ConfigError(f"option {key!r} must be at least 1 byte", option=key)
+    return value
+
+
+def parse_timestamp_ms(key: str, raw: str) -> int:
+    """Epoch milliseconds, or an ISO-8601 time (``2026-11-22T10:00:00Z``; no zone = UTC)."""
+    text = raw.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ConfigError(f"option {key!r} takes epoch milliseconds or an ISO-8601 time, got {raw!r}",
+                          option=key) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def enum_choices(cls: type[enum.Enum]) -> tuple[str, ...]:
+    """The accepted spellings of a choice option: the enum's values, in order."""
+    return tuple(member.value for member in cls)
+
+
+def enum_parser(cls: type[E]) -> Callable[[str, str], E]:
+    """A parser for a choice option; :meth:`OptionSpec.convert` has already checked the spelling."""
+
+    def parse(_key: str, raw: str) -> E:
+        return cls(raw)
+
+    return parse
+
+
+# The one vocabulary of the "type" column in the generated option tables; a choice
+# option shows its spellings (``a \\| b``) instead.
+TYPE_NAMES = ("bool", "int", "long", "size", "duration", "timestamp", "string")
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     """One option: its key (as documented), how to parse it, its default, its meaning."""
@@ -108,6 +204,10 @@ class OptionSpec:
     required: bool = False
     type_name: str = "string"
     choices: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.type_name not in TYPE_NAMES:
+            raise ValueError(f"option spec {self.key!r}: type_name {self.type_name!r} is not one of {TYPE_NAMES}")
 
     def convert(self, raw: str) -> Any:
         if self.choices:

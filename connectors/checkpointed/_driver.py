@@ -59,25 +59,39 @@ def state_directory(options: Mapping[str, str], sink_name: str) -> Path | None:
     return Path(location) / "sparkbarrier" / sink_name
 
 
-def completed_checkpoint(messages: Sequence[Any], checkpoint_id: int) -> CompletedCheckpoint:
-    """Merge the tasks' reports into what the function is told."""
+def completed_checkpoint(messages: Sequence[Any], checkpoint_id: int,
+                         checkpoint_location: str | None = None) -> CompletedCheckpoint:
+    """Merge the tasks' reports into what the function is told.
+
+    The source offsets come from the barriers the tasks saw and, where Spark's
+    checkpoint is local, from the batch's entry in Spark's offset log (what
+    ``barrier-kafka`` planned for it): so a sink records the Kafka offsets of every
+    batch whatever the transformations in between dropped, with or without markers.
+    """
+    from ..kafka._checkpoint_log import planned_batch
+
     msgs = sorted((m for m in messages if isinstance(m, TaskCommitMessage)), key=lambda m: m.partition_id)
-    offsets: dict[str, int] = {}
+    planned = planned_batch(checkpoint_location, checkpoint_id)
+    offsets: dict[str, int] = dict(planned.offsets) if planned is not None else {}
+    checkpoints = {c for m in msgs for c in m.source_checkpoints}
+    if planned is not None and planned.checkpoint_id is not None:
+        checkpoints.add(planned.checkpoint_id)
     for m in msgs:
         for channel, nxt in m.source_offsets.items():
             offsets[channel] = max(nxt, offsets.get(channel, nxt))
     return CompletedCheckpoint(
         checkpoint_id=checkpoint_id, query_id=msgs[0].query_id if msgs else "",
         handles=tuple(h for m in msgs for h in m.handles), source_offsets=offsets,
-        source_checkpoints=tuple(sorted({c for m in msgs for c in m.source_checkpoints})))
+        source_checkpoints=tuple(sorted(checkpoints)))
 
 
 class Completion:
     """Applies each completed batch to the function exactly once (per durable ledger)."""
 
     def __init__(self, fn: CheckpointedSink, identity: Mapping[str, str], directory: Path | None, *,
-                 allow_mismatch: bool) -> None:
+                 allow_mismatch: bool, checkpoint_location: str | None = None) -> None:
         self._fn, self._identity, self._dir, self._allow = fn, dict(identity), directory, allow_mismatch
+        self._location = checkpoint_location
 
     def _ledger(self) -> PendingCheckpoints | None:
         if self._dir is None:
@@ -86,7 +100,7 @@ class Completion:
 
     def commit(self, messages: Sequence[Any], checkpoint_id: int) -> bool:
         """Notify the function unless the batch was applied before; True when notified."""
-        completed = completed_checkpoint(messages, checkpoint_id)
+        completed = completed_checkpoint(messages, checkpoint_id, self._location)
         ledger = self._ledger()
         if ledger is not None:
             pending = {e.checkpoint_id for e in ledger.pending}
@@ -108,4 +122,4 @@ class Completion:
         return True
 
     def abort(self, messages: Sequence[Any], checkpoint_id: int) -> None:
-        self._fn.notify_checkpoint_aborted(checkpoint_id, completed_checkpoint(messages, checkpoint_id))
+        self._fn.notify_checkpoint_aborted(checkpoint_id, completed_checkpoint(messages, checkpoint_id, self._location))

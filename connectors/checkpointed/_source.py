@@ -20,6 +20,7 @@ is the one whose notifications Spark's commits and aborts call.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,8 @@ from ...barrier import CheckpointingMode
 from ...barrier._sink import CheckpointedSink, SinkContext
 from ._driver import Completion, state_directory
 from ._task import TaskCommitMessage, run_task
+
+log = logging.getLogger(__name__)
 
 __all__ = ["CheckpointedStreamWriter", "sink_data_source", "checkpointed_sink", "ADAPTER_OPTIONS"]
 
@@ -88,6 +91,7 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
         start = getattr(self.driver_fn, "start", None)
         if start is not None:
             start(self.options, schema)
+        _warn_if_offsets_unrecordable(name, schema, _checkpoint_location(self.options))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         from pyspark import TaskContext
@@ -102,13 +106,31 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
 
     def _completion(self) -> Completion:
         identity = {"sink": self.name, "sink.id": self.options.get("sink.id", "")}
-        return Completion(self.driver_fn, identity, self.state_dir, allow_mismatch=self.allow_mismatch)
+        return Completion(self.driver_fn, identity, self.state_dir, allow_mismatch=self.allow_mismatch,
+                          checkpoint_location=_checkpoint_location(self.options))
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         self._completion().commit(_reports(messages), batchId)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         self._completion().abort(_reports(messages), batchId)
+
+
+def _checkpoint_location(options: dict[str, str]) -> str | None:
+    return next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
+
+
+def _warn_if_offsets_unrecordable(name: str, schema: StructType, location: str | None) -> None:
+    """Say at query start when the sink could not learn the Kafka offsets of its batches."""
+    from ...barrier import MARKER_COLUMNS
+    from ..kafka._checkpoint_log import local_checkpoint_dir
+
+    if set(MARKER_COLUMNS) <= set(schema.names) or local_checkpoint_dir(location) is not None:
+        return
+    log.warning("sink %r cannot record the Kafka offsets of its batches: the stream has no barrier marker "
+                "columns and the checkpoint location %r is not a local path. If it reads barrier-kafka, set "
+                ".option('barrierMarkers', 'true') on the source and keep the columns "
+                "(sparkbarrier.connectors.hbase.keep_markers) to record them", name, location)
 
 
 def _reports(messages: Sequence[WriterCommitMessage | None]) -> list[TaskCommitMessage]:

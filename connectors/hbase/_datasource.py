@@ -1,22 +1,12 @@
 """The ``barrier-hbase`` data source: exactly-once streaming sink + committed-view batch reader.
 
-Sink options (``df.writeStream.format("barrier-hbase")``; generated table in the README):
-
-* required: ``table``, ``rowkey``; connection: ``hbase.thrift.host`` (localhost),
-  ``hbase.thrift.port`` (9090), ``hbase.thrift.transport`` (buffered|framed),
-  ``hbase.thrift.protocol`` (binary|compact)
-* mapping: ``column.family`` (``d``), ``columns`` (``col=family:qualifier,...``),
-  ``op.column`` (``upsert``|``delete``), ``sink.ignore-null-value`` (true)
-* ``create.table`` (false), ``sink.buffer-flush.max-rows`` (1000), ``.max-size`` (2mb),
-  ``delivery.guarantee`` (exactly-once|at-least-once),
-  ``sink.id`` (``query-<query id>``), ``commit.table`` (``sparkbarrier_commits``)
-
-Reader options (``spark.read.format("barrier-hbase")``): the connection options,
-``table``, ``commit.table``, ``sink.id`` (needed only when several sinks committed
-to the table) and at most one of ``as.of.batch`` / ``as.of.timestamp``. The schema
-comes from the commit record. One Spark partition per region; filters on a string or
-binary row key are pushed into the scans with ``filter.pushdown=true`` (which needs
-Spark's ``spark.sql.python.filterPushdown.enabled=true``).
+Sink (``df.writeStream.format("barrier-hbase")``) and batch reader
+(``spark.read.format("barrier-hbase")``). Their options are declared once, in
+:data:`~sparkbarrier.connectors.hbase._options.SINK_OPTION_SPECS` and
+:data:`~sparkbarrier.connectors.hbase._options.READ_OPTION_SPECS`; the tables in the
+README's "Options" section are generated from them (``hbase_options_table()``,
+``hbase_read_options_table()``). The reader takes its schema from the commit record,
+plans one Spark partition per region, and reads the committed or as-of view.
 
 Everything is validated when the query starts (``streamWriter`` on the driver):
 options, row key / op column present, column types supported, the table and its
@@ -41,7 +31,7 @@ from ..checkpointed._source import CheckpointedStreamWriter
 from ._connection import HBaseConnection
 from ._function import HBaseSinkFunction
 from ._key_ranges import FULL, KeyRange, split_by_regions
-from ._options import parse_read_options
+from ._options import HBaseReadOptions, parse_read_options
 from ._pushdown import rowkey_ranges
 from ._reader import committed_schema, find_commit, iter_committed, region_ranges, view_record
 
@@ -56,39 +46,31 @@ class BarrierHBaseDataSource(DataSource):
         return "barrier-hbase"
 
     def schema(self) -> StructType:
-        values = parse_read_options(self.options)
-        conn = _read_connection(values)
+        opts = parse_read_options(self.options)
+        conn = HBaseConnection.from_options(opts)
         try:
-            return committed_schema(_view(conn, values))
+            return committed_schema(_view(conn, opts))
         finally:
             conn.close()
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        values = parse_read_options(self.options)
-        conn = _read_connection(values)
+        opts = parse_read_options(self.options)
+        conn = HBaseConnection.from_options(opts)
         try:
-            record = _view(conn, values)
+            record = _view(conn, opts)
             regions = region_ranges(conn, record.table)
         finally:
             conn.close()
-        cls = HBaseFilteringReader if values["filter.pushdown"] else HBaseCommittedReader
+        cls = HBaseFilteringReader if opts.filter_pushdown else HBaseCommittedReader
         return cls(dict(self.options), record, regions, schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> CheckpointedStreamWriter:
         return CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema)
 
 
-def _view(conn: HBaseConnection, values: dict[str, Any]) -> Any:
-    latest = find_commit(conn, str(values["commit.table"]), str(values["table"]), str(values["sink.id"]) or None)
-    return view_record(conn, str(values["commit.table"]), latest, as_of_batch=values["as.of.batch"],
-                       as_of_ms=values["as.of.timestamp"])
-
-
-def _read_connection(values: dict[str, Any]) -> HBaseConnection:
-    return HBaseConnection(str(values["hbase.thrift.host"]), int(values["hbase.thrift.port"]),
-                           transport=str(values["hbase.thrift.transport"]),
-                           protocol=str(values["hbase.thrift.protocol"]),
-                           timeout_ms=int(values["hbase.thrift.timeout"]))
+def _view(conn: HBaseConnection, opts: HBaseReadOptions) -> Any:
+    latest = find_commit(conn, opts.commit_table, opts.table, opts.sink_id)
+    return view_record(conn, opts.commit_table, latest, as_of_batch=opts.as_of_batch, as_of_ms=opts.as_of_ms)
 
 
 class ScanPartition(InputPartition):
@@ -124,8 +106,7 @@ class HBaseCommittedReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, ScanPartition) or partition.empty:
             return
-        values = parse_read_options(self._options)
-        conn = _read_connection(values)
+        conn = HBaseConnection.from_options(parse_read_options(self._options))
         try:
             yield from iter_committed(conn, self._record, (partition.start, partition.stop))
         finally:

@@ -22,13 +22,16 @@ def keep_markers(df: Any, *columns: Any, where: Any = None) -> Any:
     letting marker rows through (``where OR _barrier_kind IS NOT NULL``).
 
     ``columns`` may be names or Column expressions (with aliases), as for ``select``.
+    Without marker columns (``barrier-kafka``'s default) it is a plain select and filter:
+    the sinks then read the Kafka offsets from Spark's offset log.
     """
     from pyspark.sql import functions as F
 
     out = df
+    has_markers = "_barrier_kind" in df.columns
     if where is not None:
         cond = F.expr(where) if isinstance(where, str) else where
-        out = out.where(cond | F.col("_barrier_kind").isNotNull())
+        out = out.where(cond | F.col("_barrier_kind").isNotNull() if has_markers else cond)
     if columns:
         out = out.select(*columns, *[F.col(c) for c in MARKER_COLUMNS if c in df.columns])
     return out

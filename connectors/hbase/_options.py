@@ -15,14 +15,25 @@ from dataclasses import dataclass
 from ..._exceptions import ConfigError
 from .._options import (
     OptionSpec,
+    enum_choices,
+    enum_parser,
     parse_bool,
-    parse_int,
+    parse_non_negative_int,
+    parse_nonempty,
+    parse_optional_port,
     parse_options,
-    parse_size,
+    parse_port,
+    parse_positive_int,
+    parse_positive_size,
+    parse_stripped,
+    parse_timestamp_ms,
 )
 
 __all__ = [
     "DeliveryGuarantee",
+    "ThriftTransport",
+    "ThriftProtocol",
+    "HBaseReadOptions",
     "HBaseSinkOptions",
     "SINK_OPTION_SPECS",
     "READ_OPTION_SPECS",
@@ -44,87 +55,60 @@ class DeliveryGuarantee(str, enum.Enum):
     AT_LEAST_ONCE = "at-least-once"
 
 
-def _str(_key: str, raw: str) -> str:
-    return raw.strip()
+class ThriftTransport(str, enum.Enum):
+    BUFFERED = "buffered"
+    FRAMED = "framed"
 
 
-def _port(key: str, raw: str) -> int:
-    value = parse_int(key, raw, minimum=1)
-    if value > 65535:
-        raise ConfigError(f"option {key!r} must be a TCP port (1..65535), got {value}", option=key)
-    return value
-
-
-def _optional_port(key: str, raw: str) -> int | None:
-    return _port(key, raw) if raw.strip() else None
-
-
-def _guarantee(_key: str, raw: str) -> DeliveryGuarantee:
-    return DeliveryGuarantee(raw)
-
-
-def _nonempty(key: str, raw: str) -> str:
-    value = raw.strip()
-    if not value:
-        raise ConfigError(f"option {key!r} must not be empty", option=key)
-    return value
-
-
-def _positive_int(key: str, raw: str) -> int:
-    return parse_int(key, raw, minimum=1)
-
-
-def _positive_size(key: str, raw: str) -> int:
-    value = parse_size(key, raw)
-    if value < 1:
-        raise ConfigError(f"option {key!r} must be at least 1 byte", option=key)
-    return value
+class ThriftProtocol(str, enum.Enum):
+    BINARY = "binary"
+    COMPACT = "compact"
 
 
 _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
-    OptionSpec("hbase.thrift.host", _nonempty, "localhost", "HBase Thrift1 server host"),
-    OptionSpec("hbase.thrift.port", _port, 9090, "HBase Thrift1 server port", type_name="int"),
+    OptionSpec("hbase.thrift.host", parse_nonempty, "localhost", "HBase Thrift1 server host"),
+    OptionSpec("hbase.thrift.port", parse_port, 9090, "HBase Thrift1 server port", type_name="int"),
     OptionSpec(
-        "hbase.thrift.transport", _str, "buffered", "Thrift transport of the server",
-        choices=("buffered", "framed"),
+        "hbase.thrift.transport", enum_parser(ThriftTransport), ThriftTransport.BUFFERED,
+        "Thrift transport of the server", choices=enum_choices(ThriftTransport),
     ),
     OptionSpec(
-        "hbase.thrift.protocol", _str, "binary", "Thrift protocol of the server",
-        choices=("binary", "compact"),
+        "hbase.thrift.protocol", enum_parser(ThriftProtocol), ThriftProtocol.BINARY,
+        "Thrift protocol of the server", choices=enum_choices(ThriftProtocol),
     ),
     OptionSpec(
-        "hbase.thrift2.port", _optional_port, None,
+        "hbase.thrift2.port", parse_optional_port, None,
         "optional port of an HBase Thrift2 server on the same host: lets the sink check and "
         "set `KEEP_DELETED_CELLS` (Thrift1 cannot), which makes committed and as-of reads exact",
         type_name="int",
     ),
     OptionSpec(
-        "hbase.thrift.timeout", _positive_int, 60_000,
+        "hbase.thrift.timeout", parse_positive_int, 60_000,
         "socket timeout in milliseconds for every Thrift call", type_name="int",
     ),
-    OptionSpec("table", _nonempty, None, "HBase table to write / read", required=True),
+    OptionSpec("table", parse_nonempty, None, "HBase table to write / read", required=True),
     OptionSpec(
-        "column.family", _nonempty, "d",
+        "column.family", parse_nonempty, "d",
         "family of every data column not listed in `columns`",
     ),
     OptionSpec(
-        "columns", _str, "",
+        "columns", parse_stripped, "",
         "optional mapping `col=family:qualifier,...`; unlisted data columns map to "
         "`column.family:<col>`",
     ),
-    OptionSpec("sink.id", _str, "",
+    OptionSpec("sink.id", parse_stripped, "",
                "namespace of this sink in the commit table; default `query-<query id>`, which "
                "changes with a new checkpoint dir: set it to resume with `starting_offsets_from_sink`"),
     OptionSpec(
-        "commit.table", _nonempty, DEFAULT_COMMIT_TABLE,
+        "commit.table", parse_nonempty, DEFAULT_COMMIT_TABLE,
         "HBase table holding one commit record per `sink.id` (created if missing)",
     ),
 )
 
 SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
-    OptionSpec("rowkey", _nonempty, None, "name of the column holding the row key", required=True),
+    OptionSpec("rowkey", parse_nonempty, None, "name of the column holding the row key", required=True),
     OptionSpec(
-        "op.column", _str, "",
+        "op.column", parse_stripped, "",
         "optional string column: `upsert` (or null) writes the row, `delete` removes "
         "the row's cells in the mapped families",
     ),
@@ -139,47 +123,26 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
         type_name="bool",
     ),
     OptionSpec(
-        "sink.buffer-flush.max-rows", _positive_int, 1000,
+        "sink.buffer-flush.max-rows", parse_positive_int, 1000,
         "flush when this many input rows are buffered (rows are netted per key while buffered)",
         type_name="int",
     ),
     OptionSpec(
-        "sink.buffer-flush.max-size", _positive_size, 2 * 1024 * 1024,
+        "sink.buffer-flush.max-size", parse_positive_size, 2 * 1024 * 1024,
         "flush when the buffered mutations reach this size (e.g. `2mb`)", type_name="size",
     ),
     OptionSpec(
-        "delivery.guarantee", _guarantee, DeliveryGuarantee.EXACTLY_ONCE,
+        "delivery.guarantee", enum_parser(DeliveryGuarantee), DeliveryGuarantee.EXACTLY_ONCE,
         "`exactly-once` fences concurrent writers and makes replays identical; "
         "`at-least-once` skips the fencing",
-        choices=("exactly-once", "at-least-once"),
+        choices=enum_choices(DeliveryGuarantee),
     ),
 )
 
-def _epoch_ms(key: str, raw: str) -> int:
-    """Epoch milliseconds, or an ISO-8601 time (``2026-11-22T10:00:00Z``; no zone = UTC)."""
-    text = raw.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    import datetime as dt
-
-    try:
-        when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise ConfigError(f"option {key!r} takes epoch milliseconds or an ISO-8601 time, got {raw!r}",
-                          option=key) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return int(when.timestamp() * 1000)
-
-
-def _batch_id(key: str, raw: str) -> int:
-    return parse_int(key, raw, minimum=0)
-
-
 READ_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
-    OptionSpec("as.of.batch", _batch_id, None,
+    OptionSpec("as.of.batch", parse_non_negative_int, None,
                "read the table as the sink had committed it after this Spark batch id", type_name="long"),
-    OptionSpec("as.of.timestamp", _epoch_ms, None,
+    OptionSpec("as.of.timestamp", parse_timestamp_ms, None,
                "read the table as of the last commit at or before this time (epoch ms or ISO-8601)",
                type_name="timestamp"),
     OptionSpec("filter.pushdown", parse_bool, False,
@@ -195,8 +158,8 @@ class HBaseSinkOptions:
     host: str
     port: int
     thrift2_port: int | None
-    transport: str
-    protocol: str
+    transport: ThriftTransport
+    protocol: ThriftProtocol
     timeout_ms: int
     table: str
     rowkey: str
@@ -264,7 +227,42 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
     )
 
 
-def parse_read_options(raw: Mapping[str, str]) -> dict[str, object]:
-    """Validate the batch reader's options; returns the parsed values by key."""
-    values, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader", ignored=_SPARK_KEYS)
-    return values
+@dataclass(frozen=True)
+class HBaseReadOptions:
+    """Parsed batch-reader options. Picklable.
+
+    ``column.family`` and ``columns`` are accepted (they are connection specs shared with
+    the sink) but the reader takes the mapping from the commit record, so they are not kept.
+    """
+
+    host: str
+    port: int
+    thrift2_port: int | None
+    transport: ThriftTransport
+    protocol: ThriftProtocol
+    timeout_ms: int
+    table: str
+    sink_id: str | None
+    commit_table: str
+    as_of_batch: int | None
+    as_of_ms: int | None
+    filter_pushdown: bool
+
+
+def parse_read_options(raw: Mapping[str, str]) -> HBaseReadOptions:
+    """Validate the batch reader's options (driver, and again on executors)."""
+    v, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader", ignored=_SPARK_KEYS)
+    return HBaseReadOptions(
+        host=v["hbase.thrift.host"],
+        port=v["hbase.thrift.port"],
+        thrift2_port=v["hbase.thrift2.port"],
+        transport=v["hbase.thrift.transport"],
+        protocol=v["hbase.thrift.protocol"],
+        timeout_ms=v["hbase.thrift.timeout"],
+        table=v["table"],
+        sink_id=v["sink.id"] or None,
+        commit_table=v["commit.table"],
+        as_of_batch=v["as.of.batch"],
+        as_of_ms=v["as.of.timestamp"],
+        filter_pushdown=v["filter.pushdown"],
+    )

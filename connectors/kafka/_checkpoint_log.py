@@ -18,7 +18,7 @@ from pathlib import Path
 from ..._exceptions import ConfigError, ProtocolError
 from ._offsets import SourceOffset
 
-__all__ = ["CheckpointLogStatus", "SparkBatch", "checkpoint_log_status"]
+__all__ = ["CheckpointLogStatus", "SparkBatch", "checkpoint_log_status", "planned_batch", "local_checkpoint_dir"]
 
 
 @dataclass(frozen=True)
@@ -90,3 +90,33 @@ def checkpoint_log_status(location: str) -> CheckpointLogStatus:
     last = batches[completed[-1]] if completed else None
     pending = [batches[b] for b in planned if b not in done and (last is None or b > last.batch_id)]
     return CheckpointLogStatus(str(root), last, pending)
+
+
+def local_checkpoint_dir(location: str | None) -> Path | None:
+    """``location`` as a local directory, or None for remote file systems (hdfs://, s3a://, ...)."""
+    if not location:
+        return None
+    if location.startswith("file:"):
+        location = "/" + location[len("file:"):].lstrip("/")
+    elif "://" in location:
+        return None
+    return Path(location)
+
+
+def planned_batch(location: str | None, batch_id: int) -> SparkBatch | None:
+    """What ``barrier-kafka`` planned for Spark batch ``batch_id`` (its offset-log entry).
+
+    None when the checkpoint is not local, the entry is missing, or no ``barrier-kafka``
+    source is in it. Spark writes the entry before it runs the batch, so a sink's commit
+    of that batch always finds it.
+    """
+    root = local_checkpoint_dir(location)
+    if root is None:
+        return None
+    entry = root / "offsets" / str(batch_id)
+    if not entry.is_file():
+        return None
+    offset = _barrier_offset(_read_log_entry(entry))
+    if offset is None:
+        return None
+    return SparkBatch(batch_id, offset.checkpoint_id, offset.channel_offsets())

@@ -29,7 +29,7 @@ from .._options import parse_bool, parse_int
 __all__ = ["ConsumerClient", "kafka_python_configs", "librdkafka_configs"]
 
 
-class ConsumerClient(enum.Enum):
+class ConsumerClient(str, enum.Enum):
     """Which client reads records on the executors (``kafkaConsumer.client``)."""
 
     CONFLUENT = "confluent"

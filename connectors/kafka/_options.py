@@ -9,6 +9,7 @@ naming the option and the fix. Secrets never reach a message (see ``redact``).
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 from collections.abc import Mapping
@@ -18,92 +19,100 @@ from typing import Any
 from ..._exceptions import ConfigError
 from .._options import (
     OptionSpec,
+    enum_choices,
+    enum_parser,
     options_table,
     parse_bool,
     parse_duration_ms,
-    parse_int,
+    parse_non_negative_int,
+    parse_nonempty,
     parse_options,
+    parse_positive_int,
+    parse_string,
     redact,
 )
 from ._client_config import ConsumerClient, kafka_python_configs, librdkafka_configs
 from ._positions import PartitionStart, StartKind, TopicPartition, start_from_spark_json
 
-__all__ = ["KafkaSourceOptions", "SPECS", "parse_source_options", "kafka_options_table"]
+__all__ = ["GroupFallback", "KafkaSourceOptions", "SPECS", "StartingOffsetsByTimestampStrategy", "parse_source_options", "kafka_options_table"]
 
 SOURCE_NAME = "barrier-kafka"
 
 
-def _s(key: str, raw: str) -> str:
-    return raw
+class GroupFallback(str, enum.Enum):
+    """``startingOffsets.groupFallback``: start of partitions the group has no offset for."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    ERROR = "error"
 
 
-def _s_nonempty(key: str, raw: str) -> str:
-    if not raw.strip():
-        raise ConfigError(f"option {key!r} must not be empty", option=key)
-    return raw.strip()
+class StartingOffsetsByTimestampStrategy(str, enum.Enum):
+    """``startingOffsetsByTimestampStrategy``: when no record is at/after the timestamp."""
 
-
-def _pos_int(key: str, raw: str) -> int:
-    return parse_int(key, raw, minimum=1)
-
-
-def _lower(key: str, raw: str) -> str:
-    return raw.strip().lower()
+    ERROR = "error"
+    LATEST = "latest"
 
 
 SPECS: tuple[OptionSpec, ...] = (
-    OptionSpec("kafka.bootstrap.servers", _s_nonempty, None,
+    OptionSpec("kafka.bootstrap.servers", parse_nonempty, None,
                "Kafka brokers, `host:port[,host:port]`.", required=True),
-    OptionSpec("kafka.group.id", _s_nonempty, None,
+    OptionSpec("kafka.group.id", parse_nonempty, None,
                "Consumer group that receives the offsets of every completed micro-batch "
                "(never joined: the source reads with assign + seek). Required unless "
                "`commitOffsets=false`."),
-    OptionSpec("subscribe", _s, None, "Comma-separated topics. Exactly one of "
+    OptionSpec("subscribe", parse_string, None, "Comma-separated topics. Exactly one of "
                "`subscribe`, `subscribePattern`, `assign`."),
-    OptionSpec("subscribePattern", _s, None, "Java-style regex of topics to read; new "
+    OptionSpec("subscribePattern", parse_string, None, "Java-style regex of topics to read; new "
                "matching topics are picked up from earliest."),
-    OptionSpec("assign", _s, None, "JSON `{\"topic\": [0, 1]}` of exact partitions."),
-    OptionSpec("startingOffsets", _s, "latest",
+    OptionSpec("assign", parse_string, None, "JSON `{\"topic\": [0, 1]}` of exact partitions."),
+    OptionSpec("startingOffsets", parse_string, "latest",
                "Where a new query starts: `earliest`, `latest`, `group` (the group's "
                "committed offsets) or JSON `{\"topic\": {\"0\": 42}}` (-2 earliest, "
                "-1 latest). Ignored when restarting from a checkpoint."),
-    OptionSpec("startingOffsets.groupFallback", _lower, "earliest",
+    OptionSpec("startingOffsets.groupFallback", enum_parser(GroupFallback), GroupFallback.EARLIEST,
                "With `startingOffsets=group`: start of partitions the group has no "
-               "offset for.", choices=("earliest", "latest", "error")),
-    OptionSpec("startingTimestamp", lambda k, r: parse_int(k, r, minimum=0), None,
+               "offset for.", choices=enum_choices(GroupFallback)),
+    OptionSpec("startingTimestamp", parse_non_negative_int, None,
                "Epoch ms; every partition starts at the first record at or after it.",
                type_name="long"),
-    OptionSpec("startingOffsetsByTimestamp", _s, None,
+    OptionSpec("startingOffsetsByTimestamp", parse_string, None,
                "JSON `{\"topic\": {\"0\": <epoch ms>}}` per partition."),
-    OptionSpec("startingOffsetsByTimestampStrategy", _lower, "error",
+    OptionSpec("startingOffsetsByTimestampStrategy", enum_parser(StartingOffsetsByTimestampStrategy),
+               StartingOffsetsByTimestampStrategy.ERROR,
                "When no record is at/after the timestamp: fail, or start at latest.",
-               choices=("error", "latest")),
-    OptionSpec("maxOffsetsPerTrigger", _pos_int, None,
+               choices=enum_choices(StartingOffsetsByTimestampStrategy)),
+    OptionSpec("maxOffsetsPerTrigger", parse_positive_int, None,
                "Cap on records per micro-batch, split over partitions by lag.", type_name="long"),
-    OptionSpec("minOffsetsPerTrigger", _pos_int, None,
+    OptionSpec("minOffsetsPerTrigger", parse_positive_int, None,
                "Wait for at least this many new records (or `maxTriggerDelay`) before "
                "planning a batch.", type_name="long"),
     OptionSpec("maxTriggerDelay", parse_duration_ms, 15 * 60 * 1000,
-               "Longest wait for `minOffsetsPerTrigger` (e.g. `15m`).", type_name="duration (ms)"),
+               "Longest wait for `minOffsetsPerTrigger` (e.g. `15m`).", type_name="duration"),
     OptionSpec("failOnDataLoss", parse_bool, True,
                "Fail the query when planned offsets are gone (retention, deleted topic); "
-               "`false` skips them with a warning.", type_name="boolean"),
+               "`false` skips them with a warning.", type_name="bool"),
     OptionSpec("includeHeaders", parse_bool, False, "Add the `headers` column.",
-               type_name="boolean"),
-    OptionSpec("minPartitions", _pos_int, None,
+               type_name="bool"),
+    OptionSpec("barrierMarkers", parse_bool, False,
+               "Add the `_barrier_*` columns and end every partition's range with a barrier marker row "
+               "(for code that aligns on barriers). Off: exactly Spark's Kafka rows and columns; "
+               "checkpointed sinks read the offsets from Spark's offset log instead.",
+               type_name="bool"),
+    OptionSpec("minPartitions", parse_positive_int, None,
                "Minimum Spark partitions per batch; large offset ranges are split.",
                type_name="int"),
-    OptionSpec("kafkaConsumer.pollTimeoutMs", _pos_int, 120_000,
+    OptionSpec("kafkaConsumer.pollTimeoutMs", parse_positive_int, 120_000,
                "Executor: give up (SourceError) when a planned range makes no progress "
-               "for this long.", type_name="ms"),
-    OptionSpec("kafkaConsumer.client", lambda k, r: ConsumerClient(r), ConsumerClient.CONFLUENT,
+               "for this many milliseconds.", type_name="int"),
+    OptionSpec("kafkaConsumer.client", enum_parser(ConsumerClient), ConsumerClient.CONFLUENT,
                "Executor: the client that reads records. `confluent` (confluent-kafka, "
                "librdkafka's C decoder) needs about a third of the CPU per record; "
                "`kafka-python` is pure Python and honours every kafka-python setting.",
-               choices=("confluent", "kafka-python")),
+               choices=enum_choices(ConsumerClient)),
     OptionSpec("commitOffsets", parse_bool, True,
-               "Commit completed batches' offsets to `kafka.group.id`.", type_name="boolean"),
-    OptionSpec("arrowBatchSize", _pos_int, 10_000,
+               "Commit completed batches' offsets to `kafka.group.id`.", type_name="bool"),
+    OptionSpec("arrowBatchSize", parse_positive_int, 10_000,
                "Records per Arrow batch handed to Spark (bounds executor memory).",
                type_name="int"),
 )
@@ -133,13 +142,14 @@ class KafkaSourceOptions:
     specific_starts: Mapping[TopicPartition, PartitionStart] = field(default_factory=dict)
     start_timestamps: Mapping[TopicPartition, int] = field(default_factory=dict)
     start_timestamp: int | None = None
-    timestamp_strategy: str = "error"
-    group_fallback: str = "earliest"
+    timestamp_strategy: StartingOffsetsByTimestampStrategy = StartingOffsetsByTimestampStrategy.ERROR
+    group_fallback: GroupFallback = GroupFallback.EARLIEST
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
     fail_on_data_loss: bool = True
     include_headers: bool = False
+    barrier_markers: bool = False
     min_partitions: int | None = None
     poll_timeout_ms: int = 120_000
     commit_offsets: bool = True
@@ -269,6 +279,7 @@ def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
         max_trigger_delay_ms=values["maxTriggerDelay"],
         fail_on_data_loss=values["failOnDataLoss"],
         include_headers=values["includeHeaders"],
+        barrier_markers=values["barrierMarkers"],
         min_partitions=values["minPartitions"],
         poll_timeout_ms=values["kafkaConsumer.pollTimeoutMs"],
         commit_offsets=commit,

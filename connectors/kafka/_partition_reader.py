@@ -5,8 +5,8 @@ Contract (both client paths, selected by ``kafkaConsumer.client``):
   offset order, none outside the range, as ``pyarrow.RecordBatch``es of at most
   ``arrowBatchSize`` rows built column-wise (memory bounded by the batch size and
   the client's prefetch limits);
-- if the range ends a channel's part of the checkpoint, a barrier marker row
-  follows the last data row;
+- with ``barrierMarkers=true``, if the range ends a channel's part of the checkpoint,
+  a barrier marker row follows the last data row;
 - stops when the consumer *position* reaches ``end``, not when a record with
   offset ``end - 1`` is seen: compacted topics have gaps and under
   ``read_committed`` aborted records and transaction markers are never returned;
@@ -43,6 +43,6 @@ def read_range(options: KafkaSourceOptions, part: KafkaRangePartition,
         else:
             from ._confluent_reader import read_records
         yield from read_records(options, part, schema)
-    if part.emit_barrier:
+    if part.emit_barrier and options.barrier_markers:
         barrier = CheckpointBarrier(part.checkpoint_id, part.timestamp_ms, part.channel, part.end)
         yield marker_batch([barrier], schema)

@@ -9,12 +9,14 @@ Usage::
           .option("startingOffsets", "earliest")
           .load())
 
-Schema: Spark's Kafka source columns ``key binary, value binary, topic string,
+Schema: exactly Spark's Kafka source columns ``key binary, value binary, topic string,
 partition int, offset long, timestamp timestamp, timestampType int`` (+ ``headers
-array<struct<key string, value binary>>`` with ``includeHeaders=true``), followed
-by the barrier marker columns (``sparkbarrier.barrier.markers``): on data rows
-they are null; one marker row closes each partition's range of every batch.
-Filter them out with ``where("_barrier_kind is null")`` when you only want data.
+array<struct<key string, value binary>>`` with ``includeHeaders=true``), and exactly
+its rows: any sink gets the records and nothing else. With ``barrierMarkers=true``
+the barrier marker columns (``sparkbarrier.barrier.markers``) follow, null on data
+rows, and one marker row closes each partition's range of every batch, for code that
+aligns on barriers. Checkpointed sinks (``barrier-hbase``) record the Kafka offsets of
+every batch either way: from the markers, or from Spark's offset log.
 
 Options are validated here, when the query is defined (``load()``): see
 :data:`~sparkbarrier.connectors.kafka._options.SPECS` / ``kafka_options_table()``.
@@ -53,8 +55,8 @@ def _marker_fields() -> list[StructField]:
     return fields
 
 
-def source_schema(include_headers: bool) -> StructType:
-    """Spark's Kafka columns (+ headers) followed by the marker columns; all nullable."""
+def source_schema(include_headers: bool, barrier_markers: bool = False) -> StructType:
+    """Spark's Kafka columns (+ headers), then the marker columns if asked for; all nullable."""
     fields = [
         StructField("key", BinaryType(), True),
         StructField("value", BinaryType(), True),
@@ -68,7 +70,7 @@ def source_schema(include_headers: bool) -> StructType:
         header = StructType([StructField("key", StringType(), True),
                              StructField("value", BinaryType(), True)])
         fields.append(StructField("headers", ArrayType(header, True), True))
-    return StructType(fields + _marker_fields())
+    return StructType(fields + (_marker_fields() if barrier_markers else []))
 
 
 class BarrierKafkaDataSource(DataSource):
@@ -83,7 +85,7 @@ class BarrierKafkaDataSource(DataSource):
         return "barrier-kafka"
 
     def schema(self) -> StructType:
-        return source_schema(self.parsed.include_headers)
+        return source_schema(self.parsed.include_headers, self.parsed.barrier_markers)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamPlanner(self.parsed, schema)

@@ -12,7 +12,7 @@ from ..._exceptions import ConfigError
 from ._cluster import ClusterView
 from ._committer import OffsetCommitter
 from ._metrics import SourceMetrics
-from ._options import KafkaSourceOptions
+from ._options import GroupFallback, KafkaSourceOptions, StartingOffsetsByTimestampStrategy
 from ._positions import AtOffset, Earliest, Latest, PartitionStart, StartKind, TopicPartition
 
 __all__ = ["resolve_initial"]
@@ -53,7 +53,7 @@ def resolve_initial(options: KafkaSourceOptions, cluster: ClusterView,
     for tp in tps:
         offset = found.get(tp)
         if offset is None:
-            if options.timestamp_strategy == "error":
+            if options.timestamp_strategy is StartingOffsetsByTimestampStrategy.ERROR:
                 raise ConfigError(
                     f"no record at or after timestamp {stamps[tp]} in {tp}; set "
                     f"startingOffsetsByTimestampStrategy=latest to start at the end instead",
@@ -100,13 +100,13 @@ def _from_group(options: KafkaSourceOptions, tps: set[TopicPartition],
     for tp in tps:
         if tp in committed:
             out[tp] = committed[tp]
-        elif options.group_fallback == "error":
+        elif options.group_fallback is GroupFallback.ERROR:
             raise ConfigError(
                 f"group {options.group_id!r} has no committed offset for {tp}; set "
                 "startingOffsets.groupFallback=earliest or latest",
                 option="startingOffsets.groupFallback")
         else:
-            out[tp] = (earliest if options.group_fallback == "earliest" else latest)[tp]
+            out[tp] = (earliest if options.group_fallback is GroupFallback.EARLIEST else latest)[tp]
     log.info("barrier-kafka: starting from group %r offsets %s", options.group_id,
              {str(tp): o for tp, o in sorted(out.items())})
     return out

@@ -48,7 +48,7 @@ def test_formats_resolve_without_register_call() -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
-    assert lines["KAFKA"].startswith("key,value,topic,partition,offset,timestamp,timestampType")
-    assert "_barrier_kind" in lines["KAFKA"]
+    # By default exactly Spark's Kafka columns: a drop-in for format("kafka").
+    assert lines["KAFKA"] == "key,value,topic,partition,offset,timestamp,timestampType"
     assert lines["STREAMING"] == "True"
     assert lines["HBASE"] == "options"

@@ -99,3 +99,30 @@ def test_time_flushes_are_gone_because_they_would_make_replays_differ() -> None:
     with pytest.raises(ConfigError, match="sink.buffer-flush.max-rows") as exc:
         parse_sink_options({**BASE, "sink.buffer-flush.interval": "1s"})
     assert "sink.buffer-flush.interval" in str(exc.value)
+
+
+def test_thrift_transport_and_protocol_are_enums_with_the_same_spellings() -> None:
+    from sparkbarrier.connectors.hbase._options import ThriftProtocol, ThriftTransport
+
+    o = parse_sink_options(BASE)
+    assert o.transport is ThriftTransport.BUFFERED and o.protocol is ThriftProtocol.BINARY
+    o = parse_sink_options({**BASE, "hbase.thrift.transport": " Framed ", "hbase.thrift.protocol": "COMPACT"})
+    assert o.transport is ThriftTransport.FRAMED and o.protocol is ThriftProtocol.COMPACT
+    with pytest.raises(ConfigError, match=r"option 'hbase.thrift.protocol' must be one of binary, compact"):
+        parse_sink_options({**BASE, "hbase.thrift.protocol": "json"})
+
+
+def test_read_options_parse_into_a_frozen_dataclass() -> None:
+    import dataclasses
+
+    from sparkbarrier.connectors.hbase._options import HBaseReadOptions, ThriftTransport, parse_read_options
+
+    o = parse_read_options({"table": "t", "as.of.timestamp": "1970-01-01T00:00:01Z", "Filter.Pushdown": "true"})
+    assert isinstance(o, HBaseReadOptions)
+    assert (o.host, o.port, o.transport, o.table, o.sink_id, o.commit_table) == (
+        "localhost", 9090, ThriftTransport.BUFFERED, "t", None, DEFAULT_COMMIT_TABLE)
+    assert (o.as_of_batch, o.as_of_ms, o.filter_pushdown) == (None, 1000, True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        o.table = "u"  # type: ignore[misc]
+    with pytest.raises(ConfigError, match="option 'as.of.batch' must be >= 0"):
+        parse_read_options({"table": "t", "as.of.batch": "-1"})

@@ -90,9 +90,10 @@ class Collected:
 
 
 def stream(spark: SparkSession, options: dict[str, str]) -> DataFrame:
+    """The source with marker rows on (these tests look at them) unless the options say otherwise."""
     register(spark)
     reader = spark.readStream.format("barrier-kafka")
-    for key, value in options.items():
+    for key, value in {"barrierMarkers": "true", **options}.items():
         reader = reader.option(key, value)
     return reader.load()
 

@@ -168,7 +168,8 @@ def test_datasource_validates_at_construction() -> None:
     names = ds.schema().fieldNames()
     assert names[:7] == ["key", "value", "topic", "partition", "offset", "timestamp",
                          "timestampType"]
-    assert names[7] == "_barrier_kind"
+    assert len(names) == 7  # exactly Spark's Kafka columns by default
+    assert BarrierKafkaDataSource({**BASE, "barrierMarkers": "true"}).schema().fieldNames()[7] == "_barrier_kind"
     assert "headers" in BarrierKafkaDataSource({**BASE, "includeHeaders": "true"}).schema().fieldNames()
 
 
@@ -182,3 +183,32 @@ def test_object_settings_rejected_and_api_version_parsed() -> None:
         parse_source_options(opts(**{"kafka.ssl.context": "x"}))
     assert parse_source_options(opts(**{"kafka.api.version": "3.7"})).client_configs == {
         "api_version": (3, 7)}
+
+
+def test_choice_options_parse_to_enums_with_the_same_spellings() -> None:
+    from sparkbarrier.connectors.kafka._client_config import ConsumerClient
+    from sparkbarrier.connectors.kafka._options import GroupFallback, StartingOffsetsByTimestampStrategy
+
+    o = parse_source_options(BASE)
+    assert o.group_fallback is GroupFallback.EARLIEST
+    assert o.timestamp_strategy is StartingOffsetsByTimestampStrategy.ERROR
+    assert o.consumer_client is ConsumerClient.CONFLUENT
+    o = parse_source_options(opts(**{"startingOffsets.groupFallback": "LATEST",
+                                     "startingOffsetsByTimestampStrategy": " latest",
+                                     "kafkaConsumer.client": "Kafka-Python"}))
+    assert o.group_fallback is GroupFallback.LATEST
+    assert o.timestamp_strategy is StartingOffsetsByTimestampStrategy.LATEST
+    assert o.consumer_client is ConsumerClient.KAFKA_PYTHON
+    with pytest.raises(ConfigError, match="option 'startingOffsets.groupFallback' must be one of "
+                                          "earliest, latest, error"):
+        parse_source_options(opts(**{"startingOffsets.groupFallback": "none"}))
+
+
+def test_option_tables_use_one_type_vocabulary() -> None:
+    from sparkbarrier.connectors._options import TYPE_NAMES, OptionSpec, parse_bool
+    from sparkbarrier.connectors.hbase._options import READ_OPTION_SPECS, SINK_OPTION_SPECS
+
+    for spec in (*SPECS, *SINK_OPTION_SPECS, *READ_OPTION_SPECS):
+        assert spec.type_name in TYPE_NAMES, spec.key
+    with pytest.raises(ValueError, match="not one of"):
+        OptionSpec("x", parse_bool, False, "x", type_name="boolean")

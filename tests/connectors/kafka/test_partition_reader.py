@@ -28,12 +28,12 @@ CLIENTS = ["confluent", "kafka-python"]
 
 def read(kafka: KafkaTool, topic: str, start: int, end: int, client: str, headers: bool = False,
          **extra: str) -> tuple[list[pa.RecordBatch], list[dict]]:
-    """Run one task's read; returns (data batches, marker rows)."""
+    """Run one task's read, marker rows on; returns (data batches, marker rows)."""
     options = parse_source_options({"kafka.bootstrap.servers": kafka.bootstrap,
                                     "subscribe": topic, "commitOffsets": "false",
-                                    "kafkaConsumer.client": client,
+                                    "kafkaConsumer.client": client, "barrierMarkers": "true",
                                     "includeHeaders": str(headers).lower(), **extra})
-    schema = to_arrow_schema(source_schema(headers), timezone="UTC")
+    schema = to_arrow_schema(source_schema(headers, barrier_markers=True), timezone="UTC")
     part = KafkaRangePartition(topic, 0, start, end, checkpoint_id=3, timestamp_ms=1_000)
     batches = list(read_range(options, part, schema))
     data = [b for b in batches if b.column("_barrier_kind").null_count == b.num_rows]
@@ -212,3 +212,16 @@ def test_compacted_topic_with_offset_gaps_reads_what_the_broker_keeps(
     table = pa.Table.from_batches(data)
     assert list(zip(table.column("offset").to_pylist(), table.column("value").to_pylist())) == kept
     assert [m["_barrier_next_offset"] for m in markers] == [end]
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_without_markers_a_range_is_its_records_only(kafka: KafkaTool, unique_name, client: str) -> None:
+    topic = kafka.create_topic(unique_name("t"), partitions=1)
+    values = kafka.produce(topic, 20, partitions=1)
+    options = parse_source_options({"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic,
+                                    "commitOffsets": "false", "kafkaConsumer.client": client})
+    schema = to_arrow_schema(source_schema(False), timezone="UTC")
+    part = KafkaRangePartition(topic, 0, 0, 20, checkpoint_id=3, timestamp_ms=1_000)
+    table = pa.Table.from_batches(list(read_range(options, part, schema)), schema=schema)
+    assert table.column("value").to_pylist() == values and table.num_rows == 20
+    assert not any(n.startswith("_barrier_") for n in table.schema.names)

@@ -118,8 +118,32 @@ def test_format_name_resolves_in_spark(spark, kafka: KafkaTool, unique_name) -> 
     reader = spark.readStream.format("barrier-kafka")
     for key, value in options.items():
         reader = reader.option(key, value)
-    assert "_barrier_kind" in reader.load().columns
+    assert "_barrier_kind" not in reader.load().columns  # markers are opt-in
+    assert "_barrier_kind" in stream(spark, options).columns  # the test kit turns them on
     assert stream(spark, options).isStreaming
+
+
+def test_default_options_give_any_sink_exactly_the_records(spark, kafka: KafkaTool, unique_name,
+                                                            tmp_path) -> None:
+    """Swap format("kafka") for format("barrier-kafka"): same columns, same rows, no marker rows."""
+    topic = kafka.create_topic(unique_name("t"), partitions=2)
+    values = kafka.produce(topic, 40)
+    options = base(kafka, topic, unique_name("g"), maxOffsetsPerTrigger="15")
+    reader = spark.readStream.format("barrier-kafka")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    name = unique_name("mem")
+    query = (reader.load().writeStream.format("memory").queryName(name)
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(120), "query did not finish in time"
+        assert query.exception() is None
+    finally:
+        query.stop()
+    rows = spark.sql(f"SELECT * FROM {name}").collect()
+    assert spark.table(name).columns == ["key", "value", "topic", "partition", "offset", "timestamp",
+                                         "timestampType"]
+    assert sorted(r.value for r in rows) == sorted(values)
 
 
 def test_bad_option_fails_at_load(spark) -> None:
