@@ -95,3 +95,16 @@ def test_state_directory_follows_the_checkpoint_location(tmp_path: Path) -> None
     assert state_directory({"checkpoint.state.location": "/x"}, "s") == Path("/x")
     with pytest.raises(Exception, match="checkpoint.state.location"):
         state_directory({"checkpointLocation": "hdfs://nn/ckpt"}, "s")
+
+
+def test_query_start_says_when_kafka_offsets_cannot_be_learned(caplog: pytest.LogCaptureFixture) -> None:
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from sparkbarrier.connectors.checkpointed._source import _warn_if_offsets_unrecordable
+
+    schema = StructType([StructField("v", LongType())])
+    with caplog.at_level("WARNING"):
+        _warn_if_offsets_unrecordable("s", schema, "/local/ckpt")      # offset log readable
+        _warn_if_offsets_unrecordable("s", schema, "hdfs://nn/ckpt")    # neither markers nor log
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1 and "barrierMarkers" in warned[0] and "hdfs://nn/ckpt" in warned[0]
