@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..._exceptions import ConfigError
 from .._options import (
@@ -202,17 +203,19 @@ def parse_columns(raw: str) -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
+def _shared_fields(v: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields the sink and the reader both take from the connection specs."""
+    return {"host": v["hbase.thrift.host"], "port": v["hbase.thrift.port"], "thrift2_port": v["hbase.thrift2.port"],
+            "transport": v["hbase.thrift.transport"], "protocol": v["hbase.thrift.protocol"],
+            "timeout_ms": v["hbase.thrift.timeout"], "table": v["table"], "sink_id": v["sink.id"] or None,
+            "commit_table": v["commit.table"]}
+
+
 def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
     """Validate Spark's option map for the sink (driver, at query start)."""
     v, _ = parse_options(raw, SINK_OPTION_SPECS, source_name="barrier-hbase sink", ignored=_SPARK_KEYS)
     return HBaseSinkOptions(
-        host=v["hbase.thrift.host"],
-        port=v["hbase.thrift.port"],
-        thrift2_port=v["hbase.thrift2.port"],
-        transport=v["hbase.thrift.transport"],
-        protocol=v["hbase.thrift.protocol"],
-        timeout_ms=v["hbase.thrift.timeout"],
-        table=v["table"],
+        **_shared_fields(v),
         rowkey=v["rowkey"],
         column_family=v["column.family"],
         columns=parse_columns(v["columns"]),
@@ -222,8 +225,6 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
         max_rows=v["sink.buffer-flush.max-rows"],
         max_size=v["sink.buffer-flush.max-size"],
         guarantee=v["delivery.guarantee"],
-        sink_id=v["sink.id"] or None,
-        commit_table=v["commit.table"],
     )
 
 
@@ -253,15 +254,7 @@ def parse_read_options(raw: Mapping[str, str]) -> HBaseReadOptions:
     """Validate the batch reader's options (driver, and again on executors)."""
     v, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader", ignored=_SPARK_KEYS)
     return HBaseReadOptions(
-        host=v["hbase.thrift.host"],
-        port=v["hbase.thrift.port"],
-        thrift2_port=v["hbase.thrift2.port"],
-        transport=v["hbase.thrift.transport"],
-        protocol=v["hbase.thrift.protocol"],
-        timeout_ms=v["hbase.thrift.timeout"],
-        table=v["table"],
-        sink_id=v["sink.id"] or None,
-        commit_table=v["commit.table"],
+        **_shared_fields(v),
         as_of_batch=v["as.of.batch"],
         as_of_ms=v["as.of.timestamp"],
         filter_pushdown=v["filter.pushdown"],
