@@ -15,6 +15,9 @@ def test_readme_option_tables_match_the_option_specs() -> None:
     assert kafka_options_table() in README, "regenerate the barrier-kafka options table"
     assert hbase_options_table() in README, "regenerate the barrier-hbase options table"
     assert hbase_read_options_table() in README, "regenerate the barrier-hbase reader options table"
+    from sparkbarrier.connectors.checkpointed._source import checkpointed_options_table
+
+    assert checkpointed_options_table() in README, "regenerate the checkpointed-sink options table"
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:

@@ -3,14 +3,9 @@
 ``checkpointed_sink(spark, "my-store", MyFunction)`` registers a data source named
 ``my-store``; ``df.writeStream.format("my-store")`` then runs ``MyFunction`` under the
 checkpoint protocol (see ``sparkbarrier.barrier._sink`` for the call order). The sink's
-options reach the function in its :class:`SinkContext`; the adapter's own options are:
-
-* ``checkpoint.mode``: ``exactly-once`` (default; align barriers of a task's channels)
-  or ``at-least-once`` (track them without blocking);
-* ``checkpoint.state.location``: local driver directory of the applied-checkpoint
-  ledger (default ``<checkpointLocation>/sparkbarrier/<name>``);
-* ``checkpoint.state.allowMismatch``: restore a ledger written for another sink
-  (default false: refused with a clear error).
+options reach the function in its :class:`SinkContext`; keys starting with
+``checkpoint.`` are the adapter's own, declared in :data:`ADAPTER_SPECS` (the README
+table is generated from them).
 
 On the driver, when the query starts, the function's optional ``start(options, schema)``
 runs first: the place to validate options and prepare the store, so mistakes surface
@@ -20,6 +15,7 @@ is the one whose notifications Spark's commits and aborts call.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -29,7 +25,8 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from ..._exceptions import ConfigError, SinkError
+from ..._exceptions import SinkError
+from .._options import OptionSpec, enum_choices, enum_parser, parse_bool, parse_options, parse_stripped
 from ...barrier import CheckpointingMode
 from ...barrier._sink import CheckpointedSink, SinkContext
 from ._driver import Completion, state_directory
@@ -37,9 +34,31 @@ from ._task import TaskCommitMessage, run_task
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CheckpointedStreamWriter", "sink_data_source", "checkpointed_sink", "ADAPTER_OPTIONS"]
+__all__ = ["CheckpointedStreamWriter", "sink_data_source", "checkpointed_sink", "ADAPTER_OPTIONS", "ADAPTER_SPECS",
+           "SinkCheckpointMode", "checkpointed_options_table"]
 
-ADAPTER_OPTIONS = ("checkpoint.mode", "checkpoint.state.location", "checkpoint.state.allowMismatch")
+class SinkCheckpointMode(str, enum.Enum):
+    EXACTLY_ONCE = "exactly-once"
+    AT_LEAST_ONCE = "at-least-once"
+
+    @property
+    def processing(self) -> CheckpointingMode:
+        return {SinkCheckpointMode.EXACTLY_ONCE: CheckpointingMode.EXACTLY_ONCE,
+                SinkCheckpointMode.AT_LEAST_ONCE: CheckpointingMode.AT_LEAST_ONCE}[self]
+
+
+ADAPTER_PREFIX = "checkpoint."
+ADAPTER_SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec("checkpoint.mode", enum_parser(SinkCheckpointMode), SinkCheckpointMode.EXACTLY_ONCE,
+               "`exactly-once`: a write task aligns the barriers of its channels before a snapshot; "
+               "`at-least-once`: it tracks them without blocking", choices=enum_choices(SinkCheckpointMode)),
+    OptionSpec("checkpoint.state.location", parse_stripped, "",
+               "local driver directory of the applied-checkpoint ledger; default "
+               "`<checkpointLocation>/sparkbarrier/<name>`"),
+    OptionSpec("checkpoint.state.allowMismatch", parse_bool, False,
+               "restore a ledger written for another sink instead of refusing it", type_name="bool"),
+)
+ADAPTER_OPTIONS = tuple(spec.key for spec in ADAPTER_SPECS)
 
 
 @dataclass
@@ -49,20 +68,11 @@ class _Message(WriterCommitMessage):
     report: TaskCommitMessage
 
 
-def _mode(options: dict[str, str]) -> CheckpointingMode:
-    raw = options.get("checkpoint.mode", "exactly-once").strip().lower()
-    modes = {"exactly-once": CheckpointingMode.EXACTLY_ONCE, "at-least-once": CheckpointingMode.AT_LEAST_ONCE}
-    if raw not in modes:
-        raise ConfigError(f"option 'checkpoint.mode' is 'exactly-once' or 'at-least-once', got {raw!r}",
-                          option="checkpoint.mode")
-    return modes[raw]
-
-
-def _flag(options: dict[str, str], key: str) -> bool:
-    raw = options.get(key, "false").strip().lower()
-    if raw not in ("true", "false"):
-        raise ConfigError(f"option {key!r} is true or false, got {raw!r}", option=key)
-    return raw == "true"
+def _adapter_options(options: dict[str, str], name: str) -> dict[str, Any]:
+    """Parse the ``checkpoint.*`` keys (the rest belongs to the function)."""
+    own = {k: v for k, v in options.items() if k.lower().startswith(ADAPTER_PREFIX)}
+    values, _ = parse_options(own, ADAPTER_SPECS, source_name=f"checkpointed sink {name!r}")
+    return values
 
 
 def _lower_keys(options: Any) -> dict[str, str]:
@@ -81,8 +91,9 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, name: str, factory: Callable[[], CheckpointedSink], options: dict[str, str],
                  schema: StructType) -> None:
         self.name, self.factory, self.options = name, factory, _lower_keys(options)
-        self.mode = _mode(self.options)
-        self.allow_mismatch = _flag(self.options, "checkpoint.state.allowMismatch")
+        adapter = _adapter_options(self.options, name)
+        self.mode = adapter["checkpoint.mode"].processing
+        self.allow_mismatch = adapter["checkpoint.state.allowMismatch"]
         # The driver's function: ``start`` runs on it once, and Spark ships a copy of this
         # writer (so of it, with whatever ``start`` kept) to every commit and abort.
         self.driver_fn = factory()
@@ -157,3 +168,10 @@ def checkpointed_sink(spark: Any, name: str, factory: Callable[[], CheckpointedS
     source = sink_data_source(name, factory)
     spark.dataSource.register(source)
     return source
+
+
+def checkpointed_options_table() -> str:
+    """Markdown table of the adapter's ``checkpoint.*`` options (for the README)."""
+    from .._options import options_table
+
+    return options_table(ADAPTER_SPECS)
