@@ -40,7 +40,7 @@ MASTER_MAIN = "org.apache.hadoop.hbase.master.HMaster"
 THRIFT_MAIN = "org.apache.hadoop.hbase.thrift.ThriftServer"
 THRIFT2 = "hbase-thrift2"
 THRIFT2_MAIN = "org.apache.hadoop.hbase.thrift2.ThriftServer"
-MASTER_HEAP = "1g"
+MASTER_HEAP = "2g"  # 1g ran out of heap under the sink benchmark after a long session
 # Data is wiped on every start, so a graceful flush on ``down`` buys nothing; the
 # standalone regionserver otherwise spends ~20 s retrying reports to its stopped master.
 MASTER_STOP_GRACE_S = 8.0
