@@ -35,28 +35,32 @@ from ...barrier._sink import CheckpointedSink, CompletedCheckpoint
 from ...state import PendingCheckpoints
 from ._task import TaskCommitMessage
 
-__all__ = ["Completion", "completed_checkpoint", "state_directory"]
+__all__ = ["Completion", "checkpoint_location", "completed_checkpoint", "state_directory"]
 
 log = logging.getLogger(__name__)
 
 
+def checkpoint_location(options: Mapping[str, str]) -> str | None:
+    """Spark's ``checkpointLocation`` from the sink's (case-insensitive) option map."""
+    return next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
+
+
 def state_directory(options: Mapping[str, str], sink_name: str) -> Path | None:
     """Where the ledger lives: the option, else under Spark's checkpoint location (local paths)."""
+    from ..kafka._checkpoint_log import local_checkpoint_dir
+
     explicit = options.get("checkpoint.state.location")
     if explicit:
         return Path(explicit)
-    location = options.get("checkpointLocation") or options.get("checkpointlocation")
+    location = checkpoint_location(options)
     if not location:
         return None
-    if location.startswith("file:"):
-        location = location[len("file:"):]
-        while location.startswith("//"):
-            location = location[1:]
-    elif "://" in location:
+    root = local_checkpoint_dir(location)
+    if root is None:
         raise ConfigError(f"sink {sink_name!r} keeps its applied-checkpoint ledger on the driver's local disk, "
                           f"but checkpointLocation is {location!r}; set checkpoint.state.location to a local "
                           "directory", option="checkpoint.state.location")
-    return Path(location) / "sparkbarrier" / sink_name
+    return root / "sparkbarrier" / sink_name
 
 
 def completed_checkpoint(messages: Sequence[Any], checkpoint_id: int,

@@ -29,7 +29,7 @@ from ..._exceptions import SinkError
 from .._options import OptionSpec, enum_choices, enum_parser, parse_bool, parse_options, parse_stripped
 from ...barrier import CheckpointingMode
 from ...barrier._sink import CheckpointedSink, SinkContext
-from ._driver import Completion, state_directory
+from ._driver import Completion, checkpoint_location, state_directory
 from ._task import TaskCommitMessage, run_task
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
         start = getattr(self.driver_fn, "start", None)
         if start is not None:
             start(self.options, schema)
-        _warn_if_offsets_unrecordable(name, schema, _checkpoint_location(self.options))
+        _warn_if_offsets_unrecordable(name, schema, checkpoint_location(self.options))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         from pyspark import TaskContext
@@ -118,17 +118,13 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
     def _completion(self) -> Completion:
         identity = {"sink": self.name, "sink.id": self.options.get("sink.id", "")}
         return Completion(self.driver_fn, identity, self.state_dir, allow_mismatch=self.allow_mismatch,
-                          checkpoint_location=_checkpoint_location(self.options))
+                          checkpoint_location=checkpoint_location(self.options))
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         self._completion().commit(_reports(messages), batchId)
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
         self._completion().abort(_reports(messages), batchId)
-
-
-def _checkpoint_location(options: dict[str, str]) -> str | None:
-    return next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
 
 
 def _warn_if_offsets_unrecordable(name: str, schema: StructType, location: str | None) -> None:

@@ -69,7 +69,7 @@ def checkpoint_log_status(location: str) -> CheckpointLogStatus:
     Raises ConfigError when ``location`` holds no offset log, ProtocolError when an
     entry is not Spark's log format or holds an unsupported ``barrier-kafka`` offset.
     """
-    root = Path(location.removeprefix("file://"))
+    root = local_checkpoint_dir(location) or Path(location)
     offsets_dir, commits_dir = root / "offsets", root / "commits"
     if not offsets_dir.is_dir():
         raise ConfigError(f"{location} is not a Spark streaming checkpoint (no offsets/ folder); "
