@@ -153,8 +153,8 @@ READ_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
 
 
 @dataclass(frozen=True)
-class HBaseSinkOptions:
-    """Parsed sink options. Picklable; built on the driver and shipped to executors."""
+class _SharedOptions:
+    """The fields the sink and the reader both parse from the connection specs."""
 
     host: str
     port: int
@@ -163,6 +163,14 @@ class HBaseSinkOptions:
     protocol: ThriftProtocol
     timeout_ms: int
     table: str
+    sink_id: str | None
+    commit_table: str
+
+
+@dataclass(frozen=True)
+class HBaseSinkOptions(_SharedOptions):
+    """Parsed sink options. Picklable; built on the driver and shipped to executors."""
+
     rowkey: str
     column_family: str
     columns: tuple[tuple[str, str, str], ...]
@@ -172,8 +180,6 @@ class HBaseSinkOptions:
     max_rows: int
     max_size: int
     guarantee: DeliveryGuarantee
-    sink_id: str | None
-    commit_table: str
 
     @property
     def exactly_once(self) -> bool:
@@ -204,7 +210,7 @@ def parse_columns(raw: str) -> tuple[tuple[str, str, str], ...]:
 
 
 def _shared_fields(v: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields the sink and the reader both take from the connection specs."""
+    """The :class:`_SharedOptions` fields from parsed values."""
     return {"host": v["hbase.thrift.host"], "port": v["hbase.thrift.port"], "thrift2_port": v["hbase.thrift2.port"],
             "transport": v["hbase.thrift.transport"], "protocol": v["hbase.thrift.protocol"],
             "timeout_ms": v["hbase.thrift.timeout"], "table": v["table"], "sink_id": v["sink.id"] or None,
@@ -229,22 +235,13 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
 
 
 @dataclass(frozen=True)
-class HBaseReadOptions:
+class HBaseReadOptions(_SharedOptions):
     """Parsed batch-reader options. Picklable.
 
     ``column.family`` and ``columns`` are accepted (they are connection specs shared with
     the sink) but the reader takes the mapping from the commit record, so they are not kept.
     """
 
-    host: str
-    port: int
-    thrift2_port: int | None
-    transport: ThriftTransport
-    protocol: ThriftProtocol
-    timeout_ms: int
-    table: str
-    sink_id: str | None
-    commit_table: str
     as_of_batch: int | None
     as_of_ms: int | None
     filter_pushdown: bool
