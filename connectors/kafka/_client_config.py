@@ -4,7 +4,8 @@ The source talks to Kafka through two clients (see the README, "choice of client
 
 * kafka-python on the driver, always (metadata, ListOffsets, group commits), and on
   executors with ``kafkaConsumer.client=kafka-python``;
-* confluent-kafka (librdkafka) on executors by default, for its C record decoding.
+* librdkafka on executors by default, for its C record decoding: through
+  sparkbarrier's compiled fetcher (``native``) or confluent-kafka (``confluent``).
 
 Users write Kafka's dotted names once (``kafka.security.protocol``,
 ``kafka.sasl.jaas.config``, ``kafka.ssl.cafile`` ...). They are validated against
@@ -32,6 +33,8 @@ __all__ = ["ConsumerClient", "kafka_python_configs", "librdkafka_configs"]
 class ConsumerClient(str, enum.Enum):
     """Which client reads records on the executors (``kafkaConsumer.client``)."""
 
+    AUTO = "auto"  # NATIVE where the compiled module loads, else CONFLUENT
+    NATIVE = "native"
     CONFLUENT = "confluent"
     KAFKA_PYTHON = "kafka-python"
 
@@ -168,7 +171,7 @@ def kafka_python_configs(passthrough: Mapping[str, str]) -> dict[str, Any]:
 def librdkafka_configs(kafka_python: Mapping[str, Any]) -> dict[str, Any]:
     """librdkafka settings equivalent to validated kafka-python ``kafka_python`` configs.
 
-    Called at query start when the executors read with confluent-kafka, so a setting
+    Called at query start when the executors read with librdkafka, so a setting
     it cannot honour fails ``load()``, naming the option, instead of a task.
     """
     out: dict[str, Any] = {}

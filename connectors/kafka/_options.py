@@ -105,10 +105,12 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("kafkaConsumer.pollTimeoutMs", parse_positive_int, 120_000,
                "Executor: give up (SourceError) when a planned range makes no progress "
                "for this many milliseconds.", type_name="int"),
-    OptionSpec("kafkaConsumer.client", enum_parser(ConsumerClient), ConsumerClient.CONFLUENT,
-               "Executor: the client that reads records. `confluent` (confluent-kafka, "
-               "librdkafka's C decoder) needs about a third of the CPU per record; "
-               "`kafka-python` is pure Python and honours every kafka-python setting.",
+    OptionSpec("kafkaConsumer.client", enum_parser(ConsumerClient), ConsumerClient.AUTO,
+               "Executor: the client that reads records. `native`: librdkafka through "
+               "sparkbarrier's compiled module, straight into Arrow buffers (fastest); "
+               "`confluent`: confluent-kafka (librdkafka, one Python object per record); "
+               "`auto`: `native` where the module was built, else `confluent`; "
+               "`kafka-python`: pure Python, honours every kafka-python setting (slowest).",
                choices=enum_choices(ConsumerClient)),
     OptionSpec("commitOffsets", parse_bool, True,
                "Commit completed batches' offsets to `kafka.group.id`.", type_name="bool"),
@@ -154,7 +156,7 @@ class KafkaSourceOptions:
     poll_timeout_ms: int = 120_000
     commit_offsets: bool = True
     arrow_batch_size: int = 10_000
-    consumer_client: ConsumerClient = ConsumerClient.CONFLUENT
+    consumer_client: ConsumerClient = ConsumerClient.AUTO
     # Hold passwords: kept out of repr() so tracebacks and logs of the options stay clean.
     client_configs: Mapping[str, Any] = field(default_factory=dict, repr=False)
     librdkafka_configs: Mapping[str, Any] = field(default_factory=dict, repr=False)
@@ -261,6 +263,14 @@ def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
         raise ConfigError("'minOffsetsPerTrigger' must not exceed 'maxOffsetsPerTrigger'",
                           option="minOffsetsPerTrigger")
     client = values["kafkaConsumer.client"]
+    if client is ConsumerClient.NATIVE:
+        from ._native_reader import available
+
+        if (reason := available()) is not None:
+            raise ConfigError(
+                f"option 'kafkaConsumer.client' is native, but {reason}; install librdkafka's "
+                f"headers (Debian: apt-get install librdkafka-dev) and reinstall sparkbarrier, "
+                f"or set kafkaConsumer.client=auto", option="kafkaConsumer.client")
     configs = kafka_python_configs(passthrough)
     return KafkaSourceOptions(
         bootstrap_servers=values["kafka.bootstrap.servers"],
@@ -286,8 +296,8 @@ def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
         arrow_batch_size=values["arrowBatchSize"],
         consumer_client=client,
         client_configs=configs,
-        librdkafka_configs=(librdkafka_configs(configs) if client is ConsumerClient.CONFLUENT
-                            else {}),
+        librdkafka_configs=(librdkafka_configs(configs)
+                            if client is not ConsumerClient.KAFKA_PYTHON else {}),
         safe_options={k: str(v) for k, v in redact(dict(raw)).items()},
     )
 

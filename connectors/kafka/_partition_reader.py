@@ -1,6 +1,6 @@
 """Executor side: read exactly one planned offset range into Arrow batches.
 
-Contract (both client paths, selected by ``kafkaConsumer.client``):
+Contract (every client path, selected by ``kafkaConsumer.client``):
 - yields every record with ``start <= offset < end`` of one topic-partition, in
   offset order, none outside the range, as ``pyarrow.RecordBatch``es of at most
   ``arrowBatchSize`` rows built column-wise (memory bounded by the batch size and
@@ -16,16 +16,19 @@ Contract (both client paths, selected by ``kafkaConsumer.client``):
 - no progress for ``kafkaConsumer.pollTimeoutMs`` raises :class:`SourceError`.
 
 The consumer is group-less (assign + seek, never joins, never commits) and created
-inside ``read()``, on the executor. The client module is imported only there, so
-the driver never loads librdkafka.
+inside ``read()``, on the executor. The client modules are imported only there (the
+driver loads the compiled module only to check ``kafkaConsumer.client=native``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
+from functools import cache
 
 import pyarrow as pa
 
+from ..._exceptions import ConfigError
 from ...barrier.markers import CheckpointBarrier, marker_batch
 from ._client_config import ConsumerClient
 from ._options import KafkaSourceOptions
@@ -33,16 +36,40 @@ from ._range import KafkaRangePartition
 
 __all__ = ["KafkaRangePartition", "read_range"]
 
+log = logging.getLogger(__name__)
+
+
+def _read_records(options: KafkaSourceOptions) -> Callable[
+        [KafkaSourceOptions, KafkaRangePartition, pa.Schema], Iterator[pa.RecordBatch]]:
+    """The read path ``kafkaConsumer.client`` selects, resolving ``auto`` on this executor."""
+    client = options.consumer_client
+    if client is ConsumerClient.KAFKA_PYTHON:
+        from ._kafka_python_reader import read_records
+        return read_records
+    if client is not ConsumerClient.CONFLUENT:
+        from ._native_reader import available, read_records
+        if (reason := available()) is None:
+            return read_records
+        if client is ConsumerClient.NATIVE:  # checked at query start; this executor differs
+            raise ConfigError(f"option 'kafkaConsumer.client' is native, but on this executor "
+                              f"{reason}", option="kafkaConsumer.client")
+        _warn_fallback(reason)
+    from ._confluent_reader import read_records
+    return read_records
+
+
+@cache
+def _warn_fallback(reason: str) -> None:
+    log.warning("barrier-kafka: kafkaConsumer.client=auto reads with confluent-kafka because "
+                "%s; install librdkafka's headers (apt-get install librdkafka-dev) and "
+                "reinstall sparkbarrier for the faster native reader", reason)
+
 
 def read_range(options: KafkaSourceOptions, part: KafkaRangePartition,
                schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``part`` (then its barrier marker) as Arrow batches."""
     if part.end > part.start:
-        if options.consumer_client is ConsumerClient.KAFKA_PYTHON:
-            from ._kafka_python_reader import read_records
-        else:
-            from ._confluent_reader import read_records
-        yield from read_records(options, part, schema)
+        yield from _read_records(options)(options, part, schema)
     if part.emit_barrier and options.barrier_markers:
         barrier = CheckpointBarrier(part.checkpoint_id, part.timestamp_ms, part.channel, part.end)
         yield marker_batch([barrier], schema)

@@ -127,20 +127,22 @@ def _repeated_string(text: str, n: int) -> pa.Array:
                                                   pa.py_buffer(data * n)])
 
 
-def build_batch(part: KafkaRangePartition, schema: pa.Schema, *, keys: Sequence[bytes | None],
-                values: Sequence[bytes | None], offsets: np.ndarray, timestamps_ms: np.ndarray,
-                timestamp_types: np.ndarray,
-                headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None
+def build_batch(part: KafkaRangePartition, schema: pa.Schema, *,
+                keys: Sequence[bytes | None] | pa.Array, values: Sequence[bytes | None] | pa.Array,
+                offsets: np.ndarray, timestamps_ms: np.ndarray, timestamp_types: np.ndarray,
+                headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | pa.Array | None
                 ) -> pa.RecordBatch:
     """One Arrow batch from whole columns; marker columns null.
 
-    ``timestamp_types`` uses Spark's codes (0 CreateTime, 1 LogAppendTime, -1 none);
-    ``headers`` is required exactly when the schema has a ``headers`` column.
+    ``keys``, ``values`` and ``headers`` are Python values or ready Arrow arrays of the
+    schema's types; ``timestamp_types`` uses Spark's codes (0 CreateTime, 1
+    LogAppendTime, -1 none); ``headers`` is required exactly when the schema has a
+    ``headers`` column.
     """
     n = len(offsets)
     arrays: dict[str, pa.Array] = {
-        "key": pa.array(keys, pa.binary()),
-        "value": pa.array(values, pa.binary()),
+        "key": keys if isinstance(keys, pa.Array) else pa.array(keys, pa.binary()),
+        "value": values if isinstance(values, pa.Array) else pa.array(values, pa.binary()),
         "topic": _repeated_string(part.topic, n),
         "partition": pa.array(np.full(n, part.partition, dtype=np.int32)),
         "offset": pa.array(offsets, pa.int64()),
@@ -148,7 +150,9 @@ def build_batch(part: KafkaRangePartition, schema: pa.Schema, *, keys: Sequence[
             schema.field("timestamp").type),
         "timestampType": pa.array(timestamp_types, pa.int32()),
     }
-    if headers is not None:
+    if isinstance(headers, pa.Array):
+        arrays["headers"] = headers
+    elif headers is not None:
         arrays["headers"] = _headers_array(headers, schema.field("headers").type)
     out = [arrays[f.name] if f.name in arrays else pa.nulls(n, f.type) for f in schema]
     return pa.RecordBatch.from_arrays(out, schema=schema)

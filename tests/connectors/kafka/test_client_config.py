@@ -19,12 +19,39 @@ from sparkbarrier.connectors.kafka._secrets import SecretScrubber
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t", "kafka.group.id": "g"}
 
 
-def test_confluent_is_the_default_client_and_kafka_python_selectable() -> None:
-    assert parse_source_options(BASE).consumer_client is ConsumerClient.CONFLUENT
+def test_auto_is_the_default_client_and_the_others_selectable() -> None:
+    o = parse_source_options(BASE)
+    assert o.consumer_client is ConsumerClient.AUTO
+    for name, client in (("NATIVE", ConsumerClient.NATIVE), ("confluent", ConsumerClient.CONFLUENT)):
+        assert parse_source_options({**BASE, "kafkaConsumer.client": name}).consumer_client is client
     o = parse_source_options({**BASE, "kafkaConsumer.client": "Kafka-Python"})
     assert o.consumer_client is ConsumerClient.KAFKA_PYTHON and o.librdkafka_configs == {}
-    with pytest.raises(ConfigError, match="confluent, kafka-python"):
+    with pytest.raises(ConfigError, match="auto, native, confluent, kafka-python"):
         parse_source_options({**BASE, "kafkaConsumer.client": "java"})
+
+
+def test_the_compiled_module_is_built_and_speaks_librdkafkas_error_codes() -> None:
+    """./dev builds it, so the suite runs the default path users get; codes match both."""
+    from confluent_kafka import KafkaError
+
+    from sparkbarrier.connectors.kafka import _rdkafka_arrow
+    from sparkbarrier.connectors.kafka._librdkafka import Err
+    from sparkbarrier.connectors.kafka._native_reader import available
+
+    assert available() is None
+    for err in Err:
+        assert getattr(_rdkafka_arrow, f"ERR_{err.name}") == err
+        assert getattr(KafkaError, err.name, getattr(KafkaError, f"_{err.name}", None)) == err
+
+
+def test_native_client_without_the_module_fails_at_query_start(monkeypatch) -> None:
+    from sparkbarrier.connectors.kafka import _native_reader
+
+    monkeypatch.setattr(_native_reader, "available", lambda: "it is not built (test)")
+    with pytest.raises(ConfigError, match=r"'kafkaConsumer.client' is native, but it is not "
+                                          r"built .*librdkafka-dev.*kafkaConsumer.client=auto"):
+        parse_source_options({**BASE, "kafkaConsumer.client": "native"})
+    assert parse_source_options(BASE).consumer_client is ConsumerClient.AUTO
 
 
 def test_security_options_map_to_librdkafka_names() -> None:

@@ -192,7 +192,7 @@ def test_choice_options_parse_to_enums_with_the_same_spellings() -> None:
     o = parse_source_options(BASE)
     assert o.group_fallback is GroupFallback.EARLIEST
     assert o.timestamp_strategy is StartingOffsetsByTimestampStrategy.ERROR
-    assert o.consumer_client is ConsumerClient.CONFLUENT
+    assert o.consumer_client is ConsumerClient.AUTO
     o = parse_source_options(opts(**{"startingOffsets.groupFallback": "LATEST",
                                      "startingOffsetsByTimestampStrategy": " latest",
                                      "kafkaConsumer.client": "Kafka-Python"}))

@@ -1,8 +1,8 @@
-"""The executor's range reader on both clients, called directly against the real broker.
+"""The executor's range reader on every client, called directly against the real broker.
 
 No Spark here: ``read_range`` is what a Spark task runs, so these tests pin the range
 contract (exact offsets, batch bound, marker, gaps, data loss, no progress, secrets)
-for ``kafkaConsumer.client`` = confluent and kafka-python side by side, quickly.
+for ``kafkaConsumer.client`` = native, confluent and kafka-python side by side, quickly.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from sparkbarrier.connectors.kafka._partition_reader import KafkaRangePartition,
 
 pytestmark = [pytest.mark.kafka]
 
-CLIENTS = ["confluent", "kafka-python"]
+CLIENTS = ["native", "confluent", "kafka-python"]
 
 
 def read(kafka: KafkaTool, topic: str, start: int, end: int, client: str, headers: bool = False,
@@ -58,6 +58,41 @@ def test_reads_exactly_the_range_in_bounded_batches_then_the_marker(
     assert set(table.column("timestampType").to_pylist()) == {0}
     assert [(m["_barrier_channel"], m["_barrier_next_offset"], m["_barrier_checkpoint_id"])
             for m in markers] == [(f"{topic}:0", 40, 3)]
+
+
+def test_every_client_returns_the_same_rows(kafka: KafkaTool, unique_name) -> None:
+    """Null keys, tombstones, empty values, headers with null values, timestamps: equal."""
+    from confluent_kafka import Producer
+
+    topic = kafka.create_topic(unique_name("t"), partitions=1)
+    producer = Producer({"bootstrap.servers": kafka.bootstrap})
+    for i in range(200):
+        producer.produce(topic, partition=0, key=None if i % 3 == 0 else b"k%d" % i,
+                         value=None if i % 7 == 0 else b"v" * (i % 5),
+                         headers=[("h", None), ("n", b"%d" % i)] if i % 4 == 0 else None,
+                         timestamp=1_700_000_000_000 + i)
+    producer.flush()
+    tables = {client: pa.Table.from_batches(read(kafka, topic, 0, 200, client, headers=True,
+                                                 arrowBatchSize="64")[0])
+              for client in CLIENTS}
+    expected = tables.pop("kafka-python")
+    assert expected.num_rows == 200 and expected.column("key").null_count == 67
+    for client, table in tables.items():
+        assert table.equals(expected), client
+
+
+def test_auto_falls_back_to_confluent_when_the_module_is_missing(
+    kafka: KafkaTool, unique_name, monkeypatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from sparkbarrier.connectors.kafka import _native_reader
+
+    topic = kafka.create_topic(unique_name("t"), partitions=1)
+    values = kafka.produce(topic, 5, partitions=1)
+    monkeypatch.setattr(_native_reader, "available", lambda: "it is not built (test)")
+    caplog.set_level(logging.WARNING)
+    data, _ = read(kafka, topic, 0, 5, "auto")
+    assert pa.Table.from_batches(data).column("value").to_pylist() == values
+    assert "reads with confluent-kafka because it is not built (test)" in caplog.text
 
 
 @pytest.mark.parametrize("client", CLIENTS)
@@ -134,8 +169,9 @@ def test_no_progress_fails_after_poll_timeout(kafka: KafkaTool, unique_name, cli
     assert time.monotonic() - started < 30
 
 
-def test_confluent_client_errors_and_logs_carry_no_secret(
-    kafka: KafkaTool, unique_name, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("client", ["native", "confluent"])
+def test_librdkafka_client_errors_and_logs_carry_no_secret(
+    kafka: KafkaTool, unique_name, caplog: pytest.LogCaptureFixture, client: str
 ) -> None:
     """SASL against the plaintext listener fails; the password must not show anywhere."""
     topic = kafka.create_topic(unique_name("t"), partitions=1)
@@ -143,7 +179,7 @@ def test_confluent_client_errors_and_logs_carry_no_secret(
     secret = "hunter2-" + unique_name("s")
     caplog.set_level(logging.DEBUG)
     with pytest.raises(SourceError) as err:
-        read(kafka, topic, 0, 1, "confluent",
+        read(kafka, topic, 0, 1, client,
              **{"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
                 "kafka.sasl.jaas.config": f'x username="u" password="{secret}";',
                 "kafka.request.timeout.ms": "3000", "kafkaConsumer.pollTimeoutMs": "3000"})

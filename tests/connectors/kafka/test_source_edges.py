@@ -48,7 +48,7 @@ def test_new_partitions_and_pattern_topics_read_from_earliest(
     assert len(set(got.values())) == 12
 
 
-@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+@pytest.mark.parametrize("client", ["native", "confluent", "kafka-python"])
 def test_read_committed_skips_aborted_transaction(spark, kafka: KafkaTool, unique_name,
                                                   tmp_path, client: str) -> None:
     topic = kafka.create_topic(unique_name("t"), partitions=1)

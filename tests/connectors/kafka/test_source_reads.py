@@ -17,7 +17,7 @@ def base(kafka: KafkaTool, topic: str, group: str, **extra: str) -> dict[str, st
             "kafka.group.id": group, "startingOffsets": "earliest", **extra}
 
 
-@pytest.mark.parametrize("client", ["confluent", "kafka-python"])
+@pytest.mark.parametrize("client", ["native", "confluent", "kafka-python"])
 def test_every_record_read_once_in_order_and_restart_resumes(
     spark, kafka: KafkaTool, unique_name, tmp_path, client: str
 ) -> None:

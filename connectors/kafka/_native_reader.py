@@ -1,0 +1,145 @@
+"""Executor read path on sparkbarrier's compiled fetcher (``kafkaConsumer.client=native``).
+
+Why: with confluent-kafka, Python gets one ``Message`` object per record and builds
+Arrow columns from them; that alone cost more CPU per record than Spark's JVM Kafka
+source spends in total. The compiled module (``_rdkafka_arrow.c``) drives librdkafka
+itself and copies each message straight into the Arrow buffers of the batch being
+built (validity bitmaps, int32 offsets, data) with the GIL released; Python sees a
+handful of ``bytes`` per batch and wraps them without copying (:meth:`take`).
+librdkafka still speaks Kafka; the module only fetches and copies.
+
+The range loop, error handling and settings are shared with the confluent path
+(:mod:`._librdkafka`). The module is built by ``pip install`` where librdkafka's
+headers are present (``./dev`` installs them); :func:`available` tells whether it was.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from functools import cache
+
+import numpy as np
+import pyarrow as pa
+
+from ..._exceptions import ConfigError, SourceError
+from ._librdkafka import GONE, ClientErrors, read_with, settings
+from ._options import KafkaSourceOptions
+from ._range import KafkaRangePartition, build_batch, gone
+from ._secrets import SecretScrubber
+
+__all__ = ["available", "read_records"]
+
+log = logging.getLogger(__name__)
+
+# syslog severities (librdkafka's log levels) -> logging levels
+_LOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: logging.ERROR,
+               4: logging.WARNING, 5: logging.INFO, 6: logging.INFO, 7: logging.DEBUG}
+
+
+@cache
+def available() -> str | None:
+    """Why the compiled module cannot be used here, or None when it can."""
+    try:
+        from . import _rdkafka_arrow  # noqa: F401
+    except ImportError as exc:
+        return f"the compiled module is not built or cannot load ({exc})"
+    return None
+
+
+def _setting(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _binary(kind: pa.DataType, n: int, column: tuple[bytes | None, bytes, bytes]) -> pa.Array:
+    """An Arrow array over the module's (validity or None, int32 offsets, data) buffers."""
+    valid, offsets, data = column
+    return pa.Array.from_buffers(kind, n, [None if valid is None else pa.py_buffer(valid),
+                                           pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+class _NativeFetcher:
+    """:class:`._librdkafka.Fetcher` on the compiled module's ``Fetcher``."""
+
+    def __init__(self, options: KafkaSourceOptions, part: KafkaRangePartition,
+                 schema: pa.Schema) -> None:
+        from ._rdkafka_arrow import Fetcher
+
+        self._scrub = SecretScrubber(options.librdkafka_configs, log)
+        self.errors = ClientErrors(self._scrub)
+        self._part, self._schema = part, schema
+        config = [(k, _setting(v)) for k, v in settings(options).items()]
+        try:
+            self._fetcher = Fetcher(config, part.topic, part.partition,
+                                    options.include_headers)
+        except ValueError as exc:
+            raise ConfigError(f"librdkafka rejected the consumer settings mapped from the "
+                              f"kafka.* options: {self._scrub(exc)}") from None
+
+    def _drain_client_events(self) -> None:
+        for kind, code, text in self._fetcher.client_events():
+            if kind == "error":
+                self.errors.record(code, text)
+            else:
+                level = _LOG_LEVELS.get(code, logging.DEBUG)
+                if log.isEnabledFor(level):
+                    log.log(level, "%s", self._scrub(text))
+        fatal = self._fetcher.fatal_error()
+        if fatal is not None:
+            self.errors.record(fatal[0], fatal[1], fatal=True)
+
+    def earliest(self, timeout_s: float) -> int:
+        part = self._part
+        err, low, _, text = self._fetcher.watermarks(int(timeout_s * 1000))
+        self._drain_client_events()
+        if err in GONE:
+            raise gone(part)
+        if err:
+            raise SourceError(f"cannot look up the earliest offset of {part.channel}: "
+                              f"{self._scrub(text)}", topic_partition=part.channel)
+        return low
+
+    def assign(self, offset: int) -> None:
+        self._fetcher.assign(offset)
+
+    def fetch(self, want: int, end: int, timeout_s: float
+              ) -> tuple[int, int, bool, bool, list[tuple[int, int, str]]]:
+        out = self._fetcher.fetch(want, end, int(timeout_s * 1000))
+        self._drain_client_events()
+        return out
+
+    @property
+    def rows(self) -> int:
+        return self._fetcher.rows
+
+    def take(self) -> pa.RecordBatch:
+        n, key, value, offsets, stamps, kinds, hoffsets, hkey, hvalue, hcount = \
+            self._fetcher.take()
+        headers = None
+        if hoffsets is not None:
+            kind = self._schema.field("headers").type
+            entries = pa.StructArray.from_arrays(
+                [_binary(pa.string(), hcount, hkey), _binary(pa.binary(), hcount, hvalue)],
+                fields=list(kind.value_type))
+            headers = pa.Array.from_buffers(kind, n, [None, pa.py_buffer(hoffsets)],
+                                            children=[entries])
+        return build_batch(
+            self._part, self._schema, keys=_binary(pa.binary(), n, key),
+            values=_binary(pa.binary(), n, value), offsets=np.frombuffer(offsets, np.int64),
+            timestamps_ms=np.frombuffer(stamps, np.int64),
+            timestamp_types=np.frombuffer(kinds, np.int32), headers=headers)
+
+    def position(self) -> int:
+        return self._fetcher.position()
+
+    def close(self) -> None:
+        self._drain_client_events()
+        self._fetcher.close()
+
+
+def read_records(options: KafkaSourceOptions, part: KafkaRangePartition,
+                 schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Yield the data records of ``part`` (no marker) as Arrow batches."""
+    return read_with(_NativeFetcher(options, part, schema), options, part)
