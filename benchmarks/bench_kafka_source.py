@@ -1,4 +1,4 @@
-"""barrier-kafka (both executor clients) next to Spark's JVM Kafka source and the raw
+"""barrier-kafka (every executor client) next to Spark's JVM Kafka source and the raw
 clients, on the same topic, in one run: records/s, CPU per record, Python worker RSS.
 
     python benchmarks/bench_kafka_source.py --records 3000000 \
@@ -6,12 +6,16 @@ clients, on the same topic, in one run: records/s, CPU per record, Python worker
 
 Produces N records of ``--value-bytes`` bytes on 2 partitions, then measures:
 
-* raw confluent / raw kafka-python -- one consumer draining both partitions (assign +
-  seek), and one consumer per partition in 2 processes ("x2": what Spark's local[2]
-  parallelism can reach at best); CPU from the drain processes' rusage;
-* barrier (confluent)   -- ``format("barrier-kafka")``, the default executor client;
+* raw native / raw confluent / raw kafka-python -- one process draining both
+  partitions (assign + seek; the native fetcher one partition after the other), and
+  one process per partition in 2 processes ("x2": what Spark's local[2] parallelism
+  can reach at best); CPU from the drain processes' rusage. "raw native" is the
+  compiled fetcher handing out Arrow buffers, without Spark;
+* barrier (native)       -- ``format("barrier-kafka")``, the default executor client
+  (``kafkaConsumer.client=auto`` resolves to it where the module is built);
+* barrier (confluent)    -- the same with ``kafkaConsumer.client=confluent``;
 * barrier (kafka-python) -- the same with ``kafkaConsumer.client=kafka-python``;
-* Spark JVM             -- ``format("kafka")`` (spark-sql-kafka-0-10).
+* Spark JVM              -- ``format("kafka")`` (spark-sql-kafka-0-10).
 
 Spark queries run ``Trigger.AvailableNow`` into the ``noop`` sink on ``local[2]``, timed
 from ``start()`` to termination (planning included; session start-up and one warm-up query
@@ -116,6 +120,32 @@ def _drain_confluent(bootstrap: str, topic: str, partitions: list[int]) -> tuple
     cpu = _cpu_self() - cpu0
     consumer.close()
     return count, cpu
+
+
+def _drain_native(bootstrap: str, topic: str, partitions: list[int]) -> tuple[int, float]:
+    import pyarrow as pa
+
+    from sparkbarrier.connectors.kafka._rdkafka_arrow import Fetcher
+
+    config = [("bootstrap.servers", bootstrap), ("group.id", "bench-unjoined"),
+              ("enable.auto.commit", "false"), ("fetch.max.bytes", str(32 * 1024 * 1024)),
+              ("max.partition.fetch.bytes", str(8 * 1024 * 1024)), ("fetch.wait.max.ms", "100"),
+              ("queued.max.messages.kbytes", str(32 * 1024)),
+              ("queued.min.messages", "1000000")]  # as the reader's defaults
+    cpu0, count = _cpu_self(), 0
+    for p in partitions:
+        fetcher = Fetcher(config, topic, p, False)
+        end = fetcher.watermarks(30_000)[2]
+        fetcher.assign(0)
+        while fetcher.position() < end or fetcher.rows:
+            fetcher.fetch(10_000 - fetcher.rows, end, 200)
+            if fetcher.rows >= 10_000 or fetcher.position() >= end:
+                n, _, value, *_ = fetcher.take()
+                pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(value[1]),
+                                                       pa.py_buffer(value[2])])
+                count += n
+        fetcher.close()
+    return count, _cpu_self() - cpu0
 
 
 def _cpu_self() -> float:
@@ -294,6 +324,8 @@ def main() -> None:
     parser.add_argument("--skip-builtin", action="store_true")
     parser.add_argument("--skip-raw", action="store_true")
     parser.add_argument("--rounds", type=int, default=1, help="repeat the Spark queries")
+    parser.add_argument("--clients", default="native,confluent,kafka-python",
+                        help="barrier-kafka executor clients to run (kafkaConsumer.client)")
     args = parser.parse_args()
     if not args.bootstrap:
         from sparkbarrier.devstack import Devstack
@@ -318,7 +350,7 @@ def main() -> None:
 def _measure(args: argparse.Namespace, topic: str, warm_topic: str) -> None:
     raw: list[Result] = []
     if not args.skip_raw:
-        for drain, name in ((_drain_confluent, "raw confluent"),
+        for drain, name in ((_drain_native, "raw native"), (_drain_confluent, "raw confluent"),
                             (_drain_kafka_python, "raw kafka-python")):
             for procs in (1, PARTITIONS):
                 label = name + (f" x{procs}" if procs > 1 else "")
@@ -338,9 +370,8 @@ def _measure(args: argparse.Namespace, topic: str, warm_topic: str) -> None:
     register(spark)
     common = {"kafka.bootstrap.servers": args.bootstrap, "subscribe": topic,
               "startingOffsets": "earliest"}
-    readers = [("barrier (confluent)", "barrier-kafka", {"kafkaConsumer.client": "confluent"}),
-               ("barrier (kafka-python)", "barrier-kafka",
-                {"kafkaConsumer.client": "kafka-python"})]
+    readers = [(f"barrier ({client})", "barrier-kafka", {"kafkaConsumer.client": client})
+               for client in args.clients.split(",")]
     if builtin:
         readers.append(("Spark JVM", "kafka", {}))
     # Warm-up on a small topic: JVM JIT and Python worker start-up (~10 s on 2 cores) are
@@ -370,12 +401,13 @@ def _measure(args: argparse.Namespace, topic: str, warm_topic: str) -> None:
 
 
 def _ratios(by_name: dict[str, Result]) -> None:
-    fast = by_name.get("barrier (confluent)")
-    for other in ("Spark JVM", "barrier (kafka-python)", "raw confluent x2"):
-        if fast and other in by_name:
-            base = by_name[other]
-            print(f"  barrier (confluent) / {other}: {fast.records_per_s / base.records_per_s:.2f}x "
-                  f"records/s, {fast.cpu_s_per_m / base.cpu_s_per_m:.2f}x CPU per record")
+    for fast_name in ("barrier (native)", "barrier (confluent)"):
+        fast = by_name.get(fast_name)
+        for other in ("Spark JVM", "barrier (confluent)", "barrier (kafka-python)"):
+            if fast and other in by_name and other != fast_name:
+                base = by_name[other]
+                print(f"  {fast_name} / {other}: {fast.records_per_s / base.records_per_s:.2f}x "
+                      f"records/s, {fast.cpu_s_per_m / base.cpu_s_per_m:.2f}x CPU per record")
 
 
 if __name__ == "__main__":

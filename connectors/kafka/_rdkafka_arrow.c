@@ -11,7 +11,7 @@
  * and ends, data loss, errors, secrets, options) lives in Python (_native_reader.py and
  * _range.py), shared with the other read paths.  This file only fetches and copies:
  *
- *   Fetcher(config_pairs, topic, partition, headers)
+ *   Fetcher(config_pairs, topic, partition, headers, max_bytes=2**31-1)
  *   .watermarks(timeout_ms) -> (err, low, high, errstr)
  *   .assign(offset)              start (or restart) reading at offset
  *   .fetch(want, end, timeout_ms) -> (added, next_offset, hit_end, events)
@@ -70,9 +70,9 @@ static int varcol_reset(VarCol *c) {
     return buf_put_i32(&c->offsets, 0);
 }
 
-/* Room for one more value of n bytes without passing int32 offsets. */
-static int varcol_fits(const VarCol *c, size_t n) {
-    return c->data.len + n <= (size_t)INT32_MAX;
+/* Room for one more value of n bytes within limit (at most INT32_MAX: int32 offsets). */
+static int varcol_fits(const VarCol *c, size_t n, size_t limit) {
+    return c->data.len + n <= limit;
 }
 
 static int varcol_put(VarCol *c, const void *src, size_t n, int is_null) {
@@ -116,6 +116,7 @@ typedef struct {
     char *topic;
     int32_t partition;
     int headers;
+    size_t max_bytes; /* per variable-length column of one batch */
     /* client events, written by librdkafka threads */
     pthread_mutex_t lock;
     int lock_ready;
@@ -199,14 +200,20 @@ static void Fetcher_dealloc(Fetcher *f) {
 }
 
 static int Fetcher_init(Fetcher *f, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"config", "topic", "partition", "headers", NULL};
+    static char *kwlist[] = {"config", "topic", "partition", "headers", "max_bytes", NULL};
     PyObject *config;
     const char *topic;
     int partition, headers;
+    Py_ssize_t max_bytes = INT32_MAX;
     char errstr[512];
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Osip", kwlist, &config, &topic, &partition,
-                                     &headers))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "Osip|n", kwlist, &config, &topic, &partition,
+                                     &headers, &max_bytes))
         return -1;
+    if (max_bytes < 1 || max_bytes > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "max_bytes must be in 1..2**31-1");
+        return -1;
+    }
+    f->max_bytes = (size_t)max_bytes;
     if (f->rk) {
         PyErr_SetString(PyExc_RuntimeError, "Fetcher already initialised");
         return -1;
@@ -302,6 +309,8 @@ static PyObject *Fetcher_assign(Fetcher *f, PyObject *args) {
 static PyObject *Fetcher_position(Fetcher *f, PyObject *noargs) {
     (void)noargs;
     if (check_open(f)) return NULL;
+    /* librdkafka counts carried messages as consumed; the reader has not taken them */
+    if (f->carry_from < f->carry_to) return PyLong_FromLongLong(f->msgs[f->carry_from]->offset);
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, f->topic, f->partition);
     rd_kafka_position(f->rk, list);
@@ -310,8 +319,9 @@ static PyObject *Fetcher_position(Fetcher *f, PyObject *noargs) {
     return PyLong_FromLongLong(offset);
 }
 
-/* Copy one data message into the batch. Returns 1 if it did not fit (offsets would
- * pass int32), 0 when copied, -1 on allocation failure. */
+/* Copy one data message into the batch. Returns 1 if it did not fit (a column would
+ * pass max_bytes, at most what int32 offsets address), 0 when copied, -1 on allocation
+ * failure. */
 static int copy_message(Fetcher *f, const rd_kafka_message_t *m) {
     rd_kafka_headers_t *hdrs = NULL;
     size_t hbytes = 0;
@@ -324,8 +334,12 @@ static int copy_message(Fetcher *f, const rd_kafka_message_t *m) {
     } else {
         hdrs = NULL;
     }
-    if (!varcol_fits(&f->key, m->key_len) || !varcol_fits(&f->value, m->len) ||
-        !varcol_fits(&f->hvalue, hbytes) || !varcol_fits(&f->hkey, hbytes))
+    /* a batch always takes its first record, so one oversized record cannot stall */
+    if (f->rows > 0 &&
+        (!varcol_fits(&f->key, m->key_len, f->max_bytes) ||
+         !varcol_fits(&f->value, m->len, f->max_bytes) ||
+         !varcol_fits(&f->hvalue, hbytes, f->max_bytes) ||
+         !varcol_fits(&f->hkey, hbytes, f->max_bytes)))
         return 1;
     rd_kafka_timestamp_type_t tstype;
     int64_t ts = rd_kafka_message_timestamp(m, &tstype);
