@@ -310,7 +310,8 @@ static PyObject *Fetcher_position(Fetcher *f, PyObject *noargs) {
     (void)noargs;
     if (check_open(f)) return NULL;
     /* librdkafka counts carried messages as consumed; the reader has not taken them */
-    if (f->carry_from < f->carry_to) return PyLong_FromLongLong(f->msgs[f->carry_from]->offset);
+    for (size_t i = f->carry_from; i < f->carry_to; i++)
+        if (!f->msgs[i]->err) return PyLong_FromLongLong(f->msgs[i]->offset);
     rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(list, f->topic, f->partition);
     rd_kafka_position(f->rk, list);
@@ -367,6 +368,8 @@ static int copy_message(Fetcher *f, const rd_kafka_message_t *m) {
     return 0;
 }
 
+#define MAX_FETCH_EVENTS 16
+
 static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
     long long want, end;
     int timeout_ms;
@@ -376,7 +379,7 @@ static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
         int code;
         long long offset;
         char text[256];
-    } evs[16];
+    } evs[MAX_FETCH_EVENTS];
     int n_evs = 0, hit_end = 0, full = 0, oom = 0;
     long long added = 0, next = -1;
     Py_BEGIN_ALLOW_THREADS
@@ -392,13 +395,12 @@ static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
         while (f->carry_from < f->carry_to) {
             rd_kafka_message_t *m = f->msgs[f->carry_from];
             if (m->err) {
-                if (n_evs < 16) {
-                    evs[n_evs].code = m->err;
-                    evs[n_evs].offset = m->offset;
-                    snprintf(evs[n_evs].text, sizeof evs[n_evs].text, "%s",
-                             rd_kafka_message_errstr(m));
-                    n_evs++;
-                }
+                if (n_evs == MAX_FETCH_EVENTS) break; /* the rest waits for the next call */
+                evs[n_evs].code = m->err;
+                evs[n_evs].offset = m->offset;
+                snprintf(evs[n_evs].text, sizeof evs[n_evs].text, "%s",
+                         rd_kafka_message_errstr(m));
+                n_evs++;
             } else if (m->offset >= end || hit_end) {
                 hit_end = 1;
             } else if (added < want) {
