@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -26,7 +27,7 @@ def test_regular_install_works_when_run_from_the_repository_root(tmp_path: Path)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(ROOT)],
                    check=True, timeout=300, capture_output=True)
     code = ("import pkgutil, sparkbarrier, sparkbarrier.devstack, sparkbarrier.connectors.kafka._planner, "
-            "pyspark_barrier_kafka, pyspark_barrier_hbase; "
+            "sparkbarrier.connectors.kafka._rdkafka_arrow, pyspark_barrier_kafka, pyspark_barrier_hbase; "
             "print(sparkbarrier.__file__); "
             "print(sorted(m.name for m in pkgutil.iter_modules() if m.name.startswith('pyspark_barrier')))")
     env = dict(os.environ, PYTHONPATH=str(target))
@@ -37,3 +38,29 @@ def test_regular_install_works_when_run_from_the_repository_root(tmp_path: Path)
     cli = subprocess.run([sys.executable, "-m", "sparkbarrier.devstack", "--help"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
     assert cli.returncode == 0, cli.stderr
+
+
+def test_an_install_that_cannot_compile_still_works_and_reads_with_confluent(tmp_path: Path) -> None:
+    """The compiled reader is optional: no C toolchain (CC=false) -> install succeeds, the
+    default client falls back, and asking for ``native`` fails at query start with the fix."""
+    src = tmp_path / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.so", "__pycache__", "*.egg-info", ".pytest_cache",
+        ".hypothesis", "spark-warehouse", "metastore_db"))
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(src)],
+                   check=True, timeout=300, capture_output=True, env=dict(os.environ, CC="false"))
+    assert not list(target.rglob("_rdkafka_arrow*.so"))
+    code = ("from sparkbarrier.connectors.kafka import parse_source_options as p; "
+            "from sparkbarrier.connectors.kafka._native_reader import available; "
+            "print(available()); "
+            "base = {'kafka.bootstrap.servers': 'h:9092', 'subscribe': 't', 'commitOffsets': 'false'}; "
+            "print(p(base).consumer_client.value); "
+            "p({**base, 'kafkaConsumer.client': 'native'})")
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(target)),
+                         capture_output=True, text=True, timeout=120)
+    out = run.stdout.splitlines()
+    assert out[0].startswith("the compiled module is not built"), run
+    assert out[1] == "auto"
+    assert "ConfigError: option 'kafkaConsumer.client' is native, but the compiled module" in run.stderr
+    assert "apt-get install librdkafka-dev" in run.stderr
