@@ -275,6 +275,11 @@ static int check_open(Fetcher *f) {
     return 0;
 }
 
+/* librdkafka's free text as str; never fails on bytes that are not UTF-8. */
+static PyObject *text_of(const char *s) {
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+
 static PyObject *Fetcher_watermarks(Fetcher *f, PyObject *args) {
     int timeout_ms;
     int64_t low = -1, high = -1;
@@ -284,7 +289,8 @@ static PyObject *Fetcher_watermarks(Fetcher *f, PyObject *args) {
     err = rd_kafka_query_watermark_offsets(f->rk, f->topic, f->partition, &low, &high,
                                            timeout_ms);
     Py_END_ALLOW_THREADS
-    return Py_BuildValue("iLLs", (int)err, (long long)low, (long long)high, rd_kafka_err2str(err));
+    return Py_BuildValue("iLLN", (int)err, (long long)low, (long long)high,
+                         text_of(rd_kafka_err2str(err)));
 }
 
 static PyObject *Fetcher_assign(Fetcher *f, PyObject *args) {
@@ -427,7 +433,7 @@ static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
     PyObject *events = PyList_New(n_evs);
     if (!events) return NULL;
     for (int i = 0; i < n_evs; i++) {
-        PyObject *ev = Py_BuildValue("iLs", evs[i].code, evs[i].offset, evs[i].text);
+        PyObject *ev = Py_BuildValue("iLN", evs[i].code, evs[i].offset, text_of(evs[i].text));
         if (!ev) {
             Py_DECREF(events);
             return NULL;
@@ -491,8 +497,8 @@ static PyObject *Fetcher_client_events(Fetcher *f, PyObject *noargs) {
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
     for (int i = 0; i < n; i++) {
-        PyObject *ev = Py_BuildValue("sis", copy[i].kind ? "log" : "error", copy[i].code,
-                                     copy[i].text);
+        PyObject *ev = Py_BuildValue("siN", copy[i].kind ? "log" : "error", copy[i].code,
+                                     text_of(copy[i].text));
         if (!ev || PyList_Append(out, ev)) {
             Py_XDECREF(ev);
             Py_DECREF(out);
@@ -520,7 +526,7 @@ static PyObject *Fetcher_fatal_error(Fetcher *f, PyObject *noargs) {
     if (check_open(f)) return NULL;
     rd_kafka_resp_err_t err = rd_kafka_fatal_error(f->rk, errstr, sizeof errstr);
     if (!err) Py_RETURN_NONE;
-    return Py_BuildValue("is", (int)err, errstr);
+    return Py_BuildValue("iN", (int)err, text_of(errstr));
 }
 
 static PyObject *Fetcher_close(Fetcher *f, PyObject *noargs) {
