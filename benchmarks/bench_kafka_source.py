@@ -15,7 +15,10 @@ Produces N records of ``--value-bytes`` bytes on 2 partitions, then measures:
   (``kafkaConsumer.client=auto`` resolves to it where the module is built);
 * barrier (confluent)    -- the same with ``kafkaConsumer.client=confluent``;
 * barrier (kafka-python) -- the same with ``kafkaConsumer.client=kafka-python``;
-* Spark JVM              -- ``format("kafka")`` (spark-sql-kafka-0-10).
+* Spark JVM              -- ``format("kafka")`` (spark-sql-kafka-0-10);
+* transfer floor         -- a Python source yielding one pre-built Arrow batch of the
+  same rows again and again (:func:`register_transfer_floor`): what handing rows to
+  Spark costs any Python data source, with no Kafka at all.
 
 Spark queries run ``Trigger.AvailableNow`` into the ``noop`` sink on ``local[2]``, timed
 from ``start()`` to termination (planning included; session start-up and one warm-up query
@@ -24,7 +27,8 @@ all its descendant processes (Python workers, the streaming planner process) spe
 it ran, from /proc. Peak RSS is sampled every 50 ms over the Python worker processes:
 the largest single worker and the largest sum. The broker's CPU is not counted (it
 serves every reader the same bytes). ``--rounds`` repeats the Spark queries, so a shared
-machine's noise shows; ratios are computed within a round.
+machine's noise shows; ratios are computed within a round. ``--warmup-rounds`` first runs
+every reader over the full topic unmeasured, for steady-state (JIT-warm) numbers.
 """
 
 from __future__ import annotations
@@ -281,6 +285,71 @@ def spark_session(kafka_package: str | None, kafka_jars: str | None):
     return spark
 
 
+def register_transfer_floor(spark, value_bytes: int) -> None:
+    """``format("bench-transfer-floor")``: Spark's Python-source transfer alone.
+
+    A streaming source whose tasks yield one pre-built Arrow batch (barrier-kafka's
+    default schema, ``arrowBatchSize`` rows, ``--value-bytes`` values) over and over: no
+    Kafka, no decoding, nothing built per batch. Its CPU per record is what any Python
+    data source pays to hand Spark these rows (the Python worker's Arrow IPC plus the
+    JVM's Arrow-to-row work) -- the floor under barrier-kafka on this path.
+    """
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from sparkbarrier.connectors.kafka import source_schema
+
+    class _Slice(InputPartition):
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+    class _Reader(DataSourceStreamReader):
+        def __init__(self, total: int) -> None:
+            self.total = total
+
+        def initialOffset(self) -> dict:
+            return {"o": 0}
+
+        def latestOffset(self) -> dict:
+            return {"o": self.total}
+
+        def partitions(self, start: dict, end: dict) -> list:
+            rows = end["o"] - start["o"]
+            return [_Slice(rows // PARTITIONS + (i < rows % PARTITIONS))
+                    for i in range(PARTITIONS)] if rows else []
+
+        def read(self, partition: _Slice):
+            schema = to_arrow_schema(source_schema(False, False), timezone="UTC")
+            n = 10_000
+            columns = {"key": pa.array([b"k%d" % i for i in range(n)], pa.binary()),
+                       "value": pa.array([b"x" * value_bytes] * n, pa.binary()),
+                       "topic": pa.array(["bench_topic"] * n, pa.string()),
+                       "partition": pa.array([0] * n, pa.int32()),
+                       "offset": pa.array(range(n), pa.int64()),
+                       "timestamp": pa.array([1_700_000_000_000_000] * n, pa.int64()).cast(
+                           schema.field("timestamp").type),
+                       "timestampType": pa.array([0] * n, pa.int32())}
+            batch = pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+            left = partition.rows
+            while left > 0:
+                yield batch if left >= n else batch.slice(0, left)
+                left -= n
+
+    class _Source(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench-transfer-floor"
+
+        def schema(self):
+            return source_schema(False, False)
+
+        def streamReader(self, schema):
+            return _Reader(int(self.options["records"]))
+
+    spark.dataSource.register(_Source)
+
+
 def spark_run(spark, name: str, fmt: str, options: dict[str, str], records: int) -> Result:
     reader = spark.readStream.format(fmt)
     for key, value in options.items():
@@ -324,6 +393,10 @@ def main() -> None:
     parser.add_argument("--skip-builtin", action="store_true")
     parser.add_argument("--skip-raw", action="store_true")
     parser.add_argument("--rounds", type=int, default=1, help="repeat the Spark queries")
+    parser.add_argument("--no-transfer-floor", dest="transfer_floor", action="store_false",
+                        help="skip the Python-source transfer floor (pre-built Arrow batches)")
+    parser.add_argument("--warmup-rounds", type=int, default=0,
+                        help="full-size unmeasured rounds of every reader before round 1")
     parser.add_argument("--clients", default="native,confluent,kafka-python",
                         help="barrier-kafka executor clients to run (kafkaConsumer.client)")
     args = parser.parse_args()
@@ -374,17 +447,32 @@ def _measure(args: argparse.Namespace, topic: str, warm_topic: str) -> None:
                for client in args.clients.split(",")]
     if builtin:
         readers.append(("Spark JVM", "kafka", {}))
+    if args.transfer_floor:
+        register_transfer_floor(spark, args.value_bytes)
+        readers.append(("transfer floor", "bench-transfer-floor", {"records": str(args.records)}))
     # Warm-up on a small topic: JVM JIT and Python worker start-up (~10 s on 2 cores) are
     # paid once per session, not per query; measured runs should not carry them.
     for name, fmt, extra in readers:
         opts = {**common, **extra, "subscribe": warm_topic}
         if fmt == "barrier-kafka":
             opts["commitOffsets"] = "false"
+        elif fmt == "bench-transfer-floor":
+            opts["records"] = str(WARMUP_RECORDS)
         try:
             spark_run(spark, name, fmt, opts, WARMUP_RECORDS)
         except Exception as exc:  # reported below when the measured run fails too
             print(f"  {name} warm-up failed: {str(exc).splitlines()[0][:200]}")
-    for round_ in range(1, args.rounds + 1):
+    # Full-size unmeasured rounds: the JVM source's JIT keeps improving over the first few
+    # million records (measured: 3.5 -> 1.6-2.0 CPU-s/M over four rounds), so a long-running
+    # stream is compared only after --warmup-rounds of every reader.
+    for round_ in range(1 - args.warmup_rounds, args.rounds + 1):
+        if round_ <= 0:
+            for name, fmt, extra in readers:
+                opts = {**common, **extra, "commitOffsets": "false"} if fmt == "barrier-kafka" \
+                    else {**common, **extra}
+                spark_run(spark, name, fmt, opts, args.records)
+            print(f"warm-up round {round_ + args.warmup_rounds} done", flush=True)
+            continue
         results = list(raw) if round_ == 1 else []
         for name, fmt, extra in readers:
             opts = {**common, **extra}
@@ -401,9 +489,14 @@ def _measure(args: argparse.Namespace, topic: str, warm_topic: str) -> None:
 
 
 def _ratios(by_name: dict[str, Result]) -> None:
+    floor, jvm = by_name.get("transfer floor"), by_name.get("Spark JVM")
+    if floor and jvm:
+        print(f"  transfer floor / Spark JVM: {floor.records_per_s / jvm.records_per_s:.2f}x "
+              f"records/s, {floor.cpu_s_per_m / jvm.cpu_s_per_m:.2f}x CPU per record")
     for fast_name in ("barrier (native)", "barrier (confluent)"):
         fast = by_name.get(fast_name)
-        for other in ("Spark JVM", "barrier (confluent)", "barrier (kafka-python)"):
+        for other in ("Spark JVM", "transfer floor", "barrier (confluent)",
+                      "barrier (kafka-python)"):
             if fast and other in by_name and other != fast_name:
                 base = by_name[other]
                 print(f"  {fast_name} / {other}: {fast.records_per_s / base.records_per_s:.2f}x "
