@@ -3,15 +3,26 @@
 Wraps one group-less ``KafkaConsumer`` used only for metadata and ListOffsets
 (it never fetches records and never joins a group). Created lazily by the
 planner; all calls are synchronous and bounded by ``request_timeout_ms``.
+
+A lookup that fails on a connection or retriable broker error (a broker restarting,
+a leader moving) is retried ``fetchOffset.numRetries`` times, ``fetchOffset.retryIntervalMs``
+apart, as Spark's Kafka source does; then the query fails with :class:`SourceError`
+naming what was looked up and the two options, never with a bare client exception.
 """
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TypeVar
 
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTP
+from kafka.errors import KafkaError
+
+from ..._exceptions import SourceError
 
 from ._options import KafkaSourceOptions
 from ._positions import TopicPartition
@@ -19,7 +30,16 @@ from ._secrets import install_client_log_redaction
 
 __all__ = ["ClusterView"]
 
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
 install_client_log_redaction()
+
+
+def _transient(exc: Exception) -> bool:
+    """Connection refused/reset, timeouts, leader or coordinator moving: kafka-python
+    marks these ``retriable`` (a broker restart produces exactly these)."""
+    return isinstance(exc, KafkaError) and bool(getattr(exc, "retriable", False))
 
 
 class ClusterView:
@@ -40,11 +60,35 @@ class ClusterView:
             )
         return self._consumer
 
+    def _retrying(self, what: str, call: Callable[[], T]) -> T:
+        options = self._options
+        for attempt in range(options.fetch_offset_retries + 1):
+            try:
+                return call()
+            except Exception as exc:  # noqa: BLE001 -- classified right below
+                if not _transient(exc):
+                    raise
+                if attempt == options.fetch_offset_retries:
+                    raise SourceError(
+                        f"cannot {what} from {options.bootstrap_servers} after "
+                        f"{attempt + 1} attempts (fetchOffset.numRetries="
+                        f"{options.fetch_offset_retries}, fetchOffset.retryIntervalMs="
+                        f"{options.fetch_offset_retry_interval_ms}): "
+                        f"{type(exc).__name__}: {exc}") from None
+                log.warning("barrier-kafka: cannot %s (attempt %d of %d): %s: %s; retrying",
+                            what, attempt + 1, options.fetch_offset_retries + 1,
+                            type(exc).__name__, exc)
+                time.sleep(options.fetch_offset_retry_interval_ms / 1000)
+        raise AssertionError("unreachable")
+
     def discover(self) -> set[TopicPartition]:
         """Partitions currently selected by subscribe / subscribePattern / assign.
 
         Always refreshes metadata, so new partitions and topics are seen.
         """
+        return self._retrying("list the topics' partitions", self._discover)
+
+    def _discover(self) -> set[TopicPartition]:
         client = self._client()
         existing = client.topics()  # remote call: fresh metadata
         if self._options.assign:
@@ -61,7 +105,8 @@ class ClusterView:
         tps = list(tps)
         if not tps:
             return {}
-        found = self._client().beginning_offsets([KafkaTP(t.topic, t.partition) for t in tps])
+        found = self._retrying("look up earliest offsets", lambda: self._client().beginning_offsets(
+            [KafkaTP(t.topic, t.partition) for t in tps]))
         return {TopicPartition(k.topic, k.partition): v for k, v in found.items()}
 
     def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -69,15 +114,16 @@ class ClusterView:
         tps = list(tps)
         if not tps:
             return {}
-        found = self._client().end_offsets([KafkaTP(t.topic, t.partition) for t in tps])
+        found = self._retrying("look up latest offsets", lambda: self._client().end_offsets(
+            [KafkaTP(t.topic, t.partition) for t in tps]))
         return {TopicPartition(k.topic, k.partition): v for k, v in found.items()}
 
     def for_times(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         """First offset at/after each timestamp; None where no such record exists."""
         if not stamps:
             return {}
-        found = self._client().offsets_for_times(
-            {KafkaTP(t.topic, t.partition): ts for t, ts in stamps.items()})
+        found = self._retrying("look up offsets by timestamp", lambda: self._client().offsets_for_times(
+            {KafkaTP(t.topic, t.partition): ts for t, ts in stamps.items()}))
         return {TopicPartition(k.topic, k.partition): (v.offset if v is not None else None)
                 for k, v in found.items()}
 

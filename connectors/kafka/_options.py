@@ -112,6 +112,12 @@ SPECS: tuple[OptionSpec, ...] = (
                "`auto`: `native` where the module was built, else `confluent`; "
                "`kafka-python`: pure Python, honours every kafka-python setting (slowest).",
                choices=enum_choices(ConsumerClient)),
+    OptionSpec("fetchOffset.numRetries", parse_non_negative_int, 3,
+               "Driver: retries of a partition or offset lookup that failed on a connection "
+               "or retriable broker error (a broker restarting) before the query fails.",
+               type_name="int"),
+    OptionSpec("fetchOffset.retryIntervalMs", parse_positive_int, 1000,
+               "Driver: milliseconds between those retries.", type_name="int"),
     OptionSpec("commitOffsets", parse_bool, True,
                "Commit completed batches' offsets to `kafka.group.id`.", type_name="bool"),
     OptionSpec("arrowBatchSize", parse_positive_int, 10_000,
@@ -155,6 +161,8 @@ class KafkaSourceOptions:
     min_partitions: int | None = None
     poll_timeout_ms: int = 120_000
     commit_offsets: bool = True
+    fetch_offset_retries: int = 3
+    fetch_offset_retry_interval_ms: int = 1000
     arrow_batch_size: int = 10_000
     consumer_client: ConsumerClient = ConsumerClient.AUTO
     # Hold passwords: kept out of repr() so tracebacks and logs of the options stay clean.
@@ -293,6 +301,8 @@ def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
         min_partitions=values["minPartitions"],
         poll_timeout_ms=values["kafkaConsumer.pollTimeoutMs"],
         commit_offsets=commit,
+        fetch_offset_retries=values["fetchOffset.numRetries"],
+        fetch_offset_retry_interval_ms=values["fetchOffset.retryIntervalMs"],
         arrow_batch_size=values["arrowBatchSize"],
         consumer_client=client,
         client_configs=configs,
