@@ -13,13 +13,14 @@ import pytest
 from kafka_testkit import KafkaTool
 
 from sparkbarrier.connectors.kafka._librdkafka import DEFAULTS, FORCED
+from sparkbarrier.connectors.kafka._native_reader import _setting
 
 pytestmark = [pytest.mark.kafka]
 
 
 def _config(kafka: KafkaTool) -> list[tuple[str, str]]:
     settings = {**DEFAULTS, "bootstrap.servers": kafka.bootstrap, **FORCED}
-    return [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in settings.items()]
+    return [(k, _setting(v)) for k, v in settings.items()]
 
 
 def test_a_batch_full_by_bytes_keeps_the_rest_and_the_position_behind_it(
