@@ -38,8 +38,8 @@ from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, check_loss, gc_paused, gone, no_progress
 from ._secrets import SecretScrubber
 
-__all__ = ["DEFAULTS", "FORCED", "GONE", "WAIT_S", "ClientErrors", "Err", "Fetcher",
-           "read_with", "settings"]
+__all__ = ["DEFAULTS", "FORCED", "GONE", "ClientErrors", "Err", "Fetcher", "read_with",
+           "settings"]
 
 log = logging.getLogger(__name__)
 
@@ -68,12 +68,12 @@ FORCED = {
     "allow.auto.create.topics": False,
 }
 # How long one fetch waits for a full batch; bounds the wait at a range's end.
-WAIT_S = 0.1
+_WAIT_S = 0.1
 
 
 def settings(options: KafkaSourceOptions) -> dict[str, object]:
     """The consumer's librdkafka settings: defaults < mapped ``kafka.*`` < forced."""
-    return {**DEFAULTS, **options.confluent_configs(), **FORCED}
+    return {**DEFAULTS, **options.librdkafka_settings(), **FORCED}
 
 
 class Err(enum.IntEnum):
@@ -169,7 +169,7 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
             batch = None
             with gc_paused():
                 want = min(options.arrow_batch_size - fetcher.rows, part.end - pos)
-                added, next_offset, done, full, events = fetcher.fetch(want, part.end, WAIT_S)
+                added, next_offset, done, full, events = fetcher.fetch(want, part.end, _WAIT_S)
                 if errors.permanent is not None:
                     raise SourceError(f"cannot read {part.channel}: {errors.permanent}",
                                       topic_partition=part.channel)

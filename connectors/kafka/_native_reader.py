@@ -80,15 +80,12 @@ class _NativeFetcher:
 
     def _drain_client_events(self) -> None:
         for kind, code, text in self._fetcher.client_events():
-            if kind == "error":
+            if kind == "error":  # a fatal error arrives here too, as Err.FATAL
                 self.errors.record(code, text)
             else:
                 level = _LOG_LEVELS.get(code, logging.DEBUG)
                 if log.isEnabledFor(level):
                     log.log(level, "%s", self._scrub(text))
-        fatal = self._fetcher.fatal_error()
-        if fatal is not None:
-            self.errors.record(fatal[0], fatal[1], fatal=True)
 
     def earliest(self, timeout_s: float) -> int:
         part = self._part

@@ -174,8 +174,8 @@ class KafkaSourceOptions:
         """kwargs for a group-less KafkaConsumer (a fresh copy each call)."""
         return {"bootstrap_servers": self.bootstrap_servers.split(","), **self.client_configs}
 
-    def confluent_configs(self) -> dict[str, Any]:
-        """librdkafka settings for an executor's confluent-kafka consumer (a fresh copy)."""
+    def librdkafka_settings(self) -> dict[str, Any]:
+        """librdkafka settings for an executor's consumer, either librdkafka path (a fresh copy)."""
         return {"bootstrap.servers": self.bootstrap_servers, **self.librdkafka_configs}
 
     def admin_configs(self) -> dict[str, Any]:

@@ -520,15 +520,6 @@ static PyObject *Fetcher_client_events(Fetcher *f, PyObject *noargs) {
     return out;
 }
 
-static PyObject *Fetcher_fatal_error(Fetcher *f, PyObject *noargs) {
-    (void)noargs;
-    char errstr[512];
-    if (check_open(f)) return NULL;
-    rd_kafka_resp_err_t err = rd_kafka_fatal_error(f->rk, errstr, sizeof errstr);
-    if (!err) Py_RETURN_NONE;
-    return Py_BuildValue("iN", (int)err, text_of(errstr));
-}
-
 static PyObject *Fetcher_close(Fetcher *f, PyObject *noargs) {
     (void)noargs;
     fetcher_close_client(f);
@@ -545,8 +536,6 @@ static PyMethodDef Fetcher_methods[] = {
     {"take", (PyCFunction)Fetcher_take, METH_NOARGS, "take() -> buffered rows; resets"},
     {"client_events", (PyCFunction)Fetcher_client_events, METH_NOARGS,
      "client_events() -> [(kind, code_or_level, text)]"},
-    {"fatal_error", (PyCFunction)Fetcher_fatal_error, METH_NOARGS,
-     "fatal_error() -> (code, text) or None"},
     {"close", (PyCFunction)Fetcher_close, METH_NOARGS, "close()"},
     {NULL, NULL, 0, NULL},
 };

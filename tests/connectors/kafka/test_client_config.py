@@ -65,7 +65,7 @@ def test_security_options_map_to_librdkafka_names() -> None:
                               "kafka.ssl.check.hostname": "false",
                               "kafka.isolation.level": "read_committed",
                               "kafka.request.timeout.ms": "5000"})
-    assert o.confluent_configs() == {
+    assert o.librdkafka_settings() == {
         "bootstrap.servers": "localhost:9092", "security.protocol": "SASL_SSL",
         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice", "sasl.password": "hunter2",
         "ssl.ca.location": "/ca.pem", "ssl.certificate.location": "/c.pem",
