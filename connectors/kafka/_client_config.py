@@ -1,25 +1,27 @@
-"""``kafka.*`` options -> the settings of the two Kafka clients, in one place.
+"""``kafka.*`` options -> the settings of the Kafka clients, in one place.
 
-The source talks to Kafka through two clients (see the README, "choice of client"):
+The source talks to Kafka through two client libraries (see the README, "choice of
+client"):
 
 * kafka-python on the driver, always (metadata, ListOffsets, group commits), and on
   executors with ``kafkaConsumer.client=kafka-python``;
 * librdkafka on executors by default, for its C record decoding: through
-  sparkbarrier's compiled fetcher (``native``) or confluent-kafka (``confluent``).
+  sparkbarrier's compiled fetcher (``native``) or confluent-kafka (``confluent``);
+  both take the librdkafka settings made here.
 
-Users write Kafka's dotted names once (``kafka.security.protocol``,
-``kafka.sasl.jaas.config``, ``kafka.ssl.cafile`` ...). They are validated against
-kafka-python's settings (the driver needs every one of them) and, when the executors
-use confluent-kafka, mapped to librdkafka's names by :data:`_LIBRDKAFKA`. A setting
-with no librdkafka counterpart is an error at query start naming the option and the
+Security options (protocol, SASL, TLS stores, in Java's or kafka-python's spelling)
+are taken out first by :mod:`._security`, which derives both clients' settings from
+one value. The rest are Kafka's dotted names (``kafka.request.timeout.ms`` ...):
+validated against kafka-python's settings (the driver needs every one of them) and,
+when the executors use librdkafka, mapped to librdkafka's names by :data:`_LIBRDKAFKA`.
+A setting with no counterpart is an error at query start naming the option and the
 fix; it is never dropped silently. Returned dicts are fresh; inputs are not mutated.
 """
 
 from __future__ import annotations
 
 import enum
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from kafka import KafkaConsumer
@@ -50,7 +52,6 @@ _FORCED: Mapping[str, str] = {
     "max_poll_records": "use the 'arrowBatchSize' option",
 }
 _KAFKA_PYTHON_CONFIG: Mapping[str, Any] = dict(KafkaConsumer.DEFAULT_CONFIG)
-_JAAS_RE = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 
 # kafka-python settings that take Python objects, not strings.
 _OBJECT_SETTINGS = frozenset({"ssl_context", "selector", "socket_options", "metric_reporters",
@@ -58,23 +59,13 @@ _OBJECT_SETTINGS = frozenset({"ssl_context", "selector", "socket_options", "metr
                               "default_offset_commit_callback", "sasl_oauth_token_provider",
                               "consumer_timeout_ms"})
 
-# kafka-python name -> librdkafka name (value passed as is), or (name, value converter).
-_LIBRDKAFKA: Mapping[str, str | tuple[str, Callable[[Any], Any]]] = {
+# kafka-python name -> librdkafka name (value passed as is).
+_LIBRDKAFKA: Mapping[str, str] = {
     "client_id": "client.id",
     "client_rack": "client.rack",
-    "security_protocol": "security.protocol",
-    "sasl_mechanism": "sasl.mechanism",
-    "sasl_plain_username": "sasl.username",
-    "sasl_plain_password": "sasl.password",
     "sasl_kerberos_service_name": "sasl.kerberos.service.name",
-    "ssl_cafile": "ssl.ca.location",
-    "ssl_certfile": "ssl.certificate.location",
-    "ssl_keyfile": "ssl.key.location",
-    "ssl_password": "ssl.key.password",
     "ssl_crlfile": "ssl.crl.location",
     "ssl_ciphers": "ssl.cipher.suites",
-    "ssl_check_hostname": ("ssl.endpoint.identification.algorithm",
-                           lambda on: "https" if on else "none"),
     "isolation_level": "isolation.level",
     "check_crcs": "check.crcs",
     "request_timeout_ms": "socket.timeout.ms",
@@ -138,25 +129,15 @@ def kafka_python_configs(passthrough: Mapping[str, str]) -> dict[str, Any]:
         if key == "kafka.group.id":
             continue
         dotted = key[len("kafka."):]
-        if dotted == "sasl.jaas.config":
-            fields = dict(_JAAS_RE.findall(raw))
-            if "username" not in fields or "password" not in fields:
-                raise ConfigError(
-                    f"option {key!r}: only PlainLoginModule/ScramLoginModule with "
-                    f'username="..." password="..." is supported',
-                    option=key,
-                )
-            configs["sasl_plain_username"] = fields["username"]
-            configs["sasl_plain_password"] = fields["password"]
-            continue
         name = dotted.replace(".", "_")
         if name in _FORCED:
             raise ConfigError(f"option {key!r} is set by the source and cannot be changed "
                               f"({_FORCED[name]})", option=key)
         if name not in _KAFKA_PYTHON_CONFIG:
             raise ConfigError(
-                f"option {key!r} is not a setting the Python Kafka client understands "
-                f"(kafka-python has no {name!r}); remove it",
+                f"option {key!r} is not a Kafka client setting barrier-kafka can pass on "
+                f"(kafka-python has no {name!r}); check its spelling against Kafka's consumer "
+                f"configs, or see docs/secured-kafka.md for the security options",
                 option=key,
             )
         configs[name] = _client_value(key, name, raw)
@@ -180,14 +161,10 @@ def librdkafka_configs(kafka_python: Mapping[str, Any]) -> dict[str, Any]:
             continue
         target = _LIBRDKAFKA.get(name)
         if target is None:
-            key = ("kafka.sasl.jaas.config" if name.startswith("sasl_plain_")
-                   else "kafka." + name.replace("_", "."))
+            key = "kafka." + name.replace("_", ".")
             raise ConfigError(
                 f"option {key!r} has no equivalent in librdkafka, which reads records on the "
                 f"executors by default; remove it, or set kafkaConsumer.client=kafka-python "
                 f"to read with kafka-python (slower)", option=key)
-        if isinstance(target, tuple):
-            out[target[0]] = target[1](value)
-        else:
-            out[target] = value
+        out[target] = value
     return out

@@ -33,6 +33,7 @@ from .._options import (
 )
 from ._client_config import ConsumerClient, kafka_python_configs, librdkafka_configs
 from ._positions import PartitionStart, StartKind, TopicPartition, start_from_spark_json
+from ._security import Security, parse_security
 
 __all__ = ["GroupFallback", "KafkaSourceOptions", "SPECS", "StartingOffsetsByTimestampStrategy", "parse_source_options", "kafka_options_table"]
 
@@ -168,15 +169,19 @@ class KafkaSourceOptions:
     # Hold passwords: kept out of repr() so tracebacks and logs of the options stay clean.
     client_configs: Mapping[str, Any] = field(default_factory=dict, repr=False)
     librdkafka_configs: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    security: Security = field(default_factory=Security)
     safe_options: Mapping[str, str] = field(default_factory=dict)  # redacted, for logs
 
     def consumer_configs(self) -> dict[str, Any]:
-        """kwargs for a group-less KafkaConsumer (a fresh copy each call)."""
-        return {"bootstrap_servers": self.bootstrap_servers.split(","), **self.client_configs}
+        """kwargs for a group-less KafkaConsumer (a fresh copy each call); TLS stores are
+        converted for this process on first use (see ``_keystores``)."""
+        return {"bootstrap_servers": self.bootstrap_servers.split(","), **self.client_configs,
+                **self.security.kafka_python()}
 
     def librdkafka_settings(self) -> dict[str, Any]:
         """librdkafka settings for an executor's consumer, either librdkafka path (a fresh copy)."""
-        return {"bootstrap.servers": self.bootstrap_servers, **self.librdkafka_configs}
+        return {"bootstrap.servers": self.bootstrap_servers, **self.librdkafka_configs,
+                **self.security.librdkafka()}
 
     def admin_configs(self) -> dict[str, Any]:
         """kwargs for KafkaAdminClient: the connection settings it understands."""
@@ -279,6 +284,7 @@ def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
                 f"option 'kafkaConsumer.client' is native, but {reason}; install librdkafka's "
                 f"headers (Debian: apt-get install librdkafka-dev) and reinstall sparkbarrier, "
                 f"or set kafkaConsumer.client=auto", option="kafkaConsumer.client")
+    security = parse_security(passthrough)
     configs = kafka_python_configs(passthrough)
     return KafkaSourceOptions(
         bootstrap_servers=values["kafka.bootstrap.servers"],
@@ -306,6 +312,7 @@ def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
         arrow_batch_size=values["arrowBatchSize"],
         consumer_client=client,
         client_configs=configs,
+        security=security,
         librdkafka_configs=(librdkafka_configs(configs)
                             if client is not ConsumerClient.KAFKA_PYTHON else {}),
         safe_options={k: str(v) for k, v in redact(dict(raw)).items()},

@@ -125,28 +125,32 @@ def test_kafka_options_map_to_client_kwargs_without_mutating_input() -> None:
     before = dict(raw)
     o = parse_source_options(raw)
     assert raw == before
-    assert o.client_configs == {"security_protocol": "SSL", "isolation_level": "read_committed",
+    assert o.client_configs == {"isolation_level": "read_committed",
                                 "request_timeout_ms": 5000, "check_crcs": False}
+    assert o.consumer_configs()["security_protocol"] == "SSL"
     assert "group_id" not in o.consumer_configs()
 
 
 def test_unknown_kafka_setting_rejected() -> None:
-    with pytest.raises(ConfigError, match="kafka-python has no 'ssl_truststore_location'"):
-        parse_source_options(opts(**{"kafka.ssl.truststore.location": "/x"}))
+    with pytest.raises(ConfigError, match="kafka-python has no 'fetch_max_wait'") as err:
+        parse_source_options(opts(**{"kafka.fetch.max.wait": "5"}))
+    assert "remove it" not in str(err.value)
 
 
 def test_jaas_config_maps_to_plain_credentials() -> None:
     jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
             'username="alice" password="hunter2";')
-    o = parse_source_options(opts(**{"kafka.sasl.jaas.config": jaas}))
-    assert o.client_configs["sasl_plain_username"] == "alice"
-    assert o.client_configs["sasl_plain_password"] == "hunter2"
+    o = parse_source_options(opts(**{"kafka.sasl.jaas.config": jaas, "kafka.sasl.mechanism":
+                                     "PLAIN", "kafka.security.protocol": "SASL_PLAINTEXT"}))
+    assert o.consumer_configs()["sasl_plain_username"] == "alice"
+    assert o.consumer_configs()["sasl_plain_password"] == "hunter2"
 
 
 def test_secrets_never_in_errors_or_safe_options(caplog: pytest.LogCaptureFixture) -> None:
     secret = "hunter2-very-secret"
-    raw = opts(**{"kafka.sasl.plain.password": secret, "kafka.ssl.password": secret,
-                  "kafka.sasl.jaas.config": f'x username="u" password="{secret}";'})
+    raw = opts(**{"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
+                  "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.'
+                  f'PlainLoginModule required username="u" password="{secret}";'})
     caplog.set_level(logging.DEBUG)
     o = parse_source_options(raw)
     assert secret not in repr(o.safe_options)
