@@ -31,7 +31,13 @@ from typing import Any
 from ._endpoints import HBASE_ENV, KAFKA_ENV, parse_hostport
 from ._exceptions import ConfigError, SparkBarrierError
 from .connectors.hbase import DEFAULT_COMMIT_TABLE, SinkStatus, lineage, sink_status
-from .connectors.kafka import CheckpointLogStatus, GroupStatus, checkpoint_log_status, group_status
+from .connectors.kafka import (
+    CheckpointLogStatus,
+    GroupStatus,
+    checkpoint_log_status,
+    client_settings,
+    group_status,
+)
 
 __all__ = ["main"]
 
@@ -43,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--group", help="consumer group (kafka.group.id of the barrier-kafka source)")
     st.add_argument("--topic", action="append", help="topic to show (repeatable; default: the group's)")
     st.add_argument("--bootstrap", help=f"Kafka bootstrap servers (default ${KAFKA_ENV})")
+    st.add_argument("--command-config", metavar="FILE",
+                    help="Kafka client properties for a secured cluster, as Kafka's own tools "
+                         "take them (security.protocol, sasl.*, ssl.truststore.*, ...)")
     st.add_argument("--sink-id", help="sink.id of the barrier-hbase sink")
     st.add_argument("--commit-table", default=DEFAULT_COMMIT_TABLE, help="commit table (default %(default)s)")
     st.add_argument("--table", help="expected data table of the sink (checked against the commit record)")
@@ -139,7 +148,8 @@ def _status(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {}
     if args.group:
         bootstrap = _endpoint(args.bootstrap, KAFKA_ENV, "Kafka (--bootstrap)")
-        out["group"] = group_status(bootstrap, args.group, args.topic)
+        settings = client_settings(_properties(args.command_config)) if args.command_config else {}
+        out["group"] = group_status(bootstrap, args.group, args.topic, settings)
     elif args.topic:
         raise _UsageError("--topic needs --group")
     if args.sink_id:
@@ -150,8 +160,11 @@ def _status(args: argparse.Namespace) -> int:
         out["sink"] = sink
     if args.checkpoint_location:
         out["checkpoint_log"] = checkpoint_log_status(args.checkpoint_location)
+    behind = _group_behind(out.get("group"), out.get("checkpoint_log"))
     if args.json:
         payload = {k: as_json(v) for k, v in out.items()}
+        if "group" in out and "checkpoint_log" in out:
+            payload["group_behind_checkpoint"] = behind
         if "checkpoint_log" not in out:
             payload["pending_checkpoints"] = None  # not readable without Spark's checkpoint dir
         print(json.dumps(payload, indent=2, sort_keys=True))
@@ -163,11 +176,54 @@ def _status(args: argparse.Namespace) -> int:
         parts.append(_render_sink(out["sink"]))
     if "checkpoint_log" in out:
         parts.append(_render_log(out["checkpoint_log"]))
+        if behind:
+            parts.append(behind)
     else:
         parts.append("pending checkpoints: not available (the source keeps its pending ledger in the "
                      "driver's memory; pass --checkpoint-location to read Spark's offset log)")
     print("\n\n".join(parts))
     return 0
+
+
+def _properties(path: str) -> dict[str, str]:
+    """Java ``.properties`` (``key=value``, ``#``/``!`` comments, ``\\`` continuations, as
+    JAAS lines are often written); the values are secrets and never printed."""
+    try:
+        text = open(path, encoding="utf-8").read()
+    except OSError as exc:
+        raise _UsageError(f"--command-config: cannot read {path!r} ({exc.strerror})") from None
+    out: dict[str, str] = {}
+    logical = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\"):
+            logical += line[:-1] + " "
+            continue
+        logical += line
+        key, sep, value = logical.partition("=")
+        if not sep:
+            key, sep, value = logical.partition(":")
+        if not sep:
+            raise _UsageError(f"--command-config: {path!r} has a line without '=': "
+                              f"{key.strip()[:40]!r}")
+        out[key.strip()] = value.strip()
+        logical = ""
+    return out
+
+
+def _group_behind(group: GroupStatus | None, log: CheckpointLogStatus | None) -> str | None:
+    """A line when the group's commits lag Spark's completed checkpoints (commits failing)."""
+    if group is None or log is None or log.last_completed is None:
+        return None
+    done, held = log.last_completed.checkpoint_id, group.last_checkpoint_id
+    if held is not None and done is not None and held >= done:
+        return None
+    return (f"group {group.group} is behind Spark's checkpoint: it holds checkpoint "
+            f"{held if held is not None else '-'}, Spark completed checkpoint {done}; commits to "
+            f"the group are failing or not yet made (the driver log says why: "
+            f"'committing checkpoint ... failed'; records still flow, Spark's checkpoint decides)")
 
 
 def _lineage(args: argparse.Namespace) -> int:

@@ -35,7 +35,8 @@ INTENDED: dict[str, list[str]] = {
     "sparkbarrier.connectors.kafka": [
         "BarrierKafkaDataSource", "CheckpointLogStatus", "CommittedOffset", "GroupStatus",
         "KafkaSourceOptions", "PartitionStatus", "SparkBatch", "TopicPartition",
-        "checkpoint_log_status", "committed_offsets", "group_status", "kafka_options_table",
+        "checkpoint_log_status", "client_settings", "committed_offsets", "group_status",
+        "kafka_options_table",
         "parse_source_options", "register", "source_schema",
     ],
     "sparkbarrier.connectors.hbase": [

@@ -111,7 +111,8 @@ def test_status_json_shape(kafka_bootstrap, hbase_thrift, group_with_checkpoint,
                  "--checkpoint-location", str(ckpt), "--json", *_endpoint_args(kafka_bootstrap, hbase_thrift)])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"group", "sink", "checkpoint_log"}
+    assert set(out) == {"group", "sink", "checkpoint_log", "group_behind_checkpoint"}
+    assert out["group_behind_checkpoint"] is None  # the group holds checkpoint 3, Spark 1
     g = out["group"]
     assert g["group"] == group and g["last_checkpoint_id"] == 3 and g["total_lag"] == 3 + 0
     assert [(p["partition"], p["committed"], p["end"], p["lag"], p["checkpoint_id"]) for p in g["partitions"]] == [

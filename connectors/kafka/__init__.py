@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._client_config import client_settings
 from ._checkpoint_log import CheckpointLogStatus, SparkBatch, checkpoint_log_status
 from ._group import CommittedOffset, GroupStatus, PartitionStatus, committed_offsets, group_status
 from ._options import KafkaSourceOptions, kafka_options_table, parse_source_options
@@ -30,6 +31,7 @@ __all__ = [
     "SparkBatch",
     "TopicPartition",
     "checkpoint_log_status",
+    "client_settings",
     "committed_offsets",
     "group_status",
     "kafka_options_table",

@@ -29,7 +29,7 @@ from kafka import KafkaConsumer
 from ..._exceptions import ConfigError
 from .._options import parse_bool, parse_int
 
-__all__ = ["ConsumerClient", "kafka_python_configs", "librdkafka_configs"]
+__all__ = ["ConsumerClient", "client_settings", "kafka_python_configs", "librdkafka_configs"]
 
 
 class ConsumerClient(str, enum.Enum):
@@ -168,3 +168,19 @@ def librdkafka_configs(kafka_python: Mapping[str, Any]) -> dict[str, Any]:
                 f"to read with kafka-python (slower)", option=key)
         out[target] = value
     return out
+
+
+def client_settings(properties: Mapping[str, str]) -> dict[str, Any]:
+    """kafka-python keyword arguments from Kafka client properties as Java tools take them
+    (``security.protocol=SASL_SSL``, ``ssl.truststore.location=...``; no ``kafka.`` prefix).
+
+    For the tools beside a query (``sparkbarrier status --command-config``, like Kafka's
+    own CLI tools), so they connect to a secured cluster exactly as the source does.
+    """
+    from ._security import parse_security
+
+    prefixed = {"kafka." + k.strip(): v.strip() for k, v in properties.items()}
+    security = parse_security(prefixed)
+    for key in ("kafka.bootstrap.servers", "kafka.group.id"):
+        prefixed.pop(key, None)
+    return {**kafka_python_configs(prefixed), **security.kafka_python()}

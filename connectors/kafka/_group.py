@@ -14,6 +14,7 @@ Read-only; nothing here joins the group or talks to a running query.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,8 +131,12 @@ class GroupStatus:
                 for p in self.partitions if p.committed is not None}
 
 
-def group_status(bootstrap: str, group: str, topics: list[str] | None = None) -> GroupStatus:
+def group_status(bootstrap: str, group: str, topics: list[str] | None = None,
+                 settings: Mapping[str, Any] | None = None) -> GroupStatus:
     """Committed offsets, checkpoint metadata and lag of ``group`` (optionally only ``topics``).
+
+    ``settings``: kafka-python keyword arguments for a secured cluster (see
+    ``client_settings``); the admin and the consumer client both get them.
 
     Raises SourceError when Kafka is unreachable, the group has no committed offsets
     (unknown group, or no checkpoint completed yet) or a requested topic does not exist.
@@ -140,8 +145,11 @@ def group_status(bootstrap: str, group: str, topics: list[str] | None = None) ->
     from kafka import TopicPartition as KafkaTP
     from kafka.errors import KafkaError
 
+    extra = dict(settings or {})
     try:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=_TIMEOUT_MS)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=_TIMEOUT_MS,
+                                 **{k: v for k, v in extra.items()
+                                    if k in KafkaAdminClient.DEFAULT_CONFIG})
     except KafkaError as exc:
         raise SourceError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
     try:
@@ -155,7 +163,7 @@ def group_status(bootstrap: str, group: str, topics: list[str] | None = None) ->
                           "(unknown group, or no checkpoint has completed yet)")
     try:
         consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                 request_timeout_ms=_TIMEOUT_MS + 1000)
+                                 **{"request_timeout_ms": _TIMEOUT_MS + 1000, **extra})
     except KafkaError as exc:
         raise SourceError(f"cannot reach Kafka at {bootstrap}: {exc}") from exc
     try:
