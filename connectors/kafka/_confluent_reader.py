@@ -44,7 +44,7 @@ class _ConfluentFetcher:
 
     def __init__(self, options: KafkaSourceOptions, part: KafkaRangePartition,
                  schema: pa.Schema) -> None:
-        scrub = SecretScrubber(options.librdkafka_configs, log)
+        scrub = SecretScrubber(options.librdkafka_settings(), log)
         self.errors = ClientErrors(scrub)
         self._part, self._schema, self._headers = part, schema, options.include_headers
         self._pending: list[Message] = []

@@ -67,7 +67,7 @@ class _NativeFetcher:
                  schema: pa.Schema) -> None:
         from ._rdkafka_arrow import Fetcher
 
-        self._scrub = SecretScrubber(options.librdkafka_configs, log)
+        self._scrub = SecretScrubber(options.librdkafka_settings(), log)
         self.errors = ClientErrors(self._scrub)
         self._part, self._schema = part, schema
         config = [(k, _setting(v)) for k, v in settings(options).items()]
