@@ -53,6 +53,12 @@ class ClusterView:
 
     def _client(self) -> KafkaConsumer:
         if self._consumer is None:
+            if self._options.security.protocol != "PLAINTEXT":
+                # Logins and certificates fail here at once, not after the retries below.
+                from ._preflight import check_access
+
+                check_access(self._options, self._options.topics or
+                             sorted({tp.topic for tp in self._options.assign}))
             self._consumer = KafkaConsumer(
                 **self._options.consumer_configs(),
                 enable_auto_commit=False,

@@ -1,0 +1,109 @@
+"""Driver, query start: can these options log in and see the topics? Fail fast if not.
+
+Errors that cannot heal (a wrong password, an untrusted or misnamed certificate, a
+topic the principal may not read) must fail the query at once with the server's
+reason and the option to fix, not after the lookup retries that exist for a broker
+restart (kafka-python 3 only logs a failed SASL login and goes on bootstrapping until
+its timeout: 133 s for a wrong password, ending in "Unable to bootstrap").
+
+So before the planner's first lookup, one metadata request goes out through
+librdkafka (confluent-kafka, already a dependency, and the library the executors
+read with), with exactly the security settings the query's clients use. librdkafka
+reports authentication and TLS failures through ``error_cb`` within a second or two.
+A broker that is merely unreachable is not judged here: the planner's bounded
+retries (``fetchOffset.*``) handle that as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from ..._exceptions import ConfigError
+from ._librdkafka import Err
+from ._options import KafkaSourceOptions
+from ._secrets import SecretScrubber
+
+__all__ = ["check_access"]
+
+log = logging.getLogger(__name__)
+
+_BUDGET_S = 15.0
+
+
+class _Errors:
+    def __init__(self, scrub: SecretScrubber) -> None:
+        self._scrub = scrub
+        self._lock = threading.Lock()
+        self.auth: str | None = None
+        self.tls: str | None = None
+
+    def __call__(self, err: object) -> None:
+        code, text = err.code(), self._scrub(err.str())  # type: ignore[attr-defined]
+        with self._lock:
+            if code in (Err.AUTHENTICATION, Err.SASL_AUTHENTICATION_FAILED):
+                self.auth = self.auth or text
+            elif code == Err.SSL:
+                self.tls = self.tls or text
+
+
+def _raise_tls(options: KafkaSourceOptions, reason: str) -> None:
+    host = "hostname" in reason.lower() or "ip address mismatch" in reason.lower()
+    option = ("kafka.ssl.endpoint.identification.algorithm" if host
+              else options.security.truststore.option if options.security.truststore
+              else "kafka.ssl.truststore.location")
+    fix = ("the broker's certificate does not name the host in kafka.bootstrap.servers; "
+           "connect by a name the certificate holds" if host else
+           "the broker's certificate is not signed by a CA in the truststore; give the "
+           "cluster's CA")
+    raise ConfigError(f"TLS handshake with {options.bootstrap_servers} failed: {reason}; {fix} "
+                      f"(option {option!r})", option=option)
+
+
+def check_access(options: KafkaSourceOptions, topics: list[str] | tuple[str, ...] = ()) -> None:
+    """Raise :class:`ConfigError` naming the option when the login or TLS handshake is
+    refused, or when a named topic is not authorized; return otherwise (also when
+    the brokers cannot be reached: that is for the lookups' retries to judge)."""
+    from confluent_kafka.admin import AdminClient
+
+    settings = options.librdkafka_settings()
+    scrub = SecretScrubber(settings, log)
+    errors = _Errors(scrub)
+    keep = ("bootstrap.servers", "client.id", "socket.timeout.ms", "client.dns.lookup")
+    config = {k: v for k, v in settings.items()
+              if k in keep or k.startswith(("security.", "sasl.", "ssl."))}
+    admin = AdminClient({**config, "error_cb": errors, "logger": scrub})
+    deadline = time.monotonic() + _BUDGET_S
+    metadata = None
+    while metadata is None and time.monotonic() < deadline:
+        try:
+            metadata = admin.list_topics(timeout=min(2.0, max(0.1, deadline - time.monotonic())))
+        except Exception as exc:  # noqa: BLE001 -- KafkaException: timeout, judged below
+            log.debug("barrier-kafka: preflight metadata request: %s", scrub(exc))
+        admin.poll(0)
+        if errors.auth or errors.tls:
+            break
+    if errors.auth:
+        who = f"user {options.security.username!r}" if options.security.username else "the client"
+        raise ConfigError(
+            f"Kafka at {options.bootstrap_servers} refused the login of {who} "
+            f"({options.security.mechanism or options.security.protocol}): {errors.auth}; check "
+            f"the credentials in 'kafka.sasl.jaas.config'", option="kafka.sasl.jaas.config")
+    if errors.tls:
+        _raise_tls(options, errors.tls)
+    if metadata is None:
+        return
+    for topic in topics:
+        try:
+            found = admin.list_topics(topic=topic, timeout=5.0).topics.get(topic)
+        except Exception as exc:  # noqa: BLE001 -- KafkaException: the lookups judge it
+            log.debug("barrier-kafka: preflight metadata of %r: %s", topic, scrub(exc))
+            continue
+        if found is not None and found.error is not None and \
+                found.error.code() == Err.TOPIC_AUTHORIZATION_FAILED:
+            who = options.security.username or "the client's principal"
+            raise ConfigError(
+                f"{who!s} may not read topic {topic!r} (TOPIC_AUTHORIZATION_FAILED from "
+                f"{options.bootstrap_servers}); grant it READ and DESCRIBE on the topic, or "
+                f"change 'subscribe'/'assign'", option="subscribe" if options.topics else "assign")
