@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable, Sequence
 
+from .._exceptions import ProtocolError
 from ._channels import ChannelBook
 from ._handler import AbortReason, CheckpointTarget
 from .markers import CancelCheckpointMarker, CheckpointBarrier
@@ -92,6 +93,16 @@ class CheckpointBarrierAligner:
 
     # -- protocol ----------------------------------------------------------
 
+    def _aligning(self) -> int:
+        """The checkpoint being aligned; only called while channels are blocked.
+
+        An explicit error, not ``assert``: it must survive ``python -O``.
+        """
+        if self._current_id is None:
+            raise ProtocolError("aligner state broken: channels blocked with no checkpoint "
+                                "being aligned")
+        return self._current_id
+
     def _newer(self, checkpoint_id: int) -> bool:
         return self._current_id is None or checkpoint_id > self._current_id
 
@@ -115,10 +126,9 @@ class CheckpointBarrierAligner:
                     cid,
                     self._current_id,
                 )
-                declined = self._current_id
+                declined = self._aligning()
                 self._blocked.clear()
                 released = True
-                assert declined is not None
                 self._target.abort_checkpoint(declined, AbortReason.SUBSUMED)
                 self._begin(cid, channel)
             else:
@@ -149,8 +159,7 @@ class CheckpointBarrierAligner:
                 self._target.abort_checkpoint(cid, AbortReason.CANCELLED)
             return False
         if self._blocked:
-            current = self._current_id
-            assert current is not None
+            current = self._aligning()
             if cid == current:
                 self._blocked.clear()
                 self._target.abort_checkpoint(cid, AbortReason.CANCELLED)
@@ -172,8 +181,7 @@ class CheckpointBarrierAligner:
     def process_end_of_partition(self, channel: Hashable) -> bool:
         self._book.close(channel)
         if self._blocked:
-            current = self._current_id
-            assert current is not None
+            current = self._aligning()
             self._blocked.clear()
             self._target.abort_checkpoint(current, AbortReason.INPUT_END_OF_STREAM)
             return True
@@ -182,8 +190,7 @@ class CheckpointBarrierAligner:
     def alignment_limit_exceeded(self, buffered_bytes: int) -> bool:
         if not self._blocked:
             return False
-        current = self._current_id
-        assert current is not None
+        current = self._aligning()
         log.warning(
             "alignment of checkpoint %d buffered %d bytes, over the limit; declining it",
             current,
@@ -205,8 +212,7 @@ class CheckpointBarrierAligner:
         """
         if not self._blocked:
             return False
-        current = self._current_id
-        assert current is not None
+        current = self._aligning()
         log.info("input ended while aligning checkpoint %d; declining it", current)
         self._blocked.clear()
         self._target.abort_checkpoint(current, AbortReason.INPUT_END_OF_STREAM)
