@@ -26,18 +26,13 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._endpoints import HBASE_ENV, KAFKA_ENV, parse_hostport
 from ._exceptions import ConfigError, SparkBarrierError
-from .connectors.hbase import DEFAULT_COMMIT_TABLE, SinkStatus, lineage, sink_status
-from .connectors.kafka import (
-    CheckpointLogStatus,
-    GroupStatus,
-    checkpoint_log_status,
-    client_settings,
-    group_status,
-)
+if TYPE_CHECKING:  # the connectors import pyspark and the clients: only when a command runs
+    from .connectors.hbase import SinkStatus
+    from .connectors.kafka import CheckpointLogStatus, GroupStatus
 
 __all__ = ["main"]
 
@@ -53,7 +48,7 @@ def _parser() -> argparse.ArgumentParser:
                     help="Kafka client properties for a secured cluster, as Kafka's own tools "
                          "take them (security.protocol, sasl.*, ssl.truststore.*, ...)")
     st.add_argument("--sink-id", help="sink.id of the barrier-hbase sink")
-    st.add_argument("--commit-table", default=DEFAULT_COMMIT_TABLE, help="commit table (default %(default)s)")
+    st.add_argument("--commit-table", help="commit table (default: barrier-hbase's, sparkbarrier_commits)")
     st.add_argument("--table", help="expected data table of the sink (checked against the commit record)")
     st.add_argument("--hbase", help=f"HBase Thrift1 host:port (default ${HBASE_ENV})")
     st.add_argument("--checkpoint-location", help="local Spark checkpoint dir: last completed + pending batches")
@@ -64,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     ln.add_argument("--column", help="family:qualifier (default: every column of the row)")
     ln.add_argument("--versions", type=int, default=1, help="versions per cell (default %(default)s)")
     ln.add_argument("--sink-id", help="sink.id (needed only when several sinks wrote the table)")
-    ln.add_argument("--commit-table", default=DEFAULT_COMMIT_TABLE, help="commit table (default %(default)s)")
+    ln.add_argument("--commit-table", help="commit table (default: barrier-hbase's, sparkbarrier_commits)")
     ln.add_argument("--hbase", help=f"HBase Thrift1 host:port (default ${HBASE_ENV})")
     ln.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
@@ -86,6 +81,8 @@ def as_json(obj: Any) -> Any:
     if obj is None:
         return None
     data = asdict(obj)
+    from .connectors.kafka import GroupStatus
+
     if isinstance(obj, GroupStatus):
         data["last_checkpoint_id"] = obj.last_checkpoint_id
         data["total_lag"] = obj.total_lag
@@ -143,6 +140,9 @@ def _render_log(c: CheckpointLogStatus) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from .connectors.hbase import sink_status
+    from .connectors.kafka import checkpoint_log_status, client_settings, group_status
+
     if not (args.group or args.sink_id or args.checkpoint_location):
         raise _UsageError("status needs --group, --sink-id and/or --checkpoint-location")
     out: dict[str, Any] = {}
@@ -154,7 +154,7 @@ def _status(args: argparse.Namespace) -> int:
         raise _UsageError("--topic needs --group")
     if args.sink_id:
         host, port = _hostport(_endpoint(args.hbase, HBASE_ENV, "HBase Thrift (--hbase)"), "--hbase")
-        sink = sink_status(host, port, args.sink_id, args.commit_table)
+        sink = sink_status(host, port, args.sink_id, _commit_table(args))
         if args.table and sink.table != args.table:
             raise SparkBarrierError(f"sink {args.sink_id!r} writes table {sink.table!r}, not {args.table!r}")
         out["sink"] = sink
@@ -226,10 +226,18 @@ def _group_behind(group: GroupStatus | None, log: CheckpointLogStatus | None) ->
             f"'committing checkpoint ... failed'; records still flow, Spark's checkpoint decides)")
 
 
+def _commit_table(args: argparse.Namespace) -> str:
+    from .connectors.hbase import DEFAULT_COMMIT_TABLE
+
+    return args.commit_table or DEFAULT_COMMIT_TABLE
+
+
 def _lineage(args: argparse.Namespace) -> int:
+    from .connectors.hbase import lineage
+
     host, port = _hostport(_endpoint(args.hbase, HBASE_ENV, "HBase Thrift (--hbase)"), "--hbase")
     cells = lineage(host, port, args.table, args.row, column=args.column, sink_id=args.sink_id,
-                    commit_table=args.commit_table, versions=args.versions)
+                    commit_table=_commit_table(args), versions=args.versions)
     if not cells:
         raise SparkBarrierError(f"row {args.row!r} of table {args.table!r} has no cells")
     if args.json:

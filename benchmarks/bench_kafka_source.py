@@ -370,6 +370,23 @@ def spark_run(spark, name: str, fmt: str, options: dict[str, str], records: int)
                   mon.peak_sum if fmt != "kafka" else None)
 
 
+def sasl_ssl_options(manifest_path: str | None) -> dict[str, str]:
+    """Spark-style options for the devstack's SASL_SSL listener, as the super user (the
+    benchmark's topics are not under the ACL'd prefix). The password stays in memory."""
+    import json
+
+    if not manifest_path:
+        raise SystemExit("--sasl-ssl needs the devstack's security manifest "
+                         "(SPARKBARRIER_KAFKA_SECURITY)")
+    m = json.loads(open(manifest_path).read())
+    return {"kafka.bootstrap.servers": m["sasl_ssl"], "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": m["mechanism"],
+            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule"
+                                      f' required username="admin" password="{m["users"]["admin"]}";',
+            "kafka.ssl.truststore.location": m["ca"]["jks"], "kafka.ssl.truststore.type": "JKS",
+            "kafka.ssl.truststore.password": m["store_password"]}
+
+
 def _print(results: list[Result]) -> None:
     print(f"  {'reader':<24} {'records/s':>11} {'CPU-s/M':>8} {'of it JVM':>9} "
           f"{'worker RSS':>10} {'workers RSS':>11}")
@@ -399,11 +416,18 @@ def main() -> None:
                         help="full-size unmeasured rounds of every reader before round 1")
     parser.add_argument("--clients", default="native,confluent,kafka-python",
                         help="barrier-kafka executor clients to run (kafkaConsumer.client)")
+    parser.add_argument("--sasl-ssl", action="store_true",
+                        help="also read over the devstack's SASL_SSL (SCRAM-SHA-512) listener: "
+                             "barrier-kafka's default client and Spark's JVM source, options "
+                             "written as for Spark (JKS truststore)")
     args = parser.parse_args()
-    if not args.bootstrap:
+    args.security_manifest = os.environ.get("SPARKBARRIER_KAFKA_SECURITY")
+    if not args.bootstrap or (args.sasl_ssl and not args.security_manifest):
         from sparkbarrier.devstack import Devstack
 
-        args.bootstrap = Devstack().up().kafka_bootstrap
+        endpoints = Devstack().up()
+        args.bootstrap = args.bootstrap or endpoints.kafka_bootstrap
+        args.security_manifest = endpoints.env().get("SPARKBARRIER_KAFKA_SECURITY")
 
     topic = f"bench_{uuid.uuid4().hex[:8]}"
     print(f"producing {args.records:,} x {args.value_bytes} B to {topic} ...", flush=True)
@@ -447,6 +471,12 @@ def _measure(args: argparse.Namespace, topic: str, warm_topic: str) -> None:
                for client in args.clients.split(",")]
     if builtin:
         readers.append(("Spark JVM", "kafka", {}))
+    if args.sasl_ssl:
+        secured = sasl_ssl_options(args.security_manifest)
+        readers.append(("barrier (auto) SASL_SSL", "barrier-kafka",
+                        {**secured, "kafkaConsumer.client": "auto"}))
+        if builtin:
+            readers.append(("Spark JVM SASL_SSL", "kafka", secured))
     if args.transfer_floor:
         register_transfer_floor(spark, args.value_bytes)
         readers.append(("transfer floor", "bench-transfer-floor", {"records": str(args.records)}))
@@ -493,6 +523,12 @@ def _ratios(by_name: dict[str, Result]) -> None:
     if floor and jvm:
         print(f"  transfer floor / Spark JVM: {floor.records_per_s / jvm.records_per_s:.2f}x "
               f"records/s, {floor.cpu_s_per_m / jvm.cpu_s_per_m:.2f}x CPU per record")
+    secured, plain = by_name.get("barrier (auto) SASL_SSL"), by_name.get("barrier (native)")
+    jvm_secured = by_name.get("Spark JVM SASL_SSL")
+    for a, b in ((secured, plain), (jvm_secured, jvm), (secured, jvm_secured)):
+        if a and b:
+            print(f"  {a.name} / {b.name}: {a.records_per_s / b.records_per_s:.2f}x records/s, "
+                  f"{a.cpu_s_per_m / b.cpu_s_per_m:.2f}x CPU per record")
     for fast_name in ("barrier (native)", "barrier (confluent)"):
         fast = by_name.get(fast_name)
         for other in ("Spark JVM", "transfer floor", "barrier (confluent)",

@@ -188,3 +188,15 @@ def test_in_flight_attempt_rule(hbase_thrift, unique_name, attempt: AttemptRecor
         assert (status.attempt_batch_id, status.attempt_seq) == (attempt.batch_id, 4)
     else:
         assert (status.attempt_batch_id, status.attempt_seq) == (None, None)
+
+
+def test_cli_help_imports_neither_pyspark_nor_the_clients() -> None:
+    """``--help`` answers at once: the connectors load only when a command runs."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom sparkbarrier.__main__ import main\ntry:\n    main(['--help'])\n"
+            "except SystemExit:\n    pass\nprint(sorted(m for m in ('pyspark', 'kafka', 'happybase')"
+            " if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
