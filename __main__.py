@@ -149,7 +149,8 @@ def _status(args: argparse.Namespace) -> int:
     if args.group:
         bootstrap = _endpoint(args.bootstrap, KAFKA_ENV, "Kafka (--bootstrap)")
         settings = client_settings(_properties(args.command_config)) if args.command_config else {}
-        out["group"] = group_status(bootstrap, args.group, args.topic, settings)
+        out["group"] = group_status(bootstrap, args.group, args.topic, settings,
+                                    allow_empty=bool(args.checkpoint_location))
     elif args.topic:
         raise _UsageError("--topic needs --group")
     if args.sink_id:

@@ -132,11 +132,14 @@ class GroupStatus:
 
 
 def group_status(bootstrap: str, group: str, topics: list[str] | None = None,
-                 settings: Mapping[str, Any] | None = None) -> GroupStatus:
+                 settings: Mapping[str, Any] | None = None, *,
+                 allow_empty: bool = False) -> GroupStatus:
     """Committed offsets, checkpoint metadata and lag of ``group`` (optionally only ``topics``).
 
     ``settings``: kafka-python keyword arguments for a secured cluster (see
     ``client_settings``); the admin and the consumer client both get them.
+    ``allow_empty``: a group without commits is shown empty instead of an error (the
+    status CLI compares it with Spark's checkpoint: commits may be failing).
 
     Raises SourceError when Kafka is unreachable, the group has no committed offsets
     (unknown group, or no checkpoint completed yet) or a requested topic does not exist.
@@ -158,7 +161,9 @@ def group_status(bootstrap: str, group: str, topics: list[str] | None = None,
         raise SourceError(f"cannot read offsets of group {group!r}: {exc}") from exc
     finally:
         admin.close()
-    if not committed:
+    if not committed and allow_empty and not topics:
+        return GroupStatus(group, [])
+    if not committed and not allow_empty:
         raise SourceError(f"consumer group {group!r} has no committed offsets on {bootstrap} "
                           "(unknown group, or no checkpoint has completed yet)")
     try:
@@ -186,6 +191,6 @@ def group_status(bootstrap: str, group: str, topics: list[str] | None = None,
             ktp.topic, ktp.partition, got.offset if got else None, end,
             end - got.offset if got else None, got.checkpoint_id if got else None,
             got.timestamp_ms if got else None))
-    if topics and all(r.committed is None for r in rows):
+    if topics and all(r.committed is None for r in rows) and not allow_empty:
         raise SourceError(f"consumer group {group!r} has no committed offsets for {topics}")
     return GroupStatus(group, rows)
