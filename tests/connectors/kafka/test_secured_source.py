@@ -224,3 +224,16 @@ def test_without_group_rights_records_flow_once_and_the_failed_commit_is_reporte
     assert f"group {group} is behind Spark's checkpoint" in out.out
     for secret in _secrets(manifest):
         assert secret not in out.out + out.err + caplog.text
+
+
+@pytest.mark.spark
+def test_no_secret_in_explain(spark, manifest, capsys) -> None:
+    """Spark redacts options whose key or value matches spark.redaction.regex (password)."""
+    from kafka_testkit import stream
+
+    df = stream(spark, {**scram_jks(manifest), "subscribe": "secure-x", "kafka.group.id": "g"})
+    df.explain(True)
+    plan = capsys.readouterr().out
+    assert "kafka.sasl.jaas.config" in plan  # the option is there, its value is not
+    for secret in _secrets(manifest):
+        assert secret not in plan
