@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from ._exceptions import ConfigError
 
-__all__ = ["HBASE_ENV", "HBASE_THRIFT2_ENV", "KAFKA_ENV", "parse_hostport"]
+__all__ = ["HBASE_ENV", "HBASE_THRIFT2_ENV", "KAFKA_ENV", "KAFKA_SECURITY_ENV", "parse_hostport"]
 
 KAFKA_ENV = "SPARKBARRIER_KAFKA_BOOTSTRAP"
 """Kafka bootstrap servers (``host:port[,host:port]``), passed to clients as given."""
+
+KAFKA_SECURITY_ENV = "SPARKBARRIER_KAFKA_SECURITY"
+"""The devstack's secured Kafka listeners: a JSON manifest (endpoints, CA and client
+stores, SCRAM users), written by ``devstack/_kafka_security.py``."""
 
 HBASE_ENV = "SPARKBARRIER_HBASE_THRIFT"
 """The HBase Thrift1 server, ``host:port``."""

@@ -49,6 +49,9 @@ class Port(enum.Enum):
 
     KAFKA = ("kafka", 9092)
     KAFKA_CONTROLLER = ("kafka_controller", 9093)
+    KAFKA_SASL_SSL = ("kafka_sasl_ssl", 9094)
+    KAFKA_MTLS = ("kafka_mtls", 9096)
+    KAFKA_WRONG_HOST = ("kafka_wrong_host", 9097)
     HBASE_THRIFT = ("hbase_thrift", 9090)
     HBASE_THRIFT2 = ("hbase_thrift2", 9095)
     HBASE_ZOOKEEPER = ("hbase_zookeeper", 2181)

@@ -11,20 +11,23 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import secrets
 import shutil
 import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from .._exceptions import DevstackError
+from . import _kafka_security
 from ._config import Port
 from ._jvm import Java, write_log4j_config
 from ._maven import Classpath
 from ._process import log_tail
 
-__all__ = ["NAME", "KAFKA_MAIN", "STORAGE_TOOL", "prepare", "probe"]
+__all__ = ["NAME", "KAFKA_MAIN", "STORAGE_TOOL", "prepare", "probe", "security_manifest"]
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +46,24 @@ _JVM_OPTIONS = (
 )
 
 
-def _server_properties(data_dir: Path, ports: Mapping[Port, int]) -> str:
+def _server_properties(data_dir: Path, ports: Mapping[Port, int],
+                       security: Mapping[str, Any]) -> str:
     broker, controller = ports[Port.KAFKA], ports[Port.KAFKA_CONTROLLER]
+    secured = {name: f"{name}://127.0.0.1:{ports[port]}"
+               for name, (port, _) in _kafka_security.LISTENERS.items()}
     settings = {
         "process.roles": "broker,controller",
         "node.id": _NODE_ID,
         "controller.quorum.voters": f"{_NODE_ID}@127.0.0.1:{controller}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{broker},CONTROLLER://127.0.0.1:{controller}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker}",
+        "listeners": ",".join([f"PLAINTEXT://127.0.0.1:{broker}",
+                               f"CONTROLLER://127.0.0.1:{controller}", *secured.values()]),
+        "advertised.listeners": ",".join([f"PLAINTEXT://127.0.0.1:{broker}",
+                                          *secured.values()]),
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": ",".join(
+            ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT",
+             *(f"{name}:{proto}" for name, (_, proto) in _kafka_security.LISTENERS.items())]),
         "log.dirs": data_dir / "logs",
         "num.partitions": 1,
         "default.replication.factor": 1,
@@ -68,6 +78,7 @@ def _server_properties(data_dir: Path, ports: Mapping[Port, int]) -> str:
         "group.initial.rebalance.delay.ms": 0,
         "log.retention.hours": 24,
         "log.segment.bytes": 64 * 1024 * 1024,
+        **_kafka_security.listener_settings(security, ports),
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 
@@ -91,15 +102,25 @@ def prepare(
     ports: Mapping[Port, int],
     log_path: Path,
 ) -> list[str]:
-    """Wipe ``data_dir``, write configs, format the storage; return the server command.
+    """Wipe ``data_dir``, write configs and key material, format the storage (with the
+    SCRAM users); return the server command.
 
     Formatting runs ``kafka.tools.StorageTool format`` (a short JVM run); its output
-    is appended to ``log_path``. Raises ``DevstackError`` if formatting fails.
+    is appended to ``log_path``. Raises ``DevstackError`` if formatting fails. The
+    secured listeners' manifest is written to ``security_manifest(data_dir)``.
     """
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
+    security = _kafka_security.prepare(data_dir / "tls")
+    security.update({"plaintext": f"127.0.0.1:{ports[Port.KAFKA]}",
+                     "sasl_ssl": f"127.0.0.1:{ports[Port.KAFKA_SASL_SSL]}",
+                     "ssl": f"127.0.0.1:{ports[Port.KAFKA_MTLS]}",
+                     "sasl_ssl_wrong_host": f"127.0.0.1:{ports[Port.KAFKA_WRONG_HOST]}"})
+    _kafka_security.write_manifest(security_manifest(data_dir), security)
     config = data_dir / "server.properties"
-    config.write_text(_server_properties(data_dir, ports))
+    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds store passwords
+    with os.fdopen(fd, "w") as out:
+        out.write(_server_properties(data_dir, ports, security))
     log4j = write_log4j_config(data_dir)
     options = (*_JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}")
     fmt = java.command(
@@ -107,7 +128,8 @@ def prepare(
         heap="256m",
         classpath=classpath.as_arg(),
         main=STORAGE_TOOL,
-        args=("format", "-t", _cluster_id(), "-c", str(config), "--ignore-formatted"),
+        args=("format", "-t", _cluster_id(), "-c", str(config), "--ignore-formatted",
+              *_kafka_security.scram_format_args(security)),
         options=options,
     )
     with open(log_path, "ab") as out:
@@ -126,6 +148,11 @@ def prepare(
         )
     return java.command(marker=marker, heap=HEAP, classpath=classpath.as_arg(),
                         main=KAFKA_MAIN, args=(str(config),), options=options)
+
+
+def security_manifest(data_dir: Path) -> Path:
+    """The secured listeners' manifest of the broker whose data lives in ``data_dir``."""
+    return _kafka_security.manifest_path(data_dir / "tls")
 
 
 class _NotYet(Exception):

@@ -25,9 +25,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._endpoints import HBASE_ENV, HBASE_THRIFT2_ENV, KAFKA_ENV
+from .._endpoints import HBASE_ENV, HBASE_THRIFT2_ENV, KAFKA_ENV, KAFKA_SECURITY_ENV
 from .._exceptions import DevstackError
-from . import _hbase, _kafka
+from . import _hbase, _kafka, _kafka_security
 from ._config import Paths, Port, port_requests
 from ._jvm import find_java
 from ._maven import resolve_classpath
@@ -57,7 +57,8 @@ _COMPONENTS: dict[str, tuple[str, ...]] = {
     "hbase": (_hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2),
 }
 _PROCESS_PORTS: dict[str, tuple[Port, ...]] = {
-    _kafka.NAME: (Port.KAFKA, Port.KAFKA_CONTROLLER),
+    _kafka.NAME: (Port.KAFKA, Port.KAFKA_CONTROLLER, Port.KAFKA_SASL_SSL, Port.KAFKA_MTLS,
+                  Port.KAFKA_WRONG_HOST),
     _hbase.MASTER: (Port.HBASE_ZOOKEEPER, Port.HBASE_MASTER, Port.HBASE_REGIONSERVER),
     _hbase.THRIFT: (Port.HBASE_THRIFT,),
     _hbase.THRIFT2: (Port.HBASE_THRIFT2,),
@@ -74,13 +75,17 @@ class Endpoints:
     kafka_bootstrap: str
     hbase_thrift: tuple[str, int]
     hbase_thrift2: tuple[str, int]
+    kafka_security: str | None = None  # the secured listeners' manifest (JSON file)
 
     def env(self) -> dict[str, str]:
         """The variables the test fixtures and the demo read."""
         host, port = self.hbase_thrift
         host2, port2 = self.hbase_thrift2
-        return {KAFKA_ENV: self.kafka_bootstrap, HBASE_ENV: f"{host}:{port}",
-                HBASE_THRIFT2_ENV: f"{host2}:{port2}"}
+        out = {KAFKA_ENV: self.kafka_bootstrap, HBASE_ENV: f"{host}:{port}",
+               HBASE_THRIFT2_ENV: f"{host2}:{port2}"}
+        if self.kafka_security:
+            out[KAFKA_SECURITY_ENV] = self.kafka_security
+        return out
 
     def exports(self) -> str:
         """``export K=V`` lines for ``eval "$(python -m sparkbarrier.devstack env)"``."""
@@ -174,6 +179,7 @@ class Devstack:
             kafka_bootstrap=f"127.0.0.1:{kafka.ports[Port.KAFKA.key]}",
             hbase_thrift=("127.0.0.1", thrift.ports[Port.HBASE_THRIFT.key]),
             hbase_thrift2=("127.0.0.1", thrift2.ports[Port.HBASE_THRIFT2.key]),
+            kafka_security=str(_kafka.security_manifest(self.paths.data("kafka"))),
         )
 
     # ------------------------------------------------------------------ down
@@ -224,7 +230,10 @@ class Devstack:
         return endpoints
 
     def _serving(self, record: ProcessRecord | None) -> bool:
-        return (record is not None and is_ours(record)
+        """Ours, alive, and serving every port this version of the stack gives it (a
+        process started by an older version, with fewer listeners, is restarted)."""
+        expected = {p.key for p in _PROCESS_PORTS.get(record.name, ())} if record else set()
+        return (record is not None and is_ours(record) and expected <= set(record.ports)
                 and all(port_accepts(p) for p in record.ports.values()))
 
     def _check_requested_ports(self, records: Mapping[str, ProcessRecord | None],
@@ -249,6 +258,8 @@ class Devstack:
             return
         deadline = time.monotonic() + _RECHECK_S
         _kafka.probe(endpoints.kafka_bootstrap, deadline=deadline)
+        if endpoints.kafka_security:
+            _kafka_security.probe(Path(endpoints.kafka_security), deadline=deadline)
         _hbase.probe(*endpoints.hbase_thrift, deadline=deadline)
         _hbase.probe_thrift2(*endpoints.hbase_thrift2, deadline=deadline)
         log.info("already running and healthy")
@@ -278,7 +289,11 @@ class Devstack:
                 _kafka.probe(f"127.0.0.1:{ports[Port.KAFKA]}",
                              deadline=min(deadline, time.monotonic() + 90),
                              check=self._watch(started, _kafka.NAME))
-                log.info("kafka serves on 127.0.0.1:%d", ports[Port.KAFKA])
+                _kafka_security.acls(f"127.0.0.1:{ports[Port.KAFKA]}")
+                _kafka_security.probe(_kafka.security_manifest(self.paths.data("kafka")),
+                                      deadline=min(deadline, time.monotonic() + 60))
+                log.info("kafka serves on 127.0.0.1:%d (secured: SASL_SSL %d, mTLS %d)",
+                         ports[Port.KAFKA], ports[Port.KAFKA_SASL_SSL], ports[Port.KAFKA_MTLS])
             if "hbase" in components:
                 self._wait_port(started, _hbase.MASTER, ports[Port.HBASE_ZOOKEEPER], deadline)
                 # Both gateways boot side by side (JVM start-up dominates), then are probed

@@ -34,13 +34,13 @@ _BUDGET_S = 15.0
 
 class _Errors:
     def __init__(self, scrub: SecretScrubber) -> None:
-        self._scrub = scrub
+        self.scrub = scrub
         self._lock = threading.Lock()
         self.auth: str | None = None
         self.tls: str | None = None
 
     def __call__(self, err: object) -> None:
-        code, text = err.code(), self._scrub(err.str())  # type: ignore[attr-defined]
+        code, text = err.code(), self.scrub(err.str())  # type: ignore[attr-defined]
         with self._lock:
             if code in (Err.AUTHENTICATION, Err.SASL_AUTHENTICATION_FAILED):
                 self.auth = self.auth or text
@@ -48,8 +48,34 @@ class _Errors:
                 self.tls = self.tls or text
 
 
-def _raise_tls(options: KafkaSourceOptions, reason: str) -> None:
-    host = "hostname" in reason.lower() or "ip address mismatch" in reason.lower()
+class _DebugLog:
+    """librdkafka's ``logger``: its lines (one per failed attempt) at DEBUG, scrubbed; the
+    outcome is reported once, by the error this module raises."""
+
+    def __init__(self, scrub: SecretScrubber) -> None:
+        self._scrub = scrub
+
+    def log(self, level: int, fmt: str, *args: object) -> None:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("%s", self._scrub(fmt % args if args else fmt))
+
+
+def _metadata(config: dict[str, object], errors: _Errors, budget_s: float):  # noqa: ANN202
+    """Metadata, or None when the budget ran out or a login/TLS error came first."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({**config, "error_cb": errors})
+    deadline = time.monotonic() + budget_s
+    while time.monotonic() < deadline and not (errors.auth or errors.tls):
+        try:
+            return admin, admin.list_topics(timeout=min(2.0, max(0.1, deadline - time.monotonic())))
+        except Exception as exc:  # noqa: BLE001 -- KafkaException: timeout, judged by the caller
+            log.debug("barrier-kafka: preflight metadata request: %s", errors.scrub(exc))
+            admin.poll(0)
+    return admin, None
+
+
+def _raise_tls(options: KafkaSourceOptions, reason: str, host: bool) -> None:
     option = ("kafka.ssl.endpoint.identification.algorithm" if host
               else options.security.truststore.option if options.security.truststore
               else "kafka.ssl.truststore.location")
@@ -65,25 +91,14 @@ def check_access(options: KafkaSourceOptions, topics: list[str] | tuple[str, ...
     """Raise :class:`ConfigError` naming the option when the login or TLS handshake is
     refused, or when a named topic is not authorized; return otherwise (also when
     the brokers cannot be reached: that is for the lookups' retries to judge)."""
-    from confluent_kafka.admin import AdminClient
-
     settings = options.librdkafka_settings()
     scrub = SecretScrubber(settings, log)
     errors = _Errors(scrub)
     keep = ("bootstrap.servers", "client.id", "socket.timeout.ms", "client.dns.lookup")
-    config = {k: v for k, v in settings.items()
-              if k in keep or k.startswith(("security.", "sasl.", "ssl."))}
-    admin = AdminClient({**config, "error_cb": errors, "logger": scrub})
-    deadline = time.monotonic() + _BUDGET_S
-    metadata = None
-    while metadata is None and time.monotonic() < deadline:
-        try:
-            metadata = admin.list_topics(timeout=min(2.0, max(0.1, deadline - time.monotonic())))
-        except Exception as exc:  # noqa: BLE001 -- KafkaException: timeout, judged below
-            log.debug("barrier-kafka: preflight metadata request: %s", scrub(exc))
-        admin.poll(0)
-        if errors.auth or errors.tls:
-            break
+    config: dict[str, object] = {k: v for k, v in settings.items()
+                                 if k in keep or k.startswith(("security.", "sasl.", "ssl."))}
+    config["logger"] = _DebugLog(scrub)
+    admin, metadata = _metadata(config, errors, _BUDGET_S)
     if errors.auth:
         who = f"user {options.security.username!r}" if options.security.username else "the client"
         raise ConfigError(
@@ -91,7 +106,15 @@ def check_access(options: KafkaSourceOptions, topics: list[str] | tuple[str, ...
             f"({options.security.mechanism or options.security.protocol}): {errors.auth}; check "
             f"the credentials in 'kafka.sasl.jaas.config'", option="kafka.sasl.jaas.config")
     if errors.tls:
-        _raise_tls(options, errors.tls)
+        # OpenSSL reports a name mismatch as a failed verification; ask again without the
+        # name check to tell the two apart for the error message.
+        host = False
+        if options.security.check_hostname:
+            retry = _Errors(scrub)
+            _, found = _metadata({**config, "ssl.endpoint.identification.algorithm": "none"},
+                                 retry, 5.0)
+            host = found is not None and not retry.tls
+        _raise_tls(options, errors.tls, host)
     if metadata is None:
         return
     for topic in topics:
