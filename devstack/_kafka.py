@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .._exceptions import DevstackError
-from . import _kafka_security
+from . import _certs, _kafka_security
 from ._config import Port
 from ._jvm import Java, write_log4j_config
 from ._maven import Classpath
@@ -111,7 +111,7 @@ def prepare(
     """
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
-    security = _kafka_security.prepare(data_dir / "tls")
+    security = _kafka_security.prepare(data_dir / "tls", _certs.keytool_of(java.executable))
     security.update({"plaintext": f"127.0.0.1:{ports[Port.KAFKA]}",
                      "sasl_ssl": f"127.0.0.1:{ports[Port.KAFKA_SASL_SSL]}",
                      "ssl": f"127.0.0.1:{ports[Port.KAFKA_MTLS]}",

@@ -50,38 +50,41 @@ def manifest_path(tls_dir: Path) -> Path:
     return tls_dir / MANIFEST
 
 
-def _material(tls_dir: Path, password: str) -> dict[str, Any]:
-    """Generate the CA, certificates and stores (every start: cheap, and never stale)."""
+def _material(tls_dir: Path, password: str, keytool: Path) -> dict[str, Any]:
+    """Generate the CA, certificates and stores (every start: a second or two, never stale)."""
     d = _certs.private_dir(tls_dir)
-    ca, other = _certs.make_ca("sparkbarrier devstack CA"), _certs.make_ca("some other CA")
-    server = _certs.issue(ca, "localhost", dns=["localhost"], ips=["127.0.0.1"])
-    wrong = _certs.issue(ca, _WRONG_HOST, dns=[_WRONG_HOST])
-    client = _certs.issue(ca, "reader", client=True)
-    ca_pem = _certs.write_pem(d / "ca.pem", ca.cert)
-    other_pem = _certs.write_pem(d / "other-ca.pem", other.cert)
-    paths = {
-        "ca": {"pem": ca_pem,
-               "pkcs12": _certs.write_truststore(d / "ca.p12", ca_pem, password, "PKCS12"),
-               "jks": _certs.write_truststore(d / "ca.jks", ca_pem, password, "JKS")},
-        "other_ca": {"pem": other_pem,
-                     "jks": _certs.write_truststore(d / "other-ca.jks", other_pem, password,
-                                                    "JKS")},
-        "server": _certs.write_pkcs12(d / "server.p12", server, [ca.cert], password),
-        "wrong_host": _certs.write_pkcs12(d / "wrong-host.p12", wrong, [ca.cert], password),
+    ca = _certs.make_ca(d, "ca")
+    other = _certs.make_ca(d, "other-ca")
+    server = _certs.issue(ca, d, "server", common_name="localhost", usage=_certs.Usage.SERVER,
+                          dns=["localhost"], ips=["127.0.0.1"])
+    wrong = _certs.issue(ca, d, "wrong-host", common_name=_WRONG_HOST,
+                         usage=_certs.Usage.SERVER, dns=[_WRONG_HOST])
+    client = _certs.issue(ca, d, "reader", common_name="reader", usage=_certs.Usage.CLIENT)
+    truststore = _certs.write_truststore
+    client_p12 = _certs.write_pkcs12(client, d / "client.p12", password)
+    return {
+        "ca": {"pem": ca.cert_pem,
+               "pkcs12": truststore(ca.cert_pem, d / "ca.p12", password,
+                                    store_type=_certs.StoreType.PKCS12, keytool=keytool),
+               "jks": truststore(ca.cert_pem, d / "ca.jks", password,
+                                 store_type=_certs.StoreType.JKS, keytool=keytool)},
+        "other_ca": {"pem": other.cert_pem,
+                     "jks": truststore(other.cert_pem, d / "other-ca.jks", password,
+                                       store_type=_certs.StoreType.JKS, keytool=keytool)},
+        "server": _certs.write_pkcs12(server, d / "server.p12", password),
+        "wrong_host": _certs.write_pkcs12(wrong, d / "wrong-host.p12", password),
+        "client": {"cn": "reader", "pkcs12": client_p12,
+                   "jks": _certs.write_jks_keystore(client_p12, d / "client.jks", password,
+                                                    keytool=keytool),
+                   "cert_pem": client.cert_pem, "key_pem": client.key_pem},
     }
-    client_p12 = _certs.write_pkcs12(d / "client.p12", client, [ca.cert], password, "reader")
-    paths["client"] = {"cn": "reader", "pkcs12": client_p12,
-                       "jks": _certs.write_jks(d / "client.jks", client_p12, password),
-                       "cert_pem": _certs.write_pem(d / "client.pem", client.cert, ca.cert),
-                       "key_pem": _certs.write_key_pem(d / "client.key", client)}
-    return paths
 
 
-def prepare(tls_dir: Path) -> dict[str, Any]:
+def prepare(tls_dir: Path, keytool: Path) -> dict[str, Any]:
     """Fresh key material and passwords; returns the manifest without endpoints (the
     ports are added by :func:`listener_settings`'s caller once chosen)."""
     store_password = secrets.token_urlsafe(18)
-    material = _material(tls_dir, store_password)
+    material = _material(tls_dir, store_password, keytool)
     return {"version": 1, "mechanism": MECHANISM, "store_password": store_password,
             "users": {u: secrets.token_urlsafe(18) for u in USERS},
             "topic_prefix": TOPIC_PREFIX, "group_prefix": GROUP_PREFIX,

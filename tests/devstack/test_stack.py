@@ -27,6 +27,7 @@ _EXPORT = re.compile(
     r"export SPARKBARRIER_KAFKA_BOOTSTRAP=127\.0\.0\.1:(\d+)\n"
     r"export SPARKBARRIER_HBASE_THRIFT=127\.0\.0\.1:(\d+)\n"
     r"export SPARKBARRIER_HBASE_THRIFT2=127\.0\.0\.1:(\d+)\n"
+    r"export SPARKBARRIER_KAFKA_SECURITY=(/\S+/kafka-security\.json)\n"
 )
 _PROCESSES = ["kafka", "hbase-master", "hbase-thrift", "hbase-thrift2"]
 

@@ -116,7 +116,7 @@ def test_secured_read_plans_reads_and_commits_on_every_client(
     assert plain.group_offsets(group) == {(topic, 0): 20, (topic, 1): 20}
     # No secret in Spark's checkpoint (offset log, metadata) nor in the group's metadata.
     stored = "".join(p.read_text(errors="replace") for p in ckpt.rglob("*") if p.is_file())
-    stored += json.dumps(plain.group_metadata(group))
+    stored += json.dumps({str(k): v for k, v in plain.group_metadata(group).items()})
     for secret in _secrets(manifest):
         assert secret not in stored
 
