@@ -9,8 +9,10 @@ handful of ``bytes`` per batch and wraps them without copying (:meth:`take`).
 librdkafka still speaks Kafka; the module only fetches and copies.
 
 The range loop, error handling and settings are shared with the confluent path
-(:mod:`._librdkafka`). The module is built by ``pip install`` where librdkafka's
-headers are present (``./dev`` installs them); :func:`available` tells whether it was.
+(:mod:`._librdkafka`). The module is built by ``pip install`` where a C compiler is
+present; it links the librdkafka bundled in the pinned confluent-kafka wheel, so both
+paths run on one librdkafka per process (docs/librdkafka.md). :func:`available` tells
+whether it was built and loads, and :func:`librdkafka_version` which library it runs on.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, build_batch, gone
 from ._secrets import SecretScrubber
 
-__all__ = ["available", "read_records"]
+__all__ = ["available", "librdkafka_version", "read_records"]
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +41,32 @@ _LOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3:
 
 @cache
 def available() -> str | None:
-    """Why the compiled module cannot be used here, or None when it can."""
+    """Why the compiled module cannot be used here, or None when it can.
+
+    confluent_kafka is imported first on purpose: it loads the wheel's librdkafka, and
+    the module's dependency on that soname is then satisfied by the library already in
+    the process (an editable checkout has no rpath that reaches the wheel). The module
+    itself refuses to load on a librdkafka older than 2.6.1; the reason comes back here.
+    """
+    import confluent_kafka  # noqa: F401
+
     try:
-        from . import _rdkafka_arrow  # noqa: F401
+        from . import _rdkafka_arrow
     except ImportError as exc:
-        return f"the compiled module is not built or cannot load ({exc})"
+        return (f"the compiled module is not built or cannot load ({exc}); reinstall "
+                f"sparkbarrier with a C compiler present (docs/librdkafka.md)")
+    log.debug("barrier-kafka: compiled reader runs on librdkafka %s",
+              _rdkafka_arrow.librdkafka_version)
     return None
+
+
+def librdkafka_version() -> str | None:
+    """The librdkafka version the compiled module runs on, or None when it cannot load."""
+    if available() is not None:
+        return None
+    from . import _rdkafka_arrow
+
+    return _rdkafka_arrow.librdkafka_version
 
 
 def _setting(value: object) -> str:

@@ -14,13 +14,18 @@
  *   Fetcher(config_pairs, topic, partition, headers, max_bytes=2**31-1)
  *   .watermarks(timeout_ms) -> (err, low, high, errstr)
  *   .assign(offset)              start (or restart) reading at offset
- *   .fetch(want, end, timeout_ms) -> (added, next_offset, hit_end, events)
+ *   .fetch(want, end, timeout_ms) -> (added, next_offset, hit_end, full, events)
  *   .take() -> (n, columns...)   the buffered rows as bytes objects; resets
  *   .position() -> int           librdkafka's consumer position (-1001 if unknown)
  *   .client_events() -> [(kind, level_or_code, text)]  error_cb / log_cb, drained
  *   .close()
  *
  * Kafka is spoken by librdkafka only: no protocol code of our own.
+ *
+ * Which librdkafka (docs/librdkafka.md): the one bundled in the pinned confluent-kafka
+ * wheel, compiled against the vendored rdkafka.h (_rdkafka_include/).  The module
+ * refuses to load on a librdkafka older than MIN_LIBRDKAFKA: those compute the SCRAM
+ * proof in a way Kafka 4 brokers reject, so SCRAM users could never log in.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -562,7 +567,17 @@ static struct PyModuleDef module = {
     "librdkafka messages copied into Arrow column buffers (see _native_reader.py).", -1, NULL,
 };
 
+/* 2.6.1 final, in rd_kafka_version()'s 0xMMmmrrxx form (xx = 0xff for a release) */
+#define MIN_LIBRDKAFKA 0x020601ff
+
 PyMODINIT_FUNC PyInit__rdkafka_arrow(void) {
+    if (rd_kafka_version() < MIN_LIBRDKAFKA) {
+        PyErr_Format(PyExc_ImportError,
+                     "it runs on librdkafka %s, older than 2.6.1 (its SCRAM login fails "
+                     "on Kafka 4 brokers)",
+                     rd_kafka_version_str());
+        return NULL;
+    }
     if (PyType_Ready(&FetcherType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
@@ -572,7 +587,10 @@ PyMODINIT_FUNC PyInit__rdkafka_arrow(void) {
         Py_DECREF(m);
         return NULL;
     }
+    /* the librdkafka this process runs on (not the header's RD_KAFKA_VERSION) */
     PyModule_AddStringConstant(m, "librdkafka_version", rd_kafka_version_str());
+    PyModule_AddIntConstant(m, "librdkafka_version_int", rd_kafka_version());
+    PyModule_AddIntConstant(m, "min_librdkafka_version_int", MIN_LIBRDKAFKA);
     /* librdkafka's error codes the reader acts on (same numbers as confluent-kafka's) */
     PyModule_AddIntConstant(m, "ERR_PARTITION_EOF", RD_KAFKA_RESP_ERR__PARTITION_EOF);
     PyModule_AddIntConstant(m, "ERR_AUTO_OFFSET_RESET", RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET);
