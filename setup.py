@@ -27,7 +27,7 @@ def _bundled_librdkafka() -> tuple[list[str], list[str]]:
     """(libraries, link args) for the confluent-kafka wheel's librdkafka, or the system's.
 
     The rpath finds the wheel's library beside an installed ``sparkbarrier`` in the same
-    site-packages; an editable checkout relies on ``_native_reader`` importing
+    site-packages; in an editable checkout the loader ``_rdkafka_arrow.py`` imports
     confluent_kafka first, which loads the library under the same soname.
     """
     spec = find_spec("confluent_kafka")
@@ -41,15 +41,19 @@ def _bundled_librdkafka() -> tuple[list[str], list[str]]:
                 "-Wl,-rpath,$ORIGIN/../../../confluent_kafka.libs"]
 
 
+HERE = Path(__file__).resolve().parent
 libraries, link_args = _bundled_librdkafka()
 setup(ext_modules=[Extension(
-    "sparkbarrier.connectors.kafka._rdkafka_arrow",
+    # imported through connectors/kafka/_rdkafka_arrow.py, which loads the library first
+    "sparkbarrier.connectors.kafka._rdkafka_arrow_c",
     sources=["connectors/kafka/_rdkafka_arrow.c"],
     depends=["connectors/kafka/_rdkafka_include/librdkafka/rdkafka.h"],
-    include_dirs=["connectors/kafka/_rdkafka_include"],
     libraries=libraries,
     extra_link_args=link_args,
-    extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
+    # -isystem: the vendored header comes before any system librdkafka's, and its own
+    # warnings are not ours
+    extra_compile_args=["-isystem", str(HERE / "connectors/kafka/_rdkafka_include"), "-O2",
+                        "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
                         "-Wno-missing-field-initializers"],
     optional=True,
 )])

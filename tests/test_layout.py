@@ -30,7 +30,7 @@ def test_regular_install_works_when_run_from_the_repository_root(tmp_path: Path)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(ROOT),
                     f"confluent-kafka=={version('confluent-kafka')}"],
                    check=True, timeout=300, capture_output=True)
-    code = ("import sys, sparkbarrier.connectors.kafka._rdkafka_arrow as n; "
+    code = ("import sys, sparkbarrier.connectors.kafka._rdkafka_arrow_c as n; "
             "assert 'confluent_kafka' not in sys.modules and n.librdkafka_version_int >= 0x020601ff; "
             "import pkgutil, sparkbarrier, sparkbarrier.devstack, sparkbarrier.connectors.kafka._planner, "
             "pyspark_barrier_kafka, pyspark_barrier_hbase; "

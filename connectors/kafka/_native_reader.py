@@ -18,6 +18,7 @@ whether it was built and loads, and :func:`librdkafka_version` which library it 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from functools import cache
 
@@ -25,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..._exceptions import ConfigError, SourceError
-from ._librdkafka import GONE, ClientErrors, read_with, settings
+from ._librdkafka import GONE, NOT_YET, ClientErrors, read_with, settings
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, build_batch, gone
 from ._secrets import SecretScrubber
@@ -43,13 +44,9 @@ _LOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3:
 def available() -> str | None:
     """Why the compiled module cannot be used here, or None when it can.
 
-    confluent_kafka is imported first on purpose: it loads the wheel's librdkafka, and
-    the module's dependency on that soname is then satisfied by the library already in
-    the process (an editable checkout has no rpath that reaches the wheel). The module
-    itself refuses to load on a librdkafka older than 2.6.1; the reason comes back here.
+    The module refuses to load on a librdkafka older than 2.6.1; the reason comes back
+    here, and ``kafkaConsumer.client=auto`` then falls back with a warning naming it.
     """
-    import confluent_kafka  # noqa: F401
-
     try:
         from . import _rdkafka_arrow
     except ImportError as exc:
@@ -109,13 +106,22 @@ class _NativeFetcher:
                 if log.isEnabledFor(level):
                     log.log(level, "%s", self._scrub(text))
 
-    def earliest(self, timeout_s: float) -> int:
+    def earliest(self, timeout_s: float) -> int | None:
         part = self._part
+        started = time.monotonic()
         err, low, _, text = self._fetcher.watermarks(int(timeout_s * 1000))
+        if err in NOT_YET:  # wait out the slice serving client errors, not spinning
+            left = timeout_s - (time.monotonic() - started)
+            if left > 0:
+                self._fetcher.serve(int(left * 1000))
         self._drain_client_events()
         if err in GONE:
             raise gone(part)
+        if err in NOT_YET:
+            return None
         if err:
+            self.errors.record(err, text)
+            self.errors.raise_permanent(part)
             raise SourceError(f"cannot look up the earliest offset of {part.channel}: "
                               f"{self._scrub(text)}", topic_partition=part.channel)
         return low
