@@ -47,7 +47,8 @@ setup(ext_modules=[Extension(
     # imported through connectors/kafka/_rdkafka_arrow.py, which loads the library first
     "sparkbarrier.connectors.kafka._rdkafka_arrow_c",
     sources=["connectors/kafka/_rdkafka_arrow.c"],
-    depends=["connectors/kafka/_rdkafka_include/librdkafka/rdkafka.h"],
+    depends=["connectors/kafka/_arrow_buffers.h",
+             "connectors/kafka/_rdkafka_include/librdkafka/rdkafka.h"],
     libraries=libraries,
     extra_link_args=link_args,
     # -isystem: the vendored header comes before any system librdkafka's, and its own
