@@ -98,14 +98,18 @@ class _ConfluentFetcher:
         return low
 
     def _serve(self, timeout_s: float) -> None:
-        """Run ``error_cb`` for queued client errors, before the first assign only.
+        """Wait ``timeout_s`` before the next lookup, running ``error_cb`` meanwhile.
 
-        Later, ``consume`` serves them; a ``poll`` then could take a record away.
+        Before the first assign, ``poll`` returns no record, errors at most. Later,
+        ``consume`` serves the errors and a ``poll`` could take a record away, so the
+        retry only pauses (a lookup answered at once must not spin).
         """
-        if not self._assigned:  # nothing assigned: poll returns no record, errors at most
-            msg = self._consumer.poll(timeout_s)
-            if msg is not None and (err := msg.error()) is not None:
-                self.errors.record(err.code(), err.str(), err.fatal())
+        if self._assigned:
+            time.sleep(timeout_s)
+            return
+        msg = self._consumer.poll(timeout_s)
+        if msg is not None and (err := msg.error()) is not None:
+            self.errors.record(err.code(), err.str(), err.fatal())
 
     def assign(self, offset: int) -> None:
         self._assigned = True
