@@ -111,6 +111,14 @@ class _ConfluentFetcher:
         if msg is not None and (err := msg.error()) is not None:
             self.errors.record(err.code(), err.str(), err.fatal())
 
+    def topic_error(self, timeout_s: float) -> tuple[int, str]:
+        try:
+            err = self._consumer.list_topics(self._part.topic, timeout=timeout_s) \
+                .topics[self._part.topic].error
+        except KafkaException as exc:
+            err = exc.args[0]
+        return (err.code(), err.str()) if err is not None else (0, "")
+
     def assign(self, offset: int) -> None:
         self._assigned = True
         self._consumer.assign([ConfluentTP(self._part.topic, self._part.partition, offset)])

@@ -33,13 +33,13 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from ..._exceptions import SourceError
+from ..._exceptions import DataLossError, SourceError
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, check_loss, gc_paused, gone, no_progress
 from ._secrets import SecretScrubber
 
 __all__ = ["DEFAULTS", "FORCED", "GONE", "NOT_YET", "ClientErrors", "Err", "Fetcher",
-           "earliest", "permanent_error", "read_with", "settings"]
+           "earliest", "gone_or_unauthorised", "permanent_error", "read_with", "settings"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,8 @@ FORCED = {
 _WAIT_S = 0.1
 # How long one lookup call waits before client errors are looked at.
 _LOOKUP_SLICE_S = 0.5
+# How long the metadata request that tells a deleted topic from a hidden one may take.
+_METADATA_S = 10.0
 
 
 def settings(options: KafkaSourceOptions) -> dict[str, object]:
@@ -174,6 +176,9 @@ class Fetcher(Protocol):
 
     def assign(self, offset: int) -> None: ...
 
+    def topic_error(self, timeout_s: float) -> tuple[int, str]:
+        """The broker's error for the topic in a fresh metadata request (0: none)."""
+
     def fetch(self, want: int, end: int, timeout_s: float
               ) -> tuple[int, int, bool, bool, list[tuple[int, int, str]]]:
         """Buffer up to ``want`` more records below ``end``, waiting at most ``timeout_s``.
@@ -247,7 +252,10 @@ def earliest(fetcher: Fetcher, part: KafkaRangePartition, timeout_s: float) -> i
     deadline = time.monotonic() + timeout_s
     while True:
         left = deadline - time.monotonic()
-        low = fetcher.earliest(max(min(_LOOKUP_SLICE_S, left), 0.01))
+        try:
+            low = fetcher.earliest(max(min(_LOOKUP_SLICE_S, left), 0.01))
+        except DataLossError:  # gone(part): deleted, or hidden from this user?
+            raise gone_or_unauthorised(fetcher, part) from None
         fetcher.errors.raise_permanent(part)
         if low is not None:
             return low
@@ -256,6 +264,20 @@ def earliest(fetcher: Fetcher, part: KafkaRangePartition, timeout_s: float) -> i
             raise SourceError(f"cannot look up the earliest offset of {part.channel} within "
                               f"{timeout_s:g} s (kafka.request.timeout.ms): {reason}",
                               topic_partition=part.channel)
+
+
+def gone_or_unauthorised(fetcher: Fetcher, part: KafkaRangePartition) -> Exception:
+    """Data loss for a deleted topic; a permanent error when the user may not see it.
+
+    Kafka answers a topic the user may not Describe as if it did not exist, so
+    librdkafka reports a deleted topic and a missing permission alike. A missing
+    permission is no data loss: a fresh metadata request tells them apart.
+    """
+    code, text = fetcher.topic_error(_METADATA_S)
+    if code == Err.TOPIC_AUTHORIZATION_FAILED:
+        return SourceError(f"cannot read {part.channel}: {permanent_error(code, text)}",
+                           topic_partition=part.channel)
+    return gone(part)
 
 
 def _handle_events(events: list[tuple[int, int, str]], fetcher: Fetcher,
@@ -277,7 +299,7 @@ def _handle_events(events: list[tuple[int, int, str]], fetcher: Fetcher,
                 return True, pos
             fetcher.assign(pos)
         elif code in GONE:
-            raise gone(part)
+            raise gone_or_unauthorised(fetcher, part)
         elif (failure := permanent_error(code, fetcher.errors.scrub(text))) is not None:
             raise SourceError(f"cannot read {part.channel}: {failure}",
                               topic_partition=part.channel)

@@ -129,6 +129,9 @@ class _NativeFetcher:
     def assign(self, offset: int) -> None:
         self._fetcher.assign(offset)
 
+    def topic_error(self, timeout_s: float) -> tuple[int, str]:
+        return self._fetcher.topic_error(int(timeout_s * 1000))
+
     def fetch(self, want: int, end: int, timeout_s: float
               ) -> tuple[int, int, bool, bool, list[tuple[int, int, str]]]:
         out = self._fetcher.fetch(want, end, int(timeout_s * 1000))

@@ -14,6 +14,7 @@
  *   Fetcher(config_pairs, topic, partition, headers, max_bytes=2**31-1)
  *   .watermarks(timeout_ms) -> (err, low, high, errstr)
  *   .serve(timeout_ms)           run error_cb for client errors (fetch does it too)
+ *   .topic_error(timeout_ms) -> (err, errstr)  the topic's error in fresh metadata
  *   .assign(offset)              start (or restart) reading at offset
  *   .fetch(want, end, timeout_ms) -> (added, next_offset, hit_end, full, events)
  *   .take() -> (n, columns...)   the buffered rows as bytes objects; resets
@@ -275,6 +276,23 @@ static PyObject *Fetcher_watermarks(Fetcher *f, PyObject *args) {
     leave(f);
     return Py_BuildValue("iLLN", (int)err, (long long)low, (long long)high,
                          text_of(rd_kafka_err2str(err)));
+}
+
+/* The broker's error for the topic in a fresh metadata request (0: none). Kafka hides a
+ * topic the user may not Describe, and librdkafka then reports it unknown, as if it
+ * had been deleted; this tells the two apart. */
+static PyObject *Fetcher_topic_error(Fetcher *f, PyObject *args) {
+    int timeout_ms;
+    if (!PyArg_ParseTuple(args, "i", &timeout_ms) || enter(f)) return NULL;
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err;
+    Py_BEGIN_ALLOW_THREADS
+    err = rd_kafka_metadata(f->rk, 0, f->rkt, &md, timeout_ms);
+    if (!err && md) err = md->topic_cnt > 0 ? md->topics[0].err : RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (md) rd_kafka_metadata_destroy(md);
+    Py_END_ALLOW_THREADS
+    leave(f);
+    return Py_BuildValue("iN", (int)err, text_of(rd_kafka_err2str(err)));
 }
 
 static PyObject *Fetcher_serve(Fetcher *f, PyObject *args) {
@@ -549,6 +567,8 @@ static PyObject *Fetcher_close(Fetcher *f, PyObject *noargs) {
 static PyMethodDef Fetcher_methods[] = {
     {"watermarks", (PyCFunction)Fetcher_watermarks, METH_VARARGS,
      "watermarks(timeout_ms) -> (err, low, high, errstr)"},
+    {"topic_error", (PyCFunction)Fetcher_topic_error, METH_VARARGS,
+     "topic_error(timeout_ms) -> (err, errstr): the topic's error in fresh metadata"},
     {"serve", (PyCFunction)Fetcher_serve, METH_VARARGS,
      "serve(timeout_ms): run error_cb for the client errors queued so far"},
     {"assign", (PyCFunction)Fetcher_assign, METH_VARARGS, "assign(offset)"},

@@ -15,7 +15,7 @@ import pytest
 from kafka_testkit import KafkaTool
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from sparkbarrier import SourceError
+from sparkbarrier import DataLossError, SourceError
 from sparkbarrier.connectors.kafka import parse_source_options, source_schema
 from sparkbarrier.connectors.kafka._librdkafka import (
     ClientErrors, Err, earliest, permanent_error, read_with,
@@ -113,3 +113,30 @@ def test_a_refused_login_fails_the_read_at_once_with_the_reason_and_the_fix(
                                                      timestamp_ms=1), schema))
     assert time.monotonic() - started < 10
     assert "p-secret" not in str(err.value)
+
+
+class _HiddenTopicFetcher(_FakeFetcher):
+    """librdkafka reports the topic unknown; fresh metadata says why."""
+
+    def __init__(self, metadata_error: tuple[int, str]) -> None:
+        super().__init__()
+        self.metadata_error = metadata_error
+
+    def earliest(self, timeout_s: float) -> int | None:
+        raise DataLossError("t:0 no longer exists", topic_partition="t:0")
+
+    def topic_error(self, timeout_s: float) -> tuple[int, str]:
+        return self.metadata_error
+
+
+def test_a_topic_hidden_by_acls_is_an_authorisation_error_not_data_loss() -> None:
+    """Kafka answers a topic the user may not Describe as if it did not exist."""
+    hidden = _HiddenTopicFetcher((Err.TOPIC_AUTHORIZATION_FAILED, "Broker: Topic authorization "
+                                                                  "failed"))
+    with pytest.raises(SourceError, match=r"Topic authorization failed; .*Read and Describe") \
+            as err:
+        earliest(hidden, PART, 5)  # type: ignore[arg-type]
+    assert not isinstance(err.value, DataLossError)
+    with pytest.raises(DataLossError, match="no longer exists"):
+        earliest(_HiddenTopicFetcher((Err.UNKNOWN_TOPIC_OR_PART, "gone")),  # type: ignore[arg-type]
+                 PART, 5)
