@@ -105,7 +105,8 @@ def test_a_refused_login_fails_the_read_at_once_with_the_reason_and_the_fix(
         **BASE, "kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic,
         "kafkaConsumer.client": client, "kafka.security.protocol": "SASL_PLAINTEXT",
         "kafka.sasl.mechanism": "PLAIN",
-        "kafka.sasl.jaas.config": 'x username="u" password="p-secret";'})
+        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
+                                  'required username="u" password="p-secret";'})
     schema = to_arrow_schema(source_schema(False), timezone="UTC")
     started = time.monotonic()
     with pytest.raises(SourceError, match=r"SASL.*handshake failed.*; check .*kafka\.sasl") as err:
