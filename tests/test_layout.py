@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -24,10 +25,15 @@ def test_no_folder_named_like_the_package_sits_at_the_root() -> None:
 
 def test_regular_install_works_when_run_from_the_repository_root(tmp_path: Path) -> None:
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(ROOT)],
+    # With the confluent-kafka wheel beside it, as on a cluster node: the compiled module
+    # finds the wheel's librdkafka by its rpath, before anything imported confluent_kafka.
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(ROOT),
+                    f"confluent-kafka=={version('confluent-kafka')}"],
                    check=True, timeout=300, capture_output=True)
-    code = ("import pkgutil, sparkbarrier, sparkbarrier.devstack, sparkbarrier.connectors.kafka._planner, "
-            "sparkbarrier.connectors.kafka._rdkafka_arrow, pyspark_barrier_kafka, pyspark_barrier_hbase; "
+    code = ("import sys, sparkbarrier.connectors.kafka._rdkafka_arrow_c as n; "
+            "assert 'confluent_kafka' not in sys.modules and n.librdkafka_version_int >= 0x020601ff; "
+            "import pkgutil, sparkbarrier, sparkbarrier.devstack, sparkbarrier.connectors.kafka._planner, "
+            "pyspark_barrier_kafka, pyspark_barrier_hbase; "
             "print(sparkbarrier.__file__); "
             "print(sorted(m.name for m in pkgutil.iter_modules() if m.name.startswith('pyspark_barrier')))")
     env = dict(os.environ, PYTHONPATH=str(target))

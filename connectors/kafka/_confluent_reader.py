@@ -21,6 +21,7 @@ through :class:`SecretScrubber`.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -29,14 +30,31 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as ConfluentTP
 
 from ..._exceptions import ConfigError, SourceError
-from ._librdkafka import GONE, ClientErrors, read_with, settings
+from ._librdkafka import GONE, NOT_YET, ClientErrors, read_with, settings
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, build_batch, gone
 from ._secrets import SecretScrubber
 
-__all__ = ["read_records"]
+__all__ = ["executor_group_id", "read_records"]
 
 log = logging.getLogger(__name__)
+
+# The executors' group id when the query names none (commitOffsets=false).
+UNJOINED_GROUP = "sparkbarrier-executor-unjoined"
+
+
+def executor_group_id(options: KafkaSourceOptions) -> str:
+    """The ``group.id`` of this path's consumers: the query's ``kafka.group.id``, if any.
+
+    Why a group at all: confluent-kafka's ``Consumer`` refuses to start without one
+    ("group.id must be set"), and librdkafka's ``assign`` needs its group handle. The
+    consumer never joins or commits, but librdkafka still looks up the group's
+    coordinator, which needs Describe on the group. The group the user already names
+    (and holds rights on, to receive the commits) is the one that passes ACLs covering
+    only the user's own groups, as Spark's executors use ``kafka.group.id`` when it is
+    set. The compiled path (the default) needs no group at all.
+    """
+    return options.group_id or UNJOINED_GROUP
 
 
 class _ConfluentFetcher:
@@ -48,9 +66,10 @@ class _ConfluentFetcher:
         self.errors = ClientErrors(scrub)
         self._part, self._schema, self._headers = part, schema, options.include_headers
         self._pending: list[Message] = []
+        self._assigned = False
         try:
-            self._consumer = Consumer({**settings(options), "logger": scrub,
-                                       "error_cb": self._on_error})
+            self._consumer = Consumer({**settings(options), "group.id": executor_group_id(options),
+                                       "logger": scrub, "error_cb": self._on_error})
         except (KafkaException, ValueError) as exc:
             raise ConfigError(f"librdkafka rejected the consumer settings mapped from the "
                               f"kafka.* options: {scrub(exc)}") from None
@@ -58,8 +77,9 @@ class _ConfluentFetcher:
     def _on_error(self, err: KafkaError) -> None:
         self.errors.record(err.code(), err.str(), err.fatal())
 
-    def earliest(self, timeout_s: float) -> int:
+    def earliest(self, timeout_s: float) -> int | None:
         part = self._part
+        started = time.monotonic()
         try:
             low, _ = self._consumer.get_watermark_offsets(
                 ConfluentTP(part.topic, part.partition), timeout=timeout_s, cached=False)
@@ -67,12 +87,40 @@ class _ConfluentFetcher:
             err = exc.args[0]
             if err.code() in GONE:
                 raise gone(part) from None
+            if err.code() in NOT_YET:
+                self._serve(max(timeout_s - (time.monotonic() - started), 0))
+                return None
+            self.errors.record(err.code(), err.str(), err.fatal())
+            self.errors.raise_permanent(part)
             raise SourceError(f"cannot look up the earliest offset of {part.channel}: "
                               f"{self.errors.scrub(err.str())}",
                               topic_partition=part.channel) from None
         return low
 
+    def _serve(self, timeout_s: float) -> None:
+        """Wait ``timeout_s`` before the next lookup, running ``error_cb`` meanwhile.
+
+        Before the first assign, ``poll`` returns no record, errors at most. Later,
+        ``consume`` serves the errors and a ``poll`` could take a record away, so the
+        retry only pauses (a lookup answered at once must not spin).
+        """
+        if self._assigned:
+            time.sleep(timeout_s)
+            return
+        msg = self._consumer.poll(timeout_s)
+        if msg is not None and (err := msg.error()) is not None:
+            self.errors.record(err.code(), err.str(), err.fatal())
+
+    def topic_error(self, timeout_s: float) -> tuple[int, str]:
+        try:
+            err = self._consumer.list_topics(self._part.topic, timeout=timeout_s) \
+                .topics[self._part.topic].error
+        except KafkaException as exc:
+            err = exc.args[0]
+        return (err.code(), err.str()) if err is not None else (0, "")
+
     def assign(self, offset: int) -> None:
+        self._assigned = True
         self._consumer.assign([ConfluentTP(self._part.topic, self._part.partition, offset)])
 
     def fetch(self, want: int, end: int, timeout_s: float

@@ -33,13 +33,13 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from ..._exceptions import SourceError
+from ..._exceptions import DataLossError, SourceError
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, check_loss, gc_paused, gone, no_progress
 from ._secrets import SecretScrubber
 
-__all__ = ["DEFAULTS", "FORCED", "GONE", "ClientErrors", "Err", "Fetcher", "read_with",
-           "settings"]
+__all__ = ["DEFAULTS", "FORCED", "GONE", "NOT_YET", "ClientErrors", "Err", "Fetcher",
+           "earliest", "gone_or_unauthorised", "permanent_error", "read_with", "settings"]
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +57,10 @@ DEFAULTS = {
     "queued.min.messages": 1_000_000,
 }
 # Settings the reader depends on; users cannot reach them (no kafka-python counterpart).
+# No ``group.id``: executors never join or commit, so they need no group rights. The
+# compiled fetcher is a group-less simple consumer; confluent-kafka insists on a group id
+# and adds one (:func:`._confluent_reader.executor_group_id`).
 FORCED = {
-    # librdkafka refuses a consumer without a group id. ``assign`` never joins it and
-    # nothing is ever committed through this consumer, so the name is only a label.
-    "group.id": "sparkbarrier-executor-unjoined",
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
     "auto.offset.reset": "error",
@@ -69,6 +69,10 @@ FORCED = {
 }
 # How long one fetch waits for a full batch; bounds the wait at a range's end.
 _WAIT_S = 0.1
+# How long one lookup call waits before client errors are looked at.
+_LOOKUP_SLICE_S = 0.5
+# How long the metadata request that tells a deleted topic from a hidden one may take.
+_METADATA_S = 10.0
 
 
 def settings(options: KafkaSourceOptions) -> dict[str, object]:
@@ -96,14 +100,45 @@ class Err(enum.IntEnum):
     SASL_AUTHENTICATION_FAILED = 58
     TOPIC_AUTHORIZATION_FAILED = 29
     CLUSTER_AUTHORIZATION_FAILED = 31
+    TIMED_OUT = -185
+    ALL_BROKERS_DOWN = -187
+    TRANSPORT = -195
 
 
 GONE = frozenset({Err.UNKNOWN_PARTITION, Err.UNKNOWN_TOPIC, Err.UNKNOWN_TOPIC_OR_PART})
 _OUT_OF_RANGE = frozenset({Err.AUTO_OFFSET_RESET, Err.OFFSET_OUT_OF_RANGE})
-# Errors librdkafka would retry forever that no retry can fix: fail the task now.
-_PERMANENT = frozenset({Err.FATAL, Err.AUTHENTICATION, Err.SASL_AUTHENTICATION_FAILED,
-                        Err.TOPIC_AUTHORIZATION_FAILED, Err.CLUSTER_AUTHORIZATION_FAILED,
-                        Err.SSL})
+# A lookup that may still succeed: the broker is not reachable (yet).
+NOT_YET = frozenset({Err.TIMED_OUT, Err.ALL_BROKERS_DOWN, Err.TRANSPORT})
+# Errors librdkafka would retry forever that no retry can fix: fail the task now, with
+# the options that fix them. A TLS disconnect mid-handshake is reported as TRANSPORT by
+# librdkafka, so SSL here means a real handshake failure (certificate, protocol).
+_FIX = {
+    Err.AUTHENTICATION: "check the user and password in kafka.sasl.jaas.config, "
+                        "kafka.sasl.mechanism and kafka.security.protocol",
+    Err.SASL_AUTHENTICATION_FAILED: "check the user and password in kafka.sasl.jaas.config "
+                                    "and kafka.sasl.mechanism",
+    Err.SSL: "check kafka.ssl.truststore.* (the CA that signed the broker's certificate), "
+             "kafka.ssl.keystore.* (the client certificate, where the broker requires one) "
+             "and kafka.ssl.endpoint.identification.algorithm (host name verification)",
+    Err.TOPIC_AUTHORIZATION_FAILED: "the user (kafka.sasl.jaas.config or the client "
+                                    "certificate) needs Read and Describe on the topic",
+    Err.CLUSTER_AUTHORIZATION_FAILED: "the user (kafka.sasl.jaas.config or the client "
+                                      "certificate) lacks a cluster permission",
+    Err.FATAL: "",
+}
+
+
+def permanent_error(code: int, text: str, fatal: bool = False) -> str | None:
+    """The task's failure message for a client error no retry can fix, else None.
+
+    ``text`` must already be scrubbed. Authentication, TLS handshake and authorisation
+    errors are permanent: librdkafka would retry them until the lookup or the
+    no-progress deadline ran out and then report a generic "all brokers down".
+    """
+    if not fatal and code not in _FIX:
+        return None
+    fix = _FIX.get(code, "")
+    return f"{text}; {fix}" if fix else text
 
 
 class ClientErrors:
@@ -117,8 +152,14 @@ class ClientErrors:
     def record(self, code: int, text: str, fatal: bool = False) -> None:
         self.last = self.scrub(text)
         log.debug("barrier-kafka: librdkafka error: %s", self.last)
-        if fatal or code in _PERMANENT:
-            self.permanent = self.last
+        if self.permanent is None:
+            self.permanent = permanent_error(code, self.last, fatal)
+
+    def raise_permanent(self, part: KafkaRangePartition) -> None:
+        """Fail the task at once when a permanent client error arrived."""
+        if self.permanent is not None:
+            raise SourceError(f"cannot read {part.channel}: {self.permanent}",
+                              topic_partition=part.channel)
 
 
 class Fetcher(Protocol):
@@ -126,10 +167,17 @@ class Fetcher(Protocol):
 
     errors: ClientErrors
 
-    def earliest(self, timeout_s: float) -> int:
-        """Earliest retained offset; raises ``gone(part)`` or a scrubbed SourceError."""
+    def earliest(self, timeout_s: float) -> int | None:
+        """Earliest retained offset, or None when it may still come (:data:`NOT_YET`).
+
+        Serves librdkafka's client errors into :attr:`errors` while it waits; raises
+        ``gone(part)`` or a scrubbed SourceError for any other lookup error.
+        """
 
     def assign(self, offset: int) -> None: ...
+
+    def topic_error(self, timeout_s: float) -> tuple[int, str]:
+        """The broker's error for the topic in a fresh metadata request (0: none)."""
 
     def fetch(self, want: int, end: int, timeout_s: float
               ) -> tuple[int, int, bool, bool, list[tuple[int, int, str]]]:
@@ -159,7 +207,7 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
     errors = fetcher.errors
     lookup_s = options.client_configs.get("request_timeout_ms", 30_000) / 1000
     try:
-        pos = check_loss(options, part, part.start, fetcher.earliest(lookup_s))
+        pos = check_loss(options, part, part.start, earliest(fetcher, part, lookup_s))
         if pos >= part.end:
             return
         fetcher.assign(pos)
@@ -170,9 +218,7 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
             with gc_paused():
                 want = min(options.arrow_batch_size - fetcher.rows, part.end - pos)
                 added, next_offset, done, full, events = fetcher.fetch(want, part.end, _WAIT_S)
-                if errors.permanent is not None:
-                    raise SourceError(f"cannot read {part.channel}: {errors.permanent}",
-                                      topic_partition=part.channel)
+                errors.raise_permanent(part)
                 if added:
                     pos = next_offset
                     deadline = time.monotonic() + options.poll_timeout_ms / 1000
@@ -196,6 +242,44 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
         fetcher.close()
 
 
+def earliest(fetcher: Fetcher, part: KafkaRangePartition, timeout_s: float) -> int:
+    """The earliest offset within ``timeout_s``, failing at once on a permanent error.
+
+    Asked in slices of :data:`_LOOKUP_SLICE_S`, because a client error (a wrong password,
+    a certificate the broker rejects) only reaches ``error_cb`` between librdkafka calls;
+    one blocking call would wait out the whole timeout first.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            low = fetcher.earliest(max(min(_LOOKUP_SLICE_S, left), 0.01))
+        except DataLossError:  # gone(part): deleted, or hidden from this user?
+            raise gone_or_unauthorised(fetcher, part) from None
+        fetcher.errors.raise_permanent(part)
+        if low is not None:
+            return low
+        if time.monotonic() >= deadline:
+            reason = fetcher.errors.last or "timed out"
+            raise SourceError(f"cannot look up the earliest offset of {part.channel} within "
+                              f"{timeout_s:g} s (kafka.request.timeout.ms): {reason}",
+                              topic_partition=part.channel)
+
+
+def gone_or_unauthorised(fetcher: Fetcher, part: KafkaRangePartition) -> Exception:
+    """Data loss for a deleted topic; a permanent error when the user may not see it.
+
+    Kafka answers a topic the user may not Describe as if it did not exist, so
+    librdkafka reports a deleted topic and a missing permission alike. A missing
+    permission is no data loss: a fresh metadata request tells them apart.
+    """
+    code, text = fetcher.topic_error(_METADATA_S)
+    if code == Err.TOPIC_AUTHORIZATION_FAILED:
+        return SourceError(f"cannot read {part.channel}: {permanent_error(code, text)}",
+                           topic_partition=part.channel)
+    return gone(part)
+
+
 def _handle_events(events: list[tuple[int, int, str]], fetcher: Fetcher,
                    options: KafkaSourceOptions, part: KafkaRangePartition, pos: int,
                    lookup_s: float) -> tuple[bool, int]:
@@ -210,14 +294,14 @@ def _handle_events(events: list[tuple[int, int, str]], fetcher: Fetcher,
         if code == Err.PARTITION_EOF:
             done = done or offset >= part.end
         elif code in _OUT_OF_RANGE:
-            pos = check_loss(options, part, pos, fetcher.earliest(lookup_s))
+            pos = check_loss(options, part, pos, earliest(fetcher, part, lookup_s))
             if pos >= part.end:
                 return True, pos
             fetcher.assign(pos)
         elif code in GONE:
-            raise gone(part)
-        elif code in _PERMANENT:
-            raise SourceError(f"cannot read {part.channel}: {fetcher.errors.scrub(text)}",
+            raise gone_or_unauthorised(fetcher, part)
+        elif (failure := permanent_error(code, fetcher.errors.scrub(text))) is not None:
+            raise SourceError(f"cannot read {part.channel}: {failure}",
                               topic_partition=part.channel)
         else:  # transient; the no-progress deadline bounds how long it may last
             fetcher.errors.last = fetcher.errors.scrub(text)

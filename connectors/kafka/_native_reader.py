@@ -9,13 +9,16 @@ handful of ``bytes`` per batch and wraps them without copying (:meth:`take`).
 librdkafka still speaks Kafka; the module only fetches and copies.
 
 The range loop, error handling and settings are shared with the confluent path
-(:mod:`._librdkafka`). The module is built by ``pip install`` where librdkafka's
-headers are present (``./dev`` installs them); :func:`available` tells whether it was.
+(:mod:`._librdkafka`). The module is built by ``pip install`` where a C compiler is
+present; it links the librdkafka bundled in the pinned confluent-kafka wheel, so both
+paths run on one librdkafka per process (docs/librdkafka.md). :func:`available` tells
+whether it was built and loads, and :func:`librdkafka_version` which library it runs on.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from functools import cache
 
@@ -23,12 +26,12 @@ import numpy as np
 import pyarrow as pa
 
 from ..._exceptions import ConfigError, SourceError
-from ._librdkafka import GONE, ClientErrors, read_with, settings
+from ._librdkafka import GONE, NOT_YET, ClientErrors, read_with, settings
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, build_batch, gone
 from ._secrets import SecretScrubber
 
-__all__ = ["available", "read_records"]
+__all__ = ["available", "librdkafka_version", "read_records"]
 
 log = logging.getLogger(__name__)
 
@@ -39,12 +42,28 @@ _LOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3:
 
 @cache
 def available() -> str | None:
-    """Why the compiled module cannot be used here, or None when it can."""
+    """Why the compiled module cannot be used here, or None when it can.
+
+    The module refuses to load on a librdkafka older than 2.6.1; the reason comes back
+    here, and ``kafkaConsumer.client=auto`` then falls back with a warning naming it.
+    """
     try:
-        from . import _rdkafka_arrow  # noqa: F401
+        from . import _rdkafka_arrow
     except ImportError as exc:
-        return f"the compiled module is not built or cannot load ({exc})"
+        return (f"the compiled module is not built or cannot load ({exc}); reinstall "
+                f"sparkbarrier with a C compiler present (docs/librdkafka.md)")
+    log.debug("barrier-kafka: compiled reader runs on librdkafka %s",
+              _rdkafka_arrow.librdkafka_version)
     return None
+
+
+def librdkafka_version() -> str | None:
+    """The librdkafka version the compiled module runs on, or None when it cannot load."""
+    if available() is not None:
+        return None
+    from . import _rdkafka_arrow
+
+    return _rdkafka_arrow.librdkafka_version
 
 
 def _setting(value: object) -> str:
@@ -87,19 +106,31 @@ class _NativeFetcher:
                 if log.isEnabledFor(level):
                     log.log(level, "%s", self._scrub(text))
 
-    def earliest(self, timeout_s: float) -> int:
+    def earliest(self, timeout_s: float) -> int | None:
         part = self._part
+        started = time.monotonic()
         err, low, _, text = self._fetcher.watermarks(int(timeout_s * 1000))
+        if err in NOT_YET:  # wait out the slice serving client errors, not spinning
+            left = timeout_s - (time.monotonic() - started)
+            if left > 0:
+                self._fetcher.serve(int(left * 1000))
         self._drain_client_events()
         if err in GONE:
             raise gone(part)
+        if err in NOT_YET:
+            return None
         if err:
+            self.errors.record(err, text)
+            self.errors.raise_permanent(part)
             raise SourceError(f"cannot look up the earliest offset of {part.channel}: "
                               f"{self._scrub(text)}", topic_partition=part.channel)
         return low
 
     def assign(self, offset: int) -> None:
         self._fetcher.assign(offset)
+
+    def topic_error(self, timeout_s: float) -> tuple[int, str]:
+        return self._fetcher.topic_error(int(timeout_s * 1000))
 
     def fetch(self, want: int, end: int, timeout_s: float
               ) -> tuple[int, int, bool, bool, list[tuple[int, int, str]]]:

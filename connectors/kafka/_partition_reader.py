@@ -61,8 +61,7 @@ def _read_records(options: KafkaSourceOptions) -> Callable[
 @cache
 def _warn_fallback(reason: str) -> None:
     log.warning("barrier-kafka: kafkaConsumer.client=auto reads with confluent-kafka because "
-                "%s; install librdkafka's headers (apt-get install librdkafka-dev) and "
-                "reinstall sparkbarrier for the faster native reader", reason)
+                "%s (the native reader is faster)", reason)
 
 
 def read_range(options: KafkaSourceOptions, part: KafkaRangePartition,

@@ -13,89 +13,42 @@
  *
  *   Fetcher(config_pairs, topic, partition, headers, max_bytes=2**31-1)
  *   .watermarks(timeout_ms) -> (err, low, high, errstr)
+ *   .serve(timeout_ms)           run error_cb for client errors (fetch does it too)
+ *   .topic_error(timeout_ms) -> (err, errstr)  the topic's error in fresh metadata
  *   .assign(offset)              start (or restart) reading at offset
- *   .fetch(want, end, timeout_ms) -> (added, next_offset, hit_end, events)
+ *   .fetch(want, end, timeout_ms) -> (added, next_offset, hit_end, full, events)
  *   .take() -> (n, columns...)   the buffered rows as bytes objects; resets
  *   .position() -> int           librdkafka's consumer position (-1001 if unknown)
  *   .client_events() -> [(kind, level_or_code, text)]  error_cb / log_cb, drained
- *   .close()
+ *   .close()                     at once, or when a call running on another thread ends
  *
  * Kafka is spoken by librdkafka only: no protocol code of our own.
+ *
+ * No consumer group: librdkafka's high-level consumer (assign, consumer queue) needs a
+ * group.id, and with one it looks up the group's coordinator, which needs group rights
+ * the executors have no use for.  The Fetcher uses librdkafka's simple consumer instead
+ * (consume_start_queue on one partition): no group, no coordinator, no commits.
+ *
+ * One thread at a time: a method that runs with the GIL released marks the Fetcher busy;
+ * another call meanwhile fails with RuntimeError, except close(), which wakes the running
+ * call and leaves the closing to it.
+ *
+ * Which librdkafka (docs/librdkafka.md): the one bundled in the pinned confluent-kafka
+ * wheel, compiled against the vendored rdkafka.h (_rdkafka_include/).  Built as
+ * _rdkafka_arrow_c and imported through _rdkafka_arrow.py, which loads that library first.  The module
+ * refuses to load on a librdkafka older than MIN_LIBRDKAFKA: those compute the SCRAM
+ * proof in a way Kafka 4 brokers reject, so SCRAM users could never log in.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ---------- growable buffers ------------------------------------------------------ */
-
-typedef struct {
-    char *data;
-    size_t len, cap;
-} Buf;
-
-static int buf_reserve(Buf *b, size_t extra) {
-    if (b->len + extra <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + extra) cap *= 2;
-    char *p = realloc(b->data, cap);
-    if (!p) return -1;
-    b->data = p;
-    b->cap = cap;
-    return 0;
-}
-
-static int buf_put(Buf *b, const void *src, size_t n) {
-    if (buf_reserve(b, n)) return -1;
-    if (n) memcpy(b->data + b->len, src, n);
-    b->len += n;
-    return 0;
-}
-
-static int buf_put_i32(Buf *b, int32_t v) { return buf_put(b, &v, 4); }
-static int buf_put_i64(Buf *b, int64_t v) { return buf_put(b, &v, 8); }
-
-/* A variable-length binary/string column: validity bitmap, int32 offsets, data. */
-typedef struct {
-    Buf valid, offsets, data;
-    int64_t rows, nulls;
-} VarCol;
-
-static int varcol_reset(VarCol *c) {
-    c->valid.len = c->offsets.len = c->data.len = 0;
-    c->rows = c->nulls = 0;
-    return buf_put_i32(&c->offsets, 0);
-}
-
-/* Room for one more value of n bytes within limit (at most INT32_MAX: int32 offsets). */
-static int varcol_fits(const VarCol *c, size_t n, size_t limit) {
-    return c->data.len + n <= limit;
-}
-
-static int varcol_put(VarCol *c, const void *src, size_t n, int is_null) {
-    size_t byte = (size_t)(c->rows / 8);
-    if (byte >= c->valid.len) {
-        if (buf_reserve(&c->valid, 1)) return -1;
-        c->valid.data[c->valid.len++] = 0;
-    }
-    if (is_null) {
-        c->nulls++;
-    } else {
-        c->valid.data[byte] |= (char)(1u << (c->rows % 8));
-        if (buf_put(&c->data, src, n)) return -1;
-    }
-    c->rows++;
-    return buf_put_i32(&c->offsets, (int32_t)c->data.len);
-}
-
-static void varcol_free(VarCol *c) {
-    free(c->valid.data);
-    free(c->offsets.data);
-    free(c->data.data);
-}
+#include "_arrow_buffers.h"
 
 /* ---------- client events (error_cb, log_cb) ------------------------------------- */
 
@@ -112,11 +65,16 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     rd_kafka_t *rk;
-    rd_kafka_queue_t *queue;
+    rd_kafka_topic_t *rkt;
+    rd_kafka_queue_t *queue; /* the partition's messages and per-partition events */
+    int started;             /* consume_start_queue was called (stop before restart) */
     char *topic;
     int32_t partition;
     int headers;
     size_t max_bytes; /* per variable-length column of one batch */
+    /* a call runs with the GIL released; close() asked meanwhile */
+    int busy;
+    atomic_int closing;
     /* client events, written by librdkafka threads */
     pthread_mutex_t lock;
     int lock_ready;
@@ -162,25 +120,31 @@ static int batch_reset(Fetcher *f) {
     f->rows = 0;
     f->hcount = 0;
     if (varcol_reset(&f->key) || varcol_reset(&f->value) || varcol_reset(&f->hkey) ||
-        varcol_reset(&f->hvalue))
+        varcol_reset(&f->hvalue) || buf_reserve(&f->hoffsets, 4))
         return -1;
-    return buf_put_i32(&f->hoffsets, 0);
+    buf_append_i32(&f->hoffsets, 0);
+    return 0;
 }
 
+/* With the GIL held and no call running; the pointers are cleared before the GIL is
+ * released, so a call from another thread meanwhile finds the Fetcher closed. */
 static void fetcher_close_client(Fetcher *f) {
     while (f->carry_from < f->carry_to) rd_kafka_message_destroy(f->msgs[f->carry_from++]);
-    if (f->queue) {
-        rd_kafka_queue_destroy(f->queue);
-        f->queue = NULL;
-    }
-    if (f->rk) {
-        rd_kafka_t *rk = f->rk;
-        f->rk = NULL;
-        Py_BEGIN_ALLOW_THREADS
-        rd_kafka_consumer_close(rk);
-        rd_kafka_destroy(rk);
-        Py_END_ALLOW_THREADS
-    }
+    rd_kafka_t *rk = f->rk;
+    rd_kafka_topic_t *rkt = f->rkt;
+    rd_kafka_queue_t *queue = f->queue;
+    int started = f->started;
+    f->rk = NULL;
+    f->rkt = NULL;
+    f->queue = NULL;
+    f->started = 0;
+    if (!rk) return;
+    Py_BEGIN_ALLOW_THREADS
+    if (started) rd_kafka_consume_stop(rkt, f->partition);
+    if (queue) rd_kafka_queue_destroy(queue);
+    if (rkt) rd_kafka_topic_destroy(rkt);
+    rd_kafka_destroy(rk);
+    Py_END_ALLOW_THREADS
 }
 
 static void Fetcher_dealloc(Fetcher *f) {
@@ -214,7 +178,7 @@ static int Fetcher_init(Fetcher *f, PyObject *args, PyObject *kwds) {
         return -1;
     }
     f->max_bytes = (size_t)max_bytes;
-    if (f->rk) {
+    if (f->rk || f->topic) {
         PyErr_SetString(PyExc_RuntimeError, "Fetcher already initialised");
         return -1;
     }
@@ -262,17 +226,36 @@ static int Fetcher_init(Fetcher *f, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_ValueError, errstr);
         return -1;
     }
-    rd_kafka_poll_set_consumer(f->rk);
-    f->queue = rd_kafka_queue_get_consumer(f->rk);
-    return 0;
-}
-
-static int check_open(Fetcher *f) {
-    if (!f->rk) {
-        PyErr_SetString(PyExc_RuntimeError, "Fetcher is closed");
+    /* topic settings (auto.offset.reset) come from the default topic conf */
+    f->rkt = rd_kafka_topic_new(f->rk, f->topic, NULL);
+    f->queue = rd_kafka_queue_new(f->rk);
+    if (!f->rkt || !f->queue) {
+        PyErr_Format(PyExc_ValueError, "cannot read topic %s: %s", f->topic,
+                     rd_kafka_err2str(rd_kafka_last_error()));
+        fetcher_close_client(f);
         return -1;
     }
     return 0;
+}
+
+/* Enter a call: the Fetcher is open and no other thread runs a call. */
+static int enter(Fetcher *f) {
+    if (!f->rk || atomic_load(&f->closing)) {
+        PyErr_SetString(PyExc_RuntimeError, "Fetcher is closed");
+        return -1;
+    }
+    if (f->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "Fetcher is in use by another thread");
+        return -1;
+    }
+    f->busy = 1;
+    return 0;
+}
+
+/* Leave a call (GIL held); close now if close() was asked while it ran. */
+static void leave(Fetcher *f) {
+    f->busy = 0;
+    if (atomic_load(&f->closing)) fetcher_close_client(f);
 }
 
 /* librdkafka's free text as str; never fails on bytes that are not UTF-8. */
@@ -283,29 +266,61 @@ static PyObject *text_of(const char *s) {
 static PyObject *Fetcher_watermarks(Fetcher *f, PyObject *args) {
     int timeout_ms;
     int64_t low = -1, high = -1;
-    if (!PyArg_ParseTuple(args, "i", &timeout_ms) || check_open(f)) return NULL;
+    if (!PyArg_ParseTuple(args, "i", &timeout_ms) || enter(f)) return NULL;
     rd_kafka_resp_err_t err;
     Py_BEGIN_ALLOW_THREADS
     err = rd_kafka_query_watermark_offsets(f->rk, f->topic, f->partition, &low, &high,
                                            timeout_ms);
+    rd_kafka_poll(f->rk, 0); /* error_cb for what went wrong meanwhile */
     Py_END_ALLOW_THREADS
+    leave(f);
     return Py_BuildValue("iLLN", (int)err, (long long)low, (long long)high,
                          text_of(rd_kafka_err2str(err)));
 }
 
-static PyObject *Fetcher_assign(Fetcher *f, PyObject *args) {
-    long long offset;
-    if (!PyArg_ParseTuple(args, "L", &offset) || check_open(f)) return NULL;
-    /* messages fetched under the old assignment are stale now */
-    while (f->carry_from < f->carry_to) rd_kafka_message_destroy(f->msgs[f->carry_from++]);
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, f->topic, f->partition)->offset = offset;
+/* The broker's error for the topic in a fresh metadata request (0: none). Kafka hides a
+ * topic the user may not Describe, and librdkafka then reports it unknown, as if it
+ * had been deleted; this tells the two apart. */
+static PyObject *Fetcher_topic_error(Fetcher *f, PyObject *args) {
+    int timeout_ms;
+    if (!PyArg_ParseTuple(args, "i", &timeout_ms) || enter(f)) return NULL;
+    const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t err;
     Py_BEGIN_ALLOW_THREADS
-    err = rd_kafka_assign(f->rk, list);
+    err = rd_kafka_metadata(f->rk, 0, f->rkt, &md, timeout_ms);
+    if (!err && md) err = md->topic_cnt > 0 ? md->topics[0].err : RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (md) rd_kafka_metadata_destroy(md);
     Py_END_ALLOW_THREADS
-    rd_kafka_topic_partition_list_destroy(list);
-    if (err) {
+    leave(f);
+    return Py_BuildValue("iN", (int)err, text_of(rd_kafka_err2str(err)));
+}
+
+static PyObject *Fetcher_serve(Fetcher *f, PyObject *args) {
+    int timeout_ms;
+    if (!PyArg_ParseTuple(args, "i", &timeout_ms) || enter(f)) return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rd_kafka_poll(f->rk, timeout_ms); /* the simple consumer's main queue: error_cb */
+    Py_END_ALLOW_THREADS
+    leave(f);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Fetcher_assign(Fetcher *f, PyObject *args) {
+    long long offset;
+    if (!PyArg_ParseTuple(args, "L", &offset) || enter(f)) return NULL;
+    /* messages fetched under the old start are stale now (librdkafka drops the ones
+     * still queued: a new start bumps the partition's op version) */
+    while (f->carry_from < f->carry_to) rd_kafka_message_destroy(f->msgs[f->carry_from++]);
+    int r, restarted = f->started;
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    Py_BEGIN_ALLOW_THREADS
+    r = restarted ? rd_kafka_consume_stop(f->rkt, f->partition) : 0;
+    if (!r) r = rd_kafka_consume_start_queue(f->rkt, f->partition, offset, f->queue);
+    if (r) err = rd_kafka_last_error();
+    Py_END_ALLOW_THREADS
+    f->started = !r;
+    leave(f);
+    if (r) {
         PyErr_Format(PyExc_RuntimeError, "assign failed: %s", rd_kafka_err2str(err));
         return NULL;
     }
@@ -314,30 +329,40 @@ static PyObject *Fetcher_assign(Fetcher *f, PyObject *args) {
 
 static PyObject *Fetcher_position(Fetcher *f, PyObject *noargs) {
     (void)noargs;
-    if (check_open(f)) return NULL;
+    if (enter(f)) return NULL;
+    long long offset = -1;
+    int carried = 0;
     /* librdkafka counts carried messages as consumed; the reader has not taken them */
-    for (size_t i = f->carry_from; i < f->carry_to; i++)
-        if (!f->msgs[i]->err) return PyLong_FromLongLong(f->msgs[i]->offset);
-    rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(list, f->topic, f->partition);
-    rd_kafka_position(f->rk, list);
-    long long offset = list->elems[0].offset;
-    rd_kafka_topic_partition_list_destroy(list);
+    for (size_t i = f->carry_from; i < f->carry_to && !carried; i++)
+        if (!f->msgs[i]->err) {
+            offset = f->msgs[i]->offset;
+            carried = 1;
+        }
+    if (!carried) {
+        rd_kafka_topic_partition_list_t *list = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(list, f->topic, f->partition);
+        rd_kafka_position(f->rk, list);
+        offset = list->elems[0].offset;
+        rd_kafka_topic_partition_list_destroy(list);
+    }
+    leave(f);
     return PyLong_FromLongLong(offset);
 }
 
 /* Copy one data message into the batch. Returns 1 if it did not fit (a column would
- * pass max_bytes, at most what int32 offsets address), 0 when copied, -1 on allocation
- * failure. */
+ * pass max_bytes, at most what int32 offsets address), 0 when copied, -1 when an
+ * allocation failed -- before any column was written, so all stay one length. */
 static int copy_message(Fetcher *f, const rd_kafka_message_t *m) {
     rd_kafka_headers_t *hdrs = NULL;
-    size_t hbytes = 0;
+    size_t hn = 0, hnames = 0, hvalues = 0;
+    const char *name;
+    const void *val;
+    size_t size;
     if (f->headers && rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        const char *name;
-        const void *val;
-        size_t size;
-        for (size_t i = 0; !rd_kafka_header_get_all(hdrs, i, &name, &val, &size); i++)
-            hbytes += size + strlen(name);
+        for (; !rd_kafka_header_get_all(hdrs, hn, &name, &val, &size); hn++) {
+            hnames += strlen(name);
+            hvalues += size;
+        }
     } else {
         hdrs = NULL;
     }
@@ -345,30 +370,31 @@ static int copy_message(Fetcher *f, const rd_kafka_message_t *m) {
     if (f->rows > 0 &&
         (!varcol_fits(&f->key, m->key_len, f->max_bytes) ||
          !varcol_fits(&f->value, m->len, f->max_bytes) ||
-         !varcol_fits(&f->hvalue, hbytes, f->max_bytes) ||
-         !varcol_fits(&f->hkey, hbytes, f->max_bytes)))
+         !varcol_fits(&f->hkey, hnames, f->max_bytes) ||
+         !varcol_fits(&f->hvalue, hvalues, f->max_bytes)))
         return 1;
+    if (varcol_reserve(&f->key, 1, m->key_len) || varcol_reserve(&f->value, 1, m->len) ||
+        buf_reserve(&f->offset, 8) || buf_reserve(&f->timestamp, 8) ||
+        buf_reserve(&f->tstype, 4) ||
+        (f->headers && (buf_reserve(&f->hoffsets, 4) || varcol_reserve(&f->hkey, hn, hnames) ||
+                        varcol_reserve(&f->hvalue, hn, hvalues))))
+        return -1;
     rd_kafka_timestamp_type_t tstype;
     int64_t ts = rd_kafka_message_timestamp(m, &tstype);
-    if (varcol_put(&f->key, m->key, m->key_len, m->key == NULL) ||
-        varcol_put(&f->value, m->payload, m->len, m->payload == NULL) ||
-        buf_put_i64(&f->offset, m->offset) || buf_put_i64(&f->timestamp, ts) ||
-        /* librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Spark: -1, 0, 1 */
-        buf_put_i32(&f->tstype, (int32_t)tstype - 1))
-        return -1;
+    varcol_append(&f->key, m->key, m->key_len, m->key == NULL);
+    varcol_append(&f->value, m->payload, m->len, m->payload == NULL);
+    buf_append_i64(&f->offset, m->offset);
+    buf_append_i64(&f->timestamp, ts);
+    /* librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime; Spark: -1, 0, 1 */
+    buf_append_i32(&f->tstype, (int32_t)tstype - 1);
     if (f->headers) {
-        if (hdrs) {
-            const char *name;
-            const void *val;
-            size_t size;
-            for (size_t i = 0; !rd_kafka_header_get_all(hdrs, i, &name, &val, &size); i++) {
-                if (varcol_put(&f->hkey, name, strlen(name), 0) ||
-                    varcol_put(&f->hvalue, val, size, val == NULL))
-                    return -1;
-                f->hcount++;
-            }
+        for (size_t i = 0; hdrs && i < hn; i++) {
+            rd_kafka_header_get_all(hdrs, i, &name, &val, &size);
+            varcol_append(&f->hkey, name, strlen(name), 0);
+            varcol_append(&f->hvalue, val, size, val == NULL);
+            f->hcount++;
         }
-        if (buf_put_i32(&f->hoffsets, f->hcount)) return -1;
+        buf_append_i32(&f->hoffsets, f->hcount);
     }
     f->rows++;
     return 0;
@@ -379,7 +405,7 @@ static int copy_message(Fetcher *f, const rd_kafka_message_t *m) {
 static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
     long long want, end;
     int timeout_ms;
-    if (!PyArg_ParseTuple(args, "LLi", &want, &end, &timeout_ms) || check_open(f)) return NULL;
+    if (!PyArg_ParseTuple(args, "LLi", &want, &end, &timeout_ms) || enter(f)) return NULL;
     /* per-partition events (EOF, errors), in the order librdkafka delivered them */
     struct {
         int code;
@@ -389,12 +415,13 @@ static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
     int n_evs = 0, hit_end = 0, full = 0, oom = 0;
     long long added = 0, next = -1;
     Py_BEGIN_ALLOW_THREADS
-    while (added < want && !hit_end && !full && !oom && n_evs == 0) {
+    while (added < want && !hit_end && !full && !oom && n_evs == 0 &&
+           !atomic_load(&f->closing)) {
         if (f->carry_from == f->carry_to) {
             size_t ask = (size_t)(want - added) < f->msgs_cap ? (size_t)(want - added)
                                                               : f->msgs_cap;
             ssize_t got = rd_kafka_consume_batch_queue(f->queue, timeout_ms, f->msgs, ask);
-            if (got <= 0) break; /* nothing within timeout_ms: let Python look around */
+            if (got <= 0) break; /* nothing within timeout_ms (or woken): Python looks around */
             f->carry_from = 0;
             f->carry_to = (size_t)got;
         }
@@ -415,7 +442,7 @@ static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
                     full = 1;
                     break;
                 }
-                if (r < 0) {
+                if (r < 0) { /* keep m: nothing of it was copied */
                     oom = 1;
                     break;
                 }
@@ -428,7 +455,9 @@ static PyObject *Fetcher_fetch(Fetcher *f, PyObject *args) {
             f->carry_from++;
         }
     }
+    rd_kafka_poll(f->rk, 0); /* client errors (error_cb) of this fetch */
     Py_END_ALLOW_THREADS
+    leave(f);
     if (oom) return PyErr_NoMemory();
     PyObject *events = PyList_New(n_evs);
     if (!events) return NULL;
@@ -461,6 +490,10 @@ static PyObject *varcol_tuple(const VarCol *c) {
 
 static PyObject *Fetcher_take(Fetcher *f, PyObject *noargs) {
     (void)noargs;
+    if (f->busy) { /* the running fetch writes these buffers */
+        PyErr_SetString(PyExc_RuntimeError, "Fetcher is in use by another thread");
+        return NULL;
+    }
     PyObject *out;
     if (f->headers) {
         out = Py_BuildValue("LNNNNNNNNL", (long long)f->rows, varcol_tuple(&f->key),
@@ -522,13 +555,22 @@ static PyObject *Fetcher_client_events(Fetcher *f, PyObject *noargs) {
 
 static PyObject *Fetcher_close(Fetcher *f, PyObject *noargs) {
     (void)noargs;
-    fetcher_close_client(f);
+    if (f->busy) { /* a call runs on another thread: wake it; it closes when it ends */
+        atomic_store(&f->closing, 1);
+        if (f->queue) rd_kafka_queue_yield(f->queue);
+    } else {
+        fetcher_close_client(f);
+    }
     Py_RETURN_NONE;
 }
 
 static PyMethodDef Fetcher_methods[] = {
     {"watermarks", (PyCFunction)Fetcher_watermarks, METH_VARARGS,
      "watermarks(timeout_ms) -> (err, low, high, errstr)"},
+    {"topic_error", (PyCFunction)Fetcher_topic_error, METH_VARARGS,
+     "topic_error(timeout_ms) -> (err, errstr): the topic's error in fresh metadata"},
+    {"serve", (PyCFunction)Fetcher_serve, METH_VARARGS,
+     "serve(timeout_ms): run error_cb for the client errors queued so far"},
     {"assign", (PyCFunction)Fetcher_assign, METH_VARARGS, "assign(offset)"},
     {"position", (PyCFunction)Fetcher_position, METH_NOARGS, "position() -> offset"},
     {"fetch", (PyCFunction)Fetcher_fetch, METH_VARARGS,
@@ -536,7 +578,8 @@ static PyMethodDef Fetcher_methods[] = {
     {"take", (PyCFunction)Fetcher_take, METH_NOARGS, "take() -> buffered rows; resets"},
     {"client_events", (PyCFunction)Fetcher_client_events, METH_NOARGS,
      "client_events() -> [(kind, code_or_level, text)]"},
-    {"close", (PyCFunction)Fetcher_close, METH_NOARGS, "close()"},
+    {"close", (PyCFunction)Fetcher_close, METH_NOARGS,
+     "close(): now, or when the call running on another thread ends"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -557,12 +600,38 @@ static PyTypeObject FetcherType = {
     .tp_getset = Fetcher_getset,
 };
 
-static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "_rdkafka_arrow",
-    "librdkafka messages copied into Arrow column buffers (see _native_reader.py).", -1, NULL,
+/* Test-only hook (tests/connectors/kafka/test_native_fetcher.py). */
+static PyObject *fail_allocation(PyObject *self, PyObject *args) {
+    (void)self;
+    long n;
+    if (!PyArg_ParseTuple(args, "l", &n)) return NULL;
+    fail_reserve_in = n > 0 ? n : 0;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"_fail_allocation", fail_allocation, METH_VARARGS,
+     "_fail_allocation(n): test only -- the n-th buffer reservation from now fails (0: none)"},
+    {NULL, NULL, 0, NULL},
 };
 
-PyMODINIT_FUNC PyInit__rdkafka_arrow(void) {
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_rdkafka_arrow_c",
+    "librdkafka messages copied into Arrow column buffers (see _native_reader.py).", -1,
+    module_methods,
+};
+
+/* 2.6.1 final, in rd_kafka_version()'s 0xMMmmrrxx form (xx = 0xff for a release) */
+#define MIN_LIBRDKAFKA 0x020601ff
+
+PyMODINIT_FUNC PyInit__rdkafka_arrow_c(void) {
+    if (rd_kafka_version() < MIN_LIBRDKAFKA) {
+        PyErr_Format(PyExc_ImportError,
+                     "it runs on librdkafka %s, older than 2.6.1 (its SCRAM login fails "
+                     "on Kafka 4 brokers)",
+                     rd_kafka_version_str());
+        return NULL;
+    }
     if (PyType_Ready(&FetcherType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
@@ -572,7 +641,10 @@ PyMODINIT_FUNC PyInit__rdkafka_arrow(void) {
         Py_DECREF(m);
         return NULL;
     }
+    /* the librdkafka this process runs on (not the header's RD_KAFKA_VERSION) */
     PyModule_AddStringConstant(m, "librdkafka_version", rd_kafka_version_str());
+    PyModule_AddIntConstant(m, "librdkafka_version_int", rd_kafka_version());
+    PyModule_AddIntConstant(m, "min_librdkafka_version_int", MIN_LIBRDKAFKA);
     /* librdkafka's error codes the reader acts on (same numbers as confluent-kafka's) */
     PyModule_AddIntConstant(m, "ERR_PARTITION_EOF", RD_KAFKA_RESP_ERR__PARTITION_EOF);
     PyModule_AddIntConstant(m, "ERR_AUTO_OFFSET_RESET", RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET);
@@ -590,5 +662,8 @@ PyMODINIT_FUNC PyInit__rdkafka_arrow(void) {
                             RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
     PyModule_AddIntConstant(m, "ERR_CLUSTER_AUTHORIZATION_FAILED",
                             RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED);
+    PyModule_AddIntConstant(m, "ERR_TIMED_OUT", RD_KAFKA_RESP_ERR__TIMED_OUT);
+    PyModule_AddIntConstant(m, "ERR_ALL_BROKERS_DOWN", RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN);
+    PyModule_AddIntConstant(m, "ERR_TRANSPORT", RD_KAFKA_RESP_ERR__TRANSPORT);
     return m;
 }
