@@ -7,8 +7,9 @@ process has one librdkafka for both executor paths, and a fresh machine and a cl
 node get the same one from the same wheel. pip installs that wheel into the isolated
 build environment too (``[build-system] requires`` pins the same version), which is
 where it is linked from. librdkafka ships no headers in the wheel; the extension
-compiles against the vendored ``rdkafka.h`` of librdkafka 2.15.0, which is older than
-the library and API-compatible with it (librdkafka only adds to its ABI).
+compiles against the system's ``rdkafka.h`` (Debian's librdkafka-dev, which ``./dev``
+installs), which is older than the library and API-compatible with it: librdkafka only
+adds to its ABI, and the reader uses no call newer than 2.0.
 
 The extension is optional: where it cannot be built the install still succeeds and
 the source reads with confluent-kafka instead (``kafkaConsumer.client``, README).
@@ -41,20 +42,15 @@ def _bundled_librdkafka() -> tuple[list[str], list[str]]:
                 "-Wl,-rpath,$ORIGIN/../../../confluent_kafka.libs"]
 
 
-HERE = Path(__file__).resolve().parent
 libraries, link_args = _bundled_librdkafka()
 setup(ext_modules=[Extension(
     # imported through connectors/kafka/_rdkafka_arrow.py, which loads the library first
     "sparkbarrier.connectors.kafka._rdkafka_arrow_c",
     sources=["connectors/kafka/_rdkafka_arrow.c"],
-    depends=["connectors/kafka/_arrow_buffers.h",
-             "connectors/kafka/_rdkafka_include/librdkafka/rdkafka.h"],
+    depends=["connectors/kafka/_arrow_buffers.h"],
     libraries=libraries,
     extra_link_args=link_args,
-    # -isystem: the vendored header comes before any system librdkafka's, and its own
-    # warnings are not ours
-    extra_compile_args=["-isystem", str(HERE / "connectors/kafka/_rdkafka_include"), "-O2",
-                        "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
+    extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
                         "-Wno-missing-field-initializers"],
     optional=True,
 )])

@@ -34,7 +34,7 @@
  * call and leaves the closing to it.
  *
  * Which librdkafka (docs/librdkafka.md): the one bundled in the pinned confluent-kafka
- * wheel, compiled against the vendored rdkafka.h (_rdkafka_include/).  Built as
+ * wheel, compiled against the system's (older, ABI-compatible) rdkafka.h.  Built as
  * _rdkafka_arrow_c and imported through _rdkafka_arrow.py, which loads that library first.  The module
  * refuses to load on a librdkafka older than MIN_LIBRDKAFKA: those compute the SCRAM
  * proof in a way Kafka 4 brokers reject, so SCRAM users could never log in.
