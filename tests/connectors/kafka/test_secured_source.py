@@ -237,3 +237,27 @@ def test_no_secret_in_explain(spark, manifest, capsys) -> None:
     assert "kafka.sasl.jaas.config" in plan  # the option is there, its value is not
     for secret in _secrets(manifest):
         assert secret not in plan
+
+
+@pytest.mark.spark
+def test_wrong_password_stops_the_query_at_start_with_the_reason(spark, manifest, tmp_path) -> None:
+    """Through Spark: the query fails before its first batch, in seconds (not after the
+    lookup retries), naming the option; the password is in no part of the error."""
+    import time
+
+    wrong = "not-the-password-5533"
+    options = {**scram_jks(manifest, password=wrong), "subscribe": "secure-x",
+               "kafka.group.id": "secure-g"}
+    t0 = time.monotonic()
+    query, got = start(spark, options, str(tmp_path / "ckpt"), available_now=True)
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        with pytest.raises(StreamingQueryException) as failed:
+            query.awaitTermination(90)
+        error = str(failed.value)
+    finally:
+        query.stop()
+    assert time.monotonic() - t0 < 60
+    assert "refused the login" in error and "kafka.sasl.jaas.config" in error
+    assert wrong not in error and got.all_data() == []
