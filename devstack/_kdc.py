@@ -329,7 +329,7 @@ class Kdc:
                         log_path)
             # ktadd randomises the key again (kvno 2) and writes it to the keytab.
             self._admin(["kadmin.local", "-r", REALM, "-q",
-                         f"ktadd -k {keytab} {name}"], log_path)
+                         f'ktadd -k "{keytab}" {name}'], log_path)
             keytab.chmod(0o600)
             keytabs[role] = (f"{name}@{REALM}", str(keytab))
         # The stale role's key moves on (kvno 3) after export: its keytab is refused.

@@ -7,6 +7,8 @@ Every test runs in a throw-away home on a free port; the shared stack is untouch
 from __future__ import annotations
 
 import json
+import os
+import signal
 import stat
 from pathlib import Path
 
@@ -45,6 +47,15 @@ def test_up_again_keeps_the_running_kdc(kdc: Kdc) -> None:
     before = json.loads((kdc.paths.run / "kdc.json").read_text())["pid"]
     kdc.up()
     assert json.loads((kdc.paths.run / "kdc.json").read_text())["pid"] == before
+
+
+def test_up_restarts_a_kdc_that_died(kdc: Kdc, tmp_path: Path) -> None:
+    record = json.loads((kdc.paths.run / "kdc.json").read_text())
+    os.kill(record["pid"], signal.SIGKILL)
+    manifest = kdc.up()
+    assert json.loads((kdc.paths.run / "kdc.json").read_text())["pid"] != record["pid"]
+    assert manifest.keytabs == KdcManifest.from_json(kdc.manifest_path.read_text()).keytabs
+    assert kdc.kinit("client", ccache=tmp_path / "after-restart.ccache").returncode == 0
 
 
 def test_client_keytab_gets_a_ticket(kdc: Kdc, tmp_path: Path) -> None:
