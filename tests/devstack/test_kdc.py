@@ -52,6 +52,7 @@ def test_up_again_keeps_the_running_kdc(kdc: Kdc) -> None:
 def test_up_restarts_a_kdc_that_died(kdc: Kdc, tmp_path: Path) -> None:
     record = json.loads((kdc.paths.run / "kdc.json").read_text())
     os.kill(record["pid"], signal.SIGKILL)
+    os.waitpid(record["pid"], 0)  # our child (the fixture started it in-process): reap it
     manifest = kdc.up()
     assert json.loads((kdc.paths.run / "kdc.json").read_text())["pid"] != record["pid"]
     assert manifest.keytabs == KdcManifest.from_json(kdc.manifest_path.read_text()).keytabs
