@@ -248,23 +248,23 @@ class Kdc:
 
     # ------------------------------------------------------------------ up
     def up(self) -> KdcManifest:
-        """Start the KDC unless it already serves (then only probe it); return the
-        manifest. Raises ``DevstackError`` (after stopping what it started)."""
+        """Start the KDC unless it already serves (ours, port open, the client keytab
+        logs in); return the manifest. A KDC that fails that check is replaced, with
+        fresh keytabs. Raises ``DevstackError`` (after stopping what it started)."""
         self.paths.ensure()
         with stack_lock(self.paths.run):
             record = self._record()
-            if record is not None and is_ours(record) and all(
-                    port_accepts(p) for p in record.ports.values()):
+            if record is not None and self._healthy(record):
                 wanted = self._port_request
                 if wanted is not None and record.ports.get(Port.KDC.key) != wanted:
                     raise DevstackError(
                         f"the KDC already runs on port {record.ports.get(Port.KDC.key)}, "
                         f"not the requested {wanted}",
                         fix="run `python -m sparkbarrier.devstack kdc down` first")
-                self._probe(time.monotonic() + self._start_timeout_s, proc=None)
                 log.info("kdc already running and healthy")
             else:
                 if record is not None:
+                    log.info("kdc does not serve; restarting it")
                     stop_processes([record], grace_s=_STOP_GRACE_S)
                 ProcessRecord.remove(self.paths.run, NAME)
                 self._start()
@@ -273,6 +273,16 @@ class Kdc:
             raise DevstackError("the KDC died right after start",
                                 fix=f"read {self.paths.logs / 'kdc.log'}")
         return manifest
+
+    def _healthy(self, record: ProcessRecord) -> bool:
+        if not (is_ours(record) and all(port_accepts(p) for p in record.ports.values())):
+            return False
+        try:
+            result = self.kinit("client", ccache=self.data / "probe.ccache")
+        except (DevstackError, KeyError, ValueError, OSError, subprocess.SubprocessError):
+            return False  # died meanwhile, or a manifest from another version
+        (self.data / "probe.ccache").unlink(missing_ok=True)
+        return result.returncode == 0
 
     def _start(self) -> None:
         krb5kdc = _tool("krb5kdc")

@@ -59,6 +59,14 @@ def test_up_restarts_a_kdc_that_died(kdc: Kdc, tmp_path: Path) -> None:
     assert kdc.kinit("client", ccache=tmp_path / "after-restart.ccache").returncode == 0
 
 
+def test_up_replaces_a_kdc_whose_client_cannot_log_in(kdc: Kdc, tmp_path: Path) -> None:
+    before = json.loads((kdc.paths.run / "kdc.json").read_text())["pid"]
+    Path(kdc.manifest().keytab("client")[1]).unlink()  # type: ignore[union-attr]
+    kdc.up()
+    assert json.loads((kdc.paths.run / "kdc.json").read_text())["pid"] != before
+    assert kdc.kinit("client", ccache=tmp_path / "replaced.ccache").returncode == 0
+
+
 def test_client_keytab_gets_a_ticket(kdc: Kdc, tmp_path: Path) -> None:
     ccache = tmp_path / "client.ccache"
     result = kdc.kinit("client", ccache=ccache)
