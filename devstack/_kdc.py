@@ -206,8 +206,10 @@ class Kdc:
             return None
 
     def env(self, manifest: KdcManifest) -> dict[str, str]:
-        """``SPARKBARRIER_KDC`` (manifest path) and ``KRB5_CONFIG`` for clients."""
-        return {KDC_ENV: str(self.manifest_path), "KRB5_CONFIG": manifest.krb5_conf}
+        """``SPARKBARRIER_KDC`` (the manifest: principals and keytabs), the realm, the
+        KDC's address and ``KRB5_CONFIG`` for clients."""
+        return {KDC_ENV: str(self.manifest_path), f"{KDC_ENV}_REALM": manifest.realm,
+                f"{KDC_ENV}_ADDRESS": manifest.kdc, "KRB5_CONFIG": manifest.krb5_conf}
 
     def exports(self, manifest: KdcManifest) -> str:
         return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.env(manifest).items())

@@ -94,7 +94,12 @@ def test_cli_up_env_down_leaves_nothing_running(scratch_env: dict[str, str],
                                                 scratch_home: Path) -> None:
     up = run_cli("kdc", "up", env=scratch_env, timeout=50)
     assert up.returncode == 0, up.stderr
-    assert f"export {KDC_ENV}=" in up.stdout and "export KRB5_CONFIG=" in up.stdout
+    manifest = Kdc(scratch_home).manifest()
+    assert manifest is not None
+    assert up.stdout == (f"export {KDC_ENV}={scratch_home}/data/kdc/manifest.json\n"
+                         f"export {KDC_ENV}_REALM={REALM}\n"
+                         f"export {KDC_ENV}_ADDRESS={manifest.kdc}\n"
+                         f"export KRB5_CONFIG={manifest.krb5_conf}\n")
     env = run_cli("kdc", "env", env=scratch_env, timeout=20)
     assert env.returncode == 0 and env.stdout == up.stdout
     assert len(stack_pids(scratch_home)) == 1
