@@ -20,6 +20,8 @@ created afresh on every start; ``manifest.json`` beside them maps each role to i
 principal and keytab. Role ``stale`` has a keytab exported before its key was
 changed again, so it is refused (every principal requires pre-authentication, as on
 real KDCs, so kinit says ``Preauthentication failed``): the "wrong keytab" case.
+Role ``unknown`` has a keytab whose principal was deleted after export (kinit says
+``Client '...' not found in Kerberos database``): the "principal the KDC does not know" case.
 
 Ownership: krb5kdc takes no arbitrary arguments, so the stack's marker
 (``-Dsparkbarrier.devstack=kdc@<home>``) is its ``argv[0]``; ``down`` therefore finds
@@ -71,6 +73,7 @@ PRINCIPALS: Mapping[str, str] = {
     "http": "HTTP/localhost",
     "client": "sparkbarrier-client",
     "stale": "sparkbarrier-stale-client",
+    "unknown": "sparkbarrier-unknown-client",
 }
 _PACKAGES = "krb5-kdc krb5-admin-server krb5-user"
 _TOOLS = ("krb5kdc", "kdb5_util", "kadmin.local", "kinit", "klist")
@@ -347,6 +350,8 @@ class Kdc:
         # The stale role's key moves on (kvno 3) after export: its keytab is refused.
         self._admin(["kadmin.local", "-r", REALM, "-q",
                      f"cpw -randkey {PRINCIPALS['stale']}"], log_path)
+        self._admin(["kadmin.local", "-r", REALM, "-q",
+                     f"delprinc -force {PRINCIPALS['unknown']}"], log_path)
         return keytabs
 
     def _admin(self, cmd: list[str], log_path: Path, *, stdin: str | None = None) -> None:

@@ -80,6 +80,12 @@ def test_stale_keytab_is_refused_with_a_clear_error(kdc: Kdc, tmp_path: Path) ->
     assert "Preauthentication failed" in result.stderr
 
 
+def test_keytab_of_a_deleted_principal_is_refused_naming_it(kdc: Kdc, tmp_path: Path) -> None:
+    result = kdc.kinit("unknown", ccache=tmp_path / "unknown.ccache")
+    assert result.returncode != 0
+    assert f"{PRINCIPALS['unknown']}@{REALM}' not found in Kerberos database" in result.stderr
+
+
 def test_master_password_is_not_logged(scratch_home: Path,
                                        monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "Kq7-master-password-marker-3f9a1c"
