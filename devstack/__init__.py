@@ -12,12 +12,16 @@ Kafka (KRaft, one broker+controller) and HBase (standalone master + Thrift1 + Th
 as plain JVMs on 127.0.0.1; their jars come from Maven Central once (cached, see
 ``_config`` for locations and environment variables). Servers outlive the caller
 until ``down``.
+
+Optional: a private MIT Kerberos KDC (``python -m sparkbarrier.devstack kdc up``,
+``Kdc().up()``; see ``_kdc`` and docs/kerberos-devstack.md).
 """
 
 from __future__ import annotations
 
 from .._exceptions import DevstackError
 from ._config import ENV_CACHE, ENV_HOME, ENV_MAVEN_REPO, ENV_MAVEN_SETTINGS, Port
+from ._kdc import KDC_ENV, Kdc, KdcManifest
 from ._stack import (
     HBASE_ENV,
     HBASE_THRIFT2_ENV,
@@ -31,6 +35,9 @@ from ._stack import (
 __all__ = [
     "Devstack",
     "Endpoints",
+    "Kdc",
+    "KdcManifest",
+    "KDC_ENV",
     "StackStatus",
     "ProcessStatus",
     "Port",

@@ -1,4 +1,4 @@
-"""``python -m sparkbarrier.devstack up | down | status | env``.
+"""``python -m sparkbarrier.devstack up | down | status | env | kdc up|down|env``.
 
 stdout carries only machine-usable output (``export`` lines, the status table);
 progress goes to stderr. Any ``DevstackError`` ends as ONE line on stderr
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from .._exceptions import DevstackError
 from ._config import Port
+from ._kdc import REALM, Kdc
 from ._stack import Devstack, StackStatus
 
 __all__ = ["main"]
@@ -35,14 +36,38 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start (idempotent) and print export lines")
     for port in Port:
+        if port is Port.KDC:  # the KDC is optional and started by `kdc up`
+            continue
         up.add_argument(port.flag, type=int, dest=port.key, metavar="N",
                         help=f"{port.key} port (default {port.default}, env {port.env})")
     up.add_argument("--timeout", type=float, default=240.0,
                     help="seconds allowed for the servers to start (default 240)")
-    sub.add_parser("down", help="stop this stack's servers")
+    sub.add_parser("down", help="stop this stack's servers (the KDC too)")
     sub.add_parser("status", help="show processes; exit 3 if not all run")
     sub.add_parser("env", help="print export lines of the running stack; exit 3 if not running")
+    kdc = sub.add_parser("kdc", help="the optional private Kerberos KDC (MIT, realm "
+                         f"{REALM}): up (idempotent) | down | env")
+    kdc.add_argument("action", choices=("up", "down", "env"))
+    kdc.add_argument(Port.KDC.flag, type=int, dest=Port.KDC.key, metavar="N",
+                     help=f"KDC port for `up` (default {Port.KDC.default}, env {Port.KDC.env})")
     return parser
+
+
+def _run_kdc(args: argparse.Namespace) -> int:
+    """``kdc up`` and ``kdc env`` print ``export`` lines: SPARKBARRIER_KDC names the JSON
+    manifest (realm, KDC address, krb5.conf, principal and keytab per role)."""
+    kdc = Kdc(args.home, port=getattr(args, Port.KDC.key))
+    if args.action == "down":
+        stopped = kdc.down()
+        print("stopped: " + ("kdc" if stopped else "nothing was running"), file=sys.stderr)
+        return 0
+    manifest = kdc.up() if args.action == "up" else kdc.manifest()
+    if manifest is None:
+        print("devstack: the KDC is not running; fix: python -m sparkbarrier.devstack kdc up",
+              file=sys.stderr)
+        return EXIT_NOT_RUNNING
+    print(kdc.exports(manifest), end="")
+    return 0
 
 
 def _print_status(status: StackStatus) -> None:
@@ -57,8 +82,10 @@ def _print_status(status: StackStatus) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.command == "kdc":
+        return _run_kdc(args)
     if args.command == "up":
-        ports = {p: getattr(args, p.key) for p in Port if getattr(args, p.key) is not None}
+        ports = {p: v for p in Port if (v := getattr(args, p.key, None)) is not None}
         stack = Devstack(args.home, ports=ports, start_timeout_s=args.timeout)
         started = time.monotonic()
         endpoints = stack.up()

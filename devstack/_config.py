@@ -57,6 +57,7 @@ class Port(enum.Enum):
     HBASE_ZOOKEEPER = ("hbase_zookeeper", 2181)
     HBASE_MASTER = ("hbase_master", 16000)
     HBASE_REGIONSERVER = ("hbase_regionserver", 16020)
+    KDC = ("kdc", 18088)  # optional: `python -m sparkbarrier.devstack kdc up` (TCP only)
 
     def __init__(self, key: str, default: int) -> None:
         self.key = key

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .._endpoints import HBASE_ENV, HBASE_THRIFT2_ENV, KAFKA_ENV, KAFKA_SECURITY_ENV
 from .._exceptions import DevstackError
-from . import _hbase, _kafka, _kafka_security
+from . import _hbase, _kafka, _kafka_security, _kdc
 from ._config import Paths, Port, port_requests
 from ._jvm import find_java
 from ._maven import resolve_classpath
@@ -190,6 +190,9 @@ class Devstack:
         """
         with stack_lock(self.paths.run):
             records = [r for r in self._records().values() if r is not None]
+            # The optional KDC (`kdc up`, see _kdc) of this home goes down with the stack.
+            if (kdc := ProcessRecord.load(self.paths.run, _kdc.NAME)) is not None:
+                records.append(kdc)
             stopped = stop_processes(records, grace_by_name=_STOP_GRACE_S)
             for record in records:
                 ProcessRecord.remove(self.paths.run, record.name)
