@@ -9,7 +9,7 @@ The tree::
     │   └── CorruptStateError       a state file fails its checksum or version check
     ├── SourceError                 the Kafka source cannot continue
     │   └── DataLossError           offsets vanished (retention, deleted topic)
-    ├── SinkError                   the HBase sink cannot continue
+    ├── SinkError                   a sink cannot continue (barrier-hbase, any checkpointed sink)
     │   ├── FencedError             another writer committed under the same sink id
     │   └── FlushError              buffered mutations could not be written
     └── DevstackError               the local Kafka/HBase dev stack cannot start/stop

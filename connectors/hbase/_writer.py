@@ -36,23 +36,10 @@ log = logging.getLogger(__name__)
 
 
 class TaskIdentity:
-    """Who is writing: from Spark's TaskContext, or given explicitly (tests, benchmarks)."""
+    """Who is writing: the query, the Spark batch and the task's partition."""
 
     def __init__(self, query_id: str, batch_id: int, partition_id: int) -> None:
         self.query_id, self.batch_id, self.partition_id = query_id, batch_id, partition_id
-
-    @classmethod
-    def from_task_context(cls) -> TaskIdentity:
-        from pyspark import TaskContext
-
-        ctx = TaskContext.get()
-        if ctx is None:
-            raise SinkError("barrier-hbase write() ran outside a Spark task")
-        batch = ctx.getLocalProperty("streaming.sql.batchId")
-        query = ctx.getLocalProperty("sql.streaming.queryId")
-        if batch is None or query is None:
-            raise SinkError("barrier-hbase is a streaming sink: no micro-batch id in the task context")
-        return cls(query, int(batch), ctx.partitionId())
 
 
 class HBaseTaskWriter:

@@ -39,12 +39,30 @@ class _RedactConfigs(logging.Filter):
 _FILTER = _RedactConfigs()
 
 
+class _SlowTaskNotice(logging.Filter):
+    """kafka-python 3's event loop warns "Task ... ran for 0.6s (>0.100s threshold). It is
+    blocking the event loop" when a synchronous call (a lookup, a commit) holds it; on
+    the driver that is expected and says nothing a user can act on, yet it reached the
+    console every few batches. Only that message is dropped; the logger's other
+    warnings pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "blocking the event loop" not in str(record.msg)
+
+
+_SLOW = _SlowTaskNotice()
+
+
 def install_client_log_redaction() -> None:
-    """Idempotent: add the redacting filter to kafka-python's config-printing loggers."""
+    """Idempotent: add the redacting filter to kafka-python's config-printing loggers
+    (and drop its slow-task notice, see :class:`_SlowTaskNotice`)."""
     for name in _CONFIG_LOGGERS:
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+    selector = logging.getLogger("kafka.net.selector")
+    if _SLOW not in selector.filters:
+        selector.addFilter(_SLOW)
 
 
 class SecretScrubber:

@@ -106,3 +106,15 @@ def test_scrubber_removes_secret_values_from_text_and_log(caplog) -> None:
     caplog.set_level(logging.DEBUG)
     scrub.log(logging.WARNING, "%s [%s] %s", "FAIL", "rdkafka", "password hunter2 rejected")
     assert "hunter2" not in caplog.text and "password *** rejected" in caplog.text
+
+
+def test_kafka_pythons_slow_task_notice_is_dropped_other_warnings_pass(caplog) -> None:
+    from sparkbarrier.connectors.kafka._secrets import install_client_log_redaction
+
+    install_client_log_redaction()
+    caplog.set_level(logging.WARNING, logger="kafka.net.selector")
+    selector = logging.getLogger("kafka.net.selector")
+    selector.warning("Task %r ran for 0.640s (>0.100s threshold). It is blocking the event "
+                     "loop -- likely a tight sync loop inside a coroutine." % "t")
+    selector.warning("Task %s left RUNNING after step; demoting to UNSCHEDULED", "t")
+    assert "blocking the event loop" not in caplog.text and "left RUNNING" in caplog.text
