@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from ._exceptions import ConfigError
 
-__all__ = ["HBASE_ENV", "HBASE_THRIFT2_ENV", "KAFKA_ENV", "parse_hostport"]
+__all__ = ["HBASE_ENV", "HBASE_GATEWAYS_ENV", "HBASE_THRIFT2_ENV", "KAFKA_ENV", "parse_hostport"]
 
 KAFKA_ENV = "SPARKBARRIER_KAFKA_BOOTSTRAP"
 """Kafka bootstrap servers (``host:port[,host:port]``), passed to clients as given."""
 
 HBASE_ENV = "SPARKBARRIER_HBASE_THRIFT"
 """The HBase Thrift1 server, ``host:port``."""
+
+HBASE_GATEWAYS_ENV = "SPARKBARRIER_HBASE_THRIFT_GATEWAYS"
+"""Every HBase Thrift1 gateway of one HBase, ``host:port,host:port`` (the first is
+:data:`HBASE_ENV`'s): the value option ``hbase.thrift.host`` takes for a gateway list."""
 
 HBASE_THRIFT2_ENV = "SPARKBARRIER_HBASE_THRIFT2"
 """The HBase Thrift2 server (admin calls), ``host:port`` on the Thrift1 host."""

@@ -20,6 +20,7 @@ from .._exceptions import DevstackError
 from ._config import ENV_CACHE, ENV_HOME, ENV_MAVEN_REPO, ENV_MAVEN_SETTINGS, Port
 from ._stack import (
     HBASE_ENV,
+    HBASE_GATEWAYS_ENV,
     HBASE_THRIFT2_ENV,
     KAFKA_ENV,
     Devstack,
@@ -37,6 +38,7 @@ __all__ = [
     "DevstackError",
     "KAFKA_ENV",
     "HBASE_ENV",
+    "HBASE_GATEWAYS_ENV",
     "HBASE_THRIFT2_ENV",
     "ENV_HOME",
     "ENV_CACHE",

@@ -51,6 +51,7 @@ class Port(enum.Enum):
     KAFKA_CONTROLLER = ("kafka_controller", 9093)
     HBASE_THRIFT = ("hbase_thrift", 9090)
     HBASE_THRIFT2 = ("hbase_thrift2", 9095)
+    HBASE_THRIFT_B = ("hbase_thrift_b", 9091)  # the second Thrift1 gateway
     HBASE_ZOOKEEPER = ("hbase_zookeeper", 2181)
     HBASE_MASTER = ("hbase_master", 16000)
     HBASE_REGIONSERVER = ("hbase_regionserver", 16020)

@@ -28,7 +28,7 @@ from ._jvm import Java, write_log4j_config
 from ._maven import Classpath
 
 __all__ = [
-    "MASTER", "THRIFT", "THRIFT2", "MASTER_MAIN", "THRIFT_MAIN", "THRIFT2_MAIN",
+    "MASTER", "THRIFT", "THRIFT_B", "THRIFT2", "MASTER_MAIN", "THRIFT_MAIN", "THRIFT2_MAIN",
     "MASTER_STOP_GRACE_S", "prepare", "probe", "probe_thrift2",
 ]
 
@@ -39,6 +39,9 @@ THRIFT = "hbase-thrift"
 MASTER_MAIN = "org.apache.hadoop.hbase.master.HMaster"
 THRIFT_MAIN = "org.apache.hadoop.hbase.thrift.ThriftServer"
 THRIFT2 = "hbase-thrift2"
+# A second Thrift1 gateway of the same HBase (same class, same site file, own port):
+# production runs several (often one per RegionServer); the sink spreads over a list.
+THRIFT_B = "hbase-thrift-b"
 THRIFT2_MAIN = "org.apache.hadoop.hbase.thrift2.ThriftServer"
 MASTER_HEAP = "2g"  # 1g ran out of heap under the sink benchmark after a long session
 # Data is wiped on every start, so a graceful flush on ``down`` buys nothing; the
@@ -111,7 +114,7 @@ def prepare(
     data_dir: Path,
     ports: Mapping[Port, int],
 ) -> dict[str, list[str]]:
-    """Wipe ``data_dir``, write ``hbase-site.xml``; return ``{MASTER|THRIFT|THRIFT2: cmd}``.
+    """Wipe ``data_dir``, write ``hbase-site.xml``; return ``{MASTER|THRIFT|THRIFT_B|THRIFT2: cmd}``.
 
     The conf dir leads the classpath, which is how HBase finds ``hbase-site.xml``.
     """
@@ -124,7 +127,9 @@ def prepare(
     cp = classpath.as_arg(conf)
     thrift_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT]),
                    "--infoport", "-1", "start")
-    # ``-p`` wins over hbase.regionserver.thrift.port, so both gateways share the site file.
+    thrift_b_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT_B]),
+                     "--infoport", "-1", "start")
+    # ``-p`` wins over hbase.regionserver.thrift.port, so all gateways share the site file.
     thrift2_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT2]),
                     "--infoport", "-1", "start")
     return {
@@ -132,6 +137,8 @@ def prepare(
                              main=MASTER_MAIN, args=("start",), options=options),
         THRIFT: java.command(marker=markers[THRIFT], heap=THRIFT_HEAP, classpath=cp,
                              main=THRIFT_MAIN, args=thrift_args, options=options),
+        THRIFT_B: java.command(marker=markers[THRIFT_B], heap=THRIFT_HEAP, classpath=cp,
+                               main=THRIFT_MAIN, args=thrift_b_args, options=options),
         THRIFT2: java.command(marker=markers[THRIFT2], heap=THRIFT_HEAP, classpath=cp,
                               main=THRIFT2_MAIN, args=thrift2_args, options=options),
     }

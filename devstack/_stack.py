@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._endpoints import HBASE_ENV, HBASE_THRIFT2_ENV, KAFKA_ENV
+from .._endpoints import HBASE_ENV, HBASE_GATEWAYS_ENV, HBASE_THRIFT2_ENV, KAFKA_ENV
 from .._exceptions import DevstackError
 from . import _hbase, _kafka
 from ._config import Paths, Port, port_requests
@@ -46,7 +46,7 @@ from ._process import (
 
 __all__ = [
     "Devstack", "Endpoints", "ProcessStatus", "StackStatus", "KAFKA_ENV", "HBASE_ENV",
-    "HBASE_THRIFT2_ENV",
+    "HBASE_GATEWAYS_ENV", "HBASE_THRIFT2_ENV",
 ]
 
 log = logging.getLogger(__name__)
@@ -54,13 +54,14 @@ log = logging.getLogger(__name__)
 
 _COMPONENTS: dict[str, tuple[str, ...]] = {
     "kafka": (_kafka.NAME,),
-    "hbase": (_hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2),
+    "hbase": (_hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2, _hbase.THRIFT_B),
 }
 _PROCESS_PORTS: dict[str, tuple[Port, ...]] = {
     _kafka.NAME: (Port.KAFKA, Port.KAFKA_CONTROLLER),
     _hbase.MASTER: (Port.HBASE_ZOOKEEPER, Port.HBASE_MASTER, Port.HBASE_REGIONSERVER),
     _hbase.THRIFT: (Port.HBASE_THRIFT,),
     _hbase.THRIFT2: (Port.HBASE_THRIFT2,),
+    _hbase.THRIFT_B: (Port.HBASE_THRIFT_B,),
 }
 _PROCESSES = tuple(name for names in _COMPONENTS.values() for name in names)
 _STOP_GRACE_S = {_hbase.MASTER: _hbase.MASTER_STOP_GRACE_S}
@@ -74,13 +75,17 @@ class Endpoints:
     kafka_bootstrap: str
     hbase_thrift: tuple[str, int]
     hbase_thrift2: tuple[str, int]
+    hbase_thrift_gateways: tuple[tuple[str, int], ...] = ()  # every Thrift1 gateway, first = hbase_thrift
 
     def env(self) -> dict[str, str]:
         """The variables the test fixtures and the demo read."""
         host, port = self.hbase_thrift
         host2, port2 = self.hbase_thrift2
-        return {KAFKA_ENV: self.kafka_bootstrap, HBASE_ENV: f"{host}:{port}",
-                HBASE_THRIFT2_ENV: f"{host2}:{port2}"}
+        env = {KAFKA_ENV: self.kafka_bootstrap, HBASE_ENV: f"{host}:{port}",
+               HBASE_THRIFT2_ENV: f"{host2}:{port2}"}
+        if self.hbase_thrift_gateways:
+            env[HBASE_GATEWAYS_ENV] = ",".join(f"{h}:{p}" for h, p in self.hbase_thrift_gateways)
+        return env
 
     def exports(self) -> str:
         """``export K=V`` lines for ``eval "$(python -m sparkbarrier.devstack env)"``."""
@@ -168,12 +173,15 @@ class Devstack:
         if not all(r is not None and is_ours(r) for r in records.values()):
             return None
         kafka, thrift = records[_kafka.NAME], records[_hbase.THRIFT]
-        thrift2 = records[_hbase.THRIFT2]
+        thrift2, thrift_b = records[_hbase.THRIFT2], records[_hbase.THRIFT_B]
         assert kafka is not None and thrift is not None and thrift2 is not None  # checked above
+        assert thrift_b is not None
+        first = ("127.0.0.1", thrift.ports[Port.HBASE_THRIFT.key])
         return Endpoints(
             kafka_bootstrap=f"127.0.0.1:{kafka.ports[Port.KAFKA.key]}",
-            hbase_thrift=("127.0.0.1", thrift.ports[Port.HBASE_THRIFT.key]),
+            hbase_thrift=first,
             hbase_thrift2=("127.0.0.1", thrift2.ports[Port.HBASE_THRIFT2.key]),
+            hbase_thrift_gateways=(first, ("127.0.0.1", thrift_b.ports[Port.HBASE_THRIFT_B.key])),
         )
 
     # ------------------------------------------------------------------ down
@@ -251,6 +259,8 @@ class Devstack:
         _kafka.probe(endpoints.kafka_bootstrap, deadline=deadline)
         _hbase.probe(*endpoints.hbase_thrift, deadline=deadline)
         _hbase.probe_thrift2(*endpoints.hbase_thrift2, deadline=deadline)
+        for gateway in endpoints.hbase_thrift_gateways[1:]:
+            _hbase.probe(*gateway, deadline=deadline)
         log.info("already running and healthy")
 
     def _start(self, components: list[str]) -> None:
@@ -281,19 +291,23 @@ class Devstack:
                 log.info("kafka serves on 127.0.0.1:%d", ports[Port.KAFKA])
             if "hbase" in components:
                 self._wait_port(started, _hbase.MASTER, ports[Port.HBASE_ZOOKEEPER], deadline)
-                # Both gateways boot side by side (JVM start-up dominates), then are probed
+                # The gateways boot side by side (JVM start-up dominates), then are probed
                 # in turn: Thrift1 with a data round trip, Thrift2 with an admin call.
                 self._spawn(started, _hbase.THRIFT, cmds[_hbase.THRIFT], ports)
                 self._spawn(started, _hbase.THRIFT2, cmds[_hbase.THRIFT2], ports)
+                self._spawn(started, _hbase.THRIFT_B, cmds[_hbase.THRIFT_B], ports)
                 self._wait_port(started, _hbase.THRIFT, ports[Port.HBASE_THRIFT], deadline)
                 self._wait_port(started, _hbase.THRIFT2, ports[Port.HBASE_THRIFT2], deadline)
-                watch = self._watch(started, _hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2)
+                self._wait_port(started, _hbase.THRIFT_B, ports[Port.HBASE_THRIFT_B], deadline)
+                watch = self._watch(started, _hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2, _hbase.THRIFT_B)
                 _hbase.probe("127.0.0.1", ports[Port.HBASE_THRIFT], deadline=deadline,
                              check=watch)
                 log.info("hbase thrift serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT])
                 _hbase.probe_thrift2("127.0.0.1", ports[Port.HBASE_THRIFT2], deadline=deadline,
                                      check=watch)
                 log.info("hbase thrift2 serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT2])
+                _hbase.probe("127.0.0.1", ports[Port.HBASE_THRIFT_B], deadline=deadline, check=watch)
+                log.info("hbase second thrift gateway serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT_B])
         except BaseException:
             self._abort(started)
             raise

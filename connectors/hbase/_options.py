@@ -29,6 +29,7 @@ from .._options import (
     parse_stripped,
     parse_timestamp_ms,
 )
+from ._gateways import Gateway, parse_gateways
 
 __all__ = [
     "DeliveryGuarantee",
@@ -67,8 +68,11 @@ class ThriftProtocol(str, enum.Enum):
 
 
 _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
-    OptionSpec("hbase.thrift.host", parse_nonempty, "localhost", "HBase Thrift1 server host"),
-    OptionSpec("hbase.thrift.port", parse_port, 9090, "HBase Thrift1 server port", type_name="int"),
+    OptionSpec("hbase.thrift.host", parse_nonempty, "localhost",
+               "HBase Thrift1 gateway host, or a list `h1:9090,h2:9090,h3` of gateways of one HBase "
+               "(an entry without a port uses `hbase.thrift.port`): tasks and read partitions spread "
+               "over them by partition and fail over to the next one"),
+    OptionSpec("hbase.thrift.port", parse_port, 9090, "HBase Thrift1 gateway port", type_name="int"),
     OptionSpec(
         "hbase.thrift.transport", enum_parser(ThriftTransport), ThriftTransport.BUFFERED,
         "Thrift transport of the server", choices=enum_choices(ThriftTransport),
@@ -82,6 +86,20 @@ _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
         "optional port of an HBase Thrift2 server on the same host: lets the sink check and "
         "set `KEEP_DELETED_CELLS` (Thrift1 cannot), which makes committed and as-of reads exact",
         type_name="int",
+    ),
+    OptionSpec(
+        "hbase.thrift2.host", parse_stripped, "",
+        "optional Thrift2 gateway list like `hbase.thrift.host` (entries without a port use "
+        "`hbase.thrift2.port`); default: the Thrift1 hosts with `hbase.thrift2.port`",
+    ),
+    OptionSpec(
+        "hbase.thrift.failover.rounds", parse_positive_int, 3,
+        "passes over all gateways before a call fails with an error naming them "
+        "(the first pass starts with a fresh socket to the current gateway)", type_name="int",
+    ),
+    OptionSpec(
+        "hbase.thrift.failover.backoff", parse_non_negative_int, 1000,
+        "milliseconds to wait between two passes over the gateways", type_name="int",
     ),
     OptionSpec(
         "hbase.thrift.timeout", parse_positive_int, 60_000,
@@ -156,9 +174,13 @@ READ_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
 class _SharedOptions:
     """The fields the sink and the reader both parse from the connection specs."""
 
-    host: str
+    host: str  # the first gateway (kept for single-gateway callers)
     port: int
     thrift2_port: int | None
+    gateways: tuple[Gateway, ...]
+    thrift2_gateways: tuple[Gateway, ...]
+    failover_rounds: int
+    failover_backoff_ms: int
     transport: ThriftTransport
     protocol: ThriftProtocol
     timeout_ms: int
@@ -211,7 +233,19 @@ def parse_columns(raw: str) -> tuple[tuple[str, str, str], ...]:
 
 def _shared_fields(v: Mapping[str, Any]) -> dict[str, Any]:
     """The :class:`_SharedOptions` fields from parsed values."""
-    return {"host": v["hbase.thrift.host"], "port": v["hbase.thrift.port"], "thrift2_port": v["hbase.thrift2.port"],
+    gateways = parse_gateways(v["hbase.thrift.host"], v["hbase.thrift.port"])
+    thrift2_port = v["hbase.thrift2.port"]
+    if v["hbase.thrift2.host"]:
+        thrift2 = parse_gateways(v["hbase.thrift2.host"], thrift2_port, option="hbase.thrift2.host")
+    elif thrift2_port is not None:
+        thrift2 = tuple(dict.fromkeys(Gateway(g.host, thrift2_port) for g in gateways))
+    else:
+        thrift2 = ()
+    return {"host": gateways[0].host, "port": gateways[0].port,
+            "thrift2_port": thrift2[0].port if thrift2 else None,
+            "gateways": gateways, "thrift2_gateways": thrift2,
+            "failover_rounds": v["hbase.thrift.failover.rounds"],
+            "failover_backoff_ms": v["hbase.thrift.failover.backoff"],
             "transport": v["hbase.thrift.transport"], "protocol": v["hbase.thrift.protocol"],
             "timeout_ms": v["hbase.thrift.timeout"], "table": v["table"], "sink_id": v["sink.id"] or None,
             "commit_table": v["commit.table"]}
