@@ -25,7 +25,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._endpoints import HBASE_ENV, HBASE_GATEWAYS_ENV, HBASE_THRIFT2_ENV, KAFKA_ENV
+from .._endpoints import (
+    HBASE_ENV,
+    HBASE_GATEWAYS_ENV,
+    HBASE_THRIFT2_ENV,
+    HBASE_TLS_CA_ENV,
+    HBASE_TLS_ENV,
+    KAFKA_ENV,
+)
 from .._exceptions import DevstackError
 from . import _hbase, _kafka
 from ._config import Paths, Port, port_requests
@@ -54,7 +61,7 @@ log = logging.getLogger(__name__)
 
 _COMPONENTS: dict[str, tuple[str, ...]] = {
     "kafka": (_kafka.NAME,),
-    "hbase": (_hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2, _hbase.THRIFT_B),
+    "hbase": (_hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2, _hbase.THRIFT_B, _hbase.THRIFT_TLS),
 }
 _PROCESS_PORTS: dict[str, tuple[Port, ...]] = {
     _kafka.NAME: (Port.KAFKA, Port.KAFKA_CONTROLLER),
@@ -62,6 +69,7 @@ _PROCESS_PORTS: dict[str, tuple[Port, ...]] = {
     _hbase.THRIFT: (Port.HBASE_THRIFT,),
     _hbase.THRIFT2: (Port.HBASE_THRIFT2,),
     _hbase.THRIFT_B: (Port.HBASE_THRIFT_B,),
+    _hbase.THRIFT_TLS: (Port.HBASE_THRIFT_TLS,),
 }
 _PROCESSES = tuple(name for names in _COMPONENTS.values() for name in names)
 _STOP_GRACE_S = {_hbase.MASTER: _hbase.MASTER_STOP_GRACE_S}
@@ -76,6 +84,8 @@ class Endpoints:
     hbase_thrift: tuple[str, int]
     hbase_thrift2: tuple[str, int]
     hbase_thrift_gateways: tuple[tuple[str, int], ...] = ()  # every Thrift1 gateway, first = hbase_thrift
+    hbase_thrift_tls: tuple[str, int] | None = None  # the TLS (HTTPS) Thrift1 gateway
+    hbase_thrift_tls_ca: str | None = None  # the CA (PEM) that signed its certificate
 
     def env(self) -> dict[str, str]:
         """The variables the test fixtures and the demo read."""
@@ -85,6 +95,9 @@ class Endpoints:
                HBASE_THRIFT2_ENV: f"{host2}:{port2}"}
         if self.hbase_thrift_gateways:
             env[HBASE_GATEWAYS_ENV] = ",".join(f"{h}:{p}" for h, p in self.hbase_thrift_gateways)
+        if self.hbase_thrift_tls is not None and self.hbase_thrift_tls_ca:
+            env[HBASE_TLS_ENV] = f"{self.hbase_thrift_tls[0]}:{self.hbase_thrift_tls[1]}"
+            env[HBASE_TLS_CA_ENV] = self.hbase_thrift_tls_ca
         return env
 
     def exports(self) -> str:
@@ -173,15 +186,17 @@ class Devstack:
         if not all(r is not None and is_ours(r) for r in records.values()):
             return None
         kafka, thrift = records[_kafka.NAME], records[_hbase.THRIFT]
-        thrift2, thrift_b = records[_hbase.THRIFT2], records[_hbase.THRIFT_B]
+        thrift2, thrift_b, tls = records[_hbase.THRIFT2], records[_hbase.THRIFT_B], records[_hbase.THRIFT_TLS]
         assert kafka is not None and thrift is not None and thrift2 is not None  # checked above
-        assert thrift_b is not None
+        assert thrift_b is not None and tls is not None
         first = ("127.0.0.1", thrift.ports[Port.HBASE_THRIFT.key])
         return Endpoints(
             kafka_bootstrap=f"127.0.0.1:{kafka.ports[Port.KAFKA.key]}",
             hbase_thrift=first,
             hbase_thrift2=("127.0.0.1", thrift2.ports[Port.HBASE_THRIFT2.key]),
             hbase_thrift_gateways=(first, ("127.0.0.1", thrift_b.ports[Port.HBASE_THRIFT_B.key])),
+            hbase_thrift_tls=(_hbase.TLS_HOST, tls.ports[Port.HBASE_THRIFT_TLS.key]),
+            hbase_thrift_tls_ca=str(_hbase.tls_ca(self.paths.data("hbase"))),
         )
 
     # ------------------------------------------------------------------ down
@@ -261,6 +276,9 @@ class Devstack:
         _hbase.probe_thrift2(*endpoints.hbase_thrift2, deadline=deadline)
         for gateway in endpoints.hbase_thrift_gateways[1:]:
             _hbase.probe(*gateway, deadline=deadline)
+        if endpoints.hbase_thrift_tls is not None:
+            _hbase.probe_tls(endpoints.hbase_thrift_tls[1], _hbase.tls_ca(self.paths.data("hbase")),
+                             deadline=deadline)
         log.info("already running and healthy")
 
     def _start(self, components: list[str]) -> None:
@@ -296,10 +314,13 @@ class Devstack:
                 self._spawn(started, _hbase.THRIFT, cmds[_hbase.THRIFT], ports)
                 self._spawn(started, _hbase.THRIFT2, cmds[_hbase.THRIFT2], ports)
                 self._spawn(started, _hbase.THRIFT_B, cmds[_hbase.THRIFT_B], ports)
+                self._spawn(started, _hbase.THRIFT_TLS, cmds[_hbase.THRIFT_TLS], ports)
                 self._wait_port(started, _hbase.THRIFT, ports[Port.HBASE_THRIFT], deadline)
                 self._wait_port(started, _hbase.THRIFT2, ports[Port.HBASE_THRIFT2], deadline)
                 self._wait_port(started, _hbase.THRIFT_B, ports[Port.HBASE_THRIFT_B], deadline)
-                watch = self._watch(started, _hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2, _hbase.THRIFT_B)
+                self._wait_port(started, _hbase.THRIFT_TLS, ports[Port.HBASE_THRIFT_TLS], deadline)
+                watch = self._watch(started, _hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2, _hbase.THRIFT_B,
+                                    _hbase.THRIFT_TLS)
                 _hbase.probe("127.0.0.1", ports[Port.HBASE_THRIFT], deadline=deadline,
                              check=watch)
                 log.info("hbase thrift serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT])
@@ -308,6 +329,9 @@ class Devstack:
                 log.info("hbase thrift2 serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT2])
                 _hbase.probe("127.0.0.1", ports[Port.HBASE_THRIFT_B], deadline=deadline, check=watch)
                 log.info("hbase second thrift gateway serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT_B])
+                _hbase.probe_tls(ports[Port.HBASE_THRIFT_TLS], _hbase.tls_ca(self.paths.data("hbase")),
+                                 deadline=deadline, check=watch)
+                log.info("hbase thrift (TLS, HTTPS) serves on %s:%d", _hbase.TLS_HOST, ports[Port.HBASE_THRIFT_TLS])
         except BaseException:
             self._abort(started)
             raise

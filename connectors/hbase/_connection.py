@@ -25,6 +25,7 @@ from thriftpy2.transport import TTransportException
 
 from ..._exceptions import SinkError
 from ._gateways import Gateway, describe, spread
+from ._tls import TLS_ERRORS, TlsSettings, https_protocol, https_transport
 
 __all__ = ["HBaseConnection", "TRANSPORT_ERRORS", "open_connection"]
 
@@ -43,11 +44,40 @@ TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
 _OPEN_ERRORS = TRANSPORT_ERRORS + (OSError,)
 
 
-def open_connection(host: str, port: int, transport: str, protocol: str, timeout_ms: int) -> happybase.Connection:
+def open_connection(host: str, port: int, transport: str, protocol: str, timeout_ms: int,
+                    tls: TlsSettings | None = None) -> happybase.Connection:
+    if tls is not None:
+        return _TlsConnection(tls, host=host, port=port, timeout=timeout_ms, protocol=protocol, autoconnect=True)
     return happybase.Connection(
         host=host, port=port, timeout=timeout_ms, transport=transport, protocol=protocol,
         autoconnect=True,
     )
+
+
+class _TlsConnection(happybase.Connection):  # type: ignore[misc]
+    """happybase over Thrift-over-HTTPS (the only TLS HBase's gateways offer, see ``_tls``).
+
+    happybase builds its client in ``_refresh_thrift_client`` from a plain ``TSocket``;
+    this override swaps in the HTTPS transport and keeps the rest of happybase.
+    """
+
+    def __init__(self, tls: TlsSettings, protocol: str = "binary", **kwargs: Any) -> None:
+        self._tls, self._protocol_name = tls, protocol
+        super().__init__(protocol=protocol, **kwargs)
+
+    def _refresh_thrift_client(self) -> None:
+        from happybase.connection import Hbase
+        from thriftpy2.thrift import TClient
+
+        self.transport = https_transport(self.host, self.port, self.timeout, self._tls)
+        self.client = TClient(Hbase, https_protocol(self._protocol_name, self.transport))
+
+
+def _tls_error(gateway: Gateway, exc: BaseException) -> SinkError:
+    """A certificate problem cannot heal by retrying: fail at once with the reason and the options."""
+    return SinkError(f"TLS to the HBase Thrift gateway {gateway} failed: {type(exc).__name__}: {exc}; "
+                     "check hbase.thrift.tls.ca (the CA that signed the gateway's certificate), the host "
+                     "name the certificate names (hbase.thrift.tls.verify-hostname) and hbase.thrift.tls.cert/key")
 
 
 class HBaseConnection:
@@ -61,11 +91,12 @@ class HBaseConnection:
     def __init__(self, host: str, port: int, *, transport: str = "buffered",
                  protocol: str = "binary", timeout_ms: int = 60_000,
                  gateways: tuple[Gateway, ...] | None = None, rounds: int = 1,
-                 backoff_ms: int = 0) -> None:
+                 backoff_ms: int = 0, tls: TlsSettings | None = None) -> None:
         self._gateways = gateways or (Gateway(host, port),)
         self._current = 0
         self._transport, self._protocol, self._timeout_ms = transport, protocol, timeout_ms
         self._rounds, self._backoff_ms = rounds, backoff_ms
+        self._tls = tls
         self._warned: set[Gateway] = set()
         self._conn: happybase.Connection | None = None
 
@@ -74,7 +105,7 @@ class HBaseConnection:
         gateways = spread(opts.gateways, spread_index)
         return cls(gateways[0].host, gateways[0].port, transport=opts.transport, protocol=opts.protocol,
                    timeout_ms=opts.timeout_ms, gateways=gateways, rounds=opts.failover_rounds,
-                   backoff_ms=opts.failover_backoff_ms)
+                   backoff_ms=opts.failover_backoff_ms, tls=opts.tls)
 
     @property
     def gateway(self) -> Gateway:
@@ -90,7 +121,8 @@ class HBaseConnection:
         return self.gateway.port
 
     def _open(self, gateway: Gateway) -> happybase.Connection:
-        return open_connection(gateway.host, gateway.port, self._transport, self._protocol, self._timeout_ms)
+        return open_connection(gateway.host, gateway.port, self._transport, self._protocol, self._timeout_ms,
+                               self._tls)
 
     @property
     def connection(self) -> happybase.Connection:
@@ -114,6 +146,8 @@ class HBaseConnection:
         """Run ``fn(connection)``; on a transport error retry on a fresh socket, failing over."""
         try:
             return fn(self.connection)
+        except TLS_ERRORS as exc:
+            raise _tls_error(self.gateway, exc) from exc
         except TRANSPORT_ERRORS as exc:
             log.info("HBase Thrift transport to %s failed (%s); reconnecting once, then failing over",
                      self.gateway, exc)
@@ -135,6 +169,9 @@ class HBaseConnection:
                     self._conn = self._open(gateway)
                     self._current = self._gateways.index(gateway)
                     return fn(self._conn)
+                except TLS_ERRORS as exc:
+                    self.close()
+                    raise _tls_error(gateway, exc) from exc
                 except TRANSPORT_ERRORS + (OSError,) as exc:
                     errors[gateway] = exc
                     self.close()

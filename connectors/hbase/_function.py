@@ -93,7 +93,7 @@ class HBaseSinkFunction:
             for gateway in opts.thrift2_gateways:
                 try:
                     return Thrift2Admin(gateway.host, gateway.port, timeout_ms=opts.timeout_ms,
-                                        transport=opts.transport, protocol=opts.protocol)
+                                        transport=opts.transport, protocol=opts.protocol, tls=opts.tls)
                 except SinkError as exc:
                     errors.append(str(exc))
                     log.warning("HBase Thrift2 gateway %s failed; trying the next one", gateway)

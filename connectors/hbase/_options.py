@@ -30,6 +30,7 @@ from .._options import (
     parse_timestamp_ms,
 )
 from ._gateways import Gateway, parse_gateways
+from ._tls import TlsSettings
 
 __all__ = [
     "DeliveryGuarantee",
@@ -105,6 +106,21 @@ _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
         "hbase.thrift.timeout", parse_positive_int, 60_000,
         "socket timeout in milliseconds for every Thrift call", type_name="int",
     ),
+    OptionSpec(
+        "hbase.thrift.tls", parse_bool, False,
+        "connect to the gateways (Thrift1 and Thrift2) over TLS; HBase offers TLS only in its "
+        "HTTP mode (`hbase.regionserver.thrift.http=true`, `hbase.thrift.ssl.enabled=true`), so "
+        "this speaks Thrift over HTTPS and `hbase.thrift.transport` does not apply",
+        type_name="bool",
+    ),
+    OptionSpec("hbase.thrift.tls.ca", parse_stripped, "",
+               "PEM file of the CA(s) that signed the gateways' certificates; default: the system trust store"),
+    OptionSpec("hbase.thrift.tls.cert", parse_stripped, "",
+               "optional PEM client certificate (HBase 2.6's gateways do not ask for one; a TLS proxy may)"),
+    OptionSpec("hbase.thrift.tls.key", parse_stripped, "",
+               "PEM private key of `hbase.thrift.tls.cert` (unencrypted; protect the file), if not in that file"),
+    OptionSpec("hbase.thrift.tls.verify-hostname", parse_bool, True,
+               "check that the gateway's certificate names the host connected to", type_name="bool"),
     OptionSpec("table", parse_nonempty, None, "HBase table to write / read", required=True),
     OptionSpec(
         "column.family", parse_nonempty, "d",
@@ -181,6 +197,7 @@ class _SharedOptions:
     thrift2_gateways: tuple[Gateway, ...]
     failover_rounds: int
     failover_backoff_ms: int
+    tls: TlsSettings | None
     transport: ThriftTransport
     protocol: ThriftProtocol
     timeout_ms: int
@@ -245,10 +262,23 @@ def _shared_fields(v: Mapping[str, Any]) -> dict[str, Any]:
             "thrift2_port": thrift2[0].port if thrift2 else None,
             "gateways": gateways, "thrift2_gateways": thrift2,
             "failover_rounds": v["hbase.thrift.failover.rounds"],
-            "failover_backoff_ms": v["hbase.thrift.failover.backoff"],
+            "failover_backoff_ms": v["hbase.thrift.failover.backoff"], "tls": _tls(v),
             "transport": v["hbase.thrift.transport"], "protocol": v["hbase.thrift.protocol"],
             "timeout_ms": v["hbase.thrift.timeout"], "table": v["table"], "sink_id": v["sink.id"] or None,
             "commit_table": v["commit.table"]}
+
+
+def _tls(v: Mapping[str, Any]) -> TlsSettings | None:
+    set_ = [k for k in ("hbase.thrift.tls.ca", "hbase.thrift.tls.cert", "hbase.thrift.tls.key") if v[k]]
+    if not v["hbase.thrift.tls"]:
+        if set_:
+            raise ConfigError(f"option {set_[0]!r} needs 'hbase.thrift.tls' = true", option=set_[0])
+        return None
+    if v["hbase.thrift.tls.key"] and not v["hbase.thrift.tls.cert"]:
+        raise ConfigError("option 'hbase.thrift.tls.key' needs 'hbase.thrift.tls.cert'", option="hbase.thrift.tls.key")
+    return TlsSettings(ca_file=v["hbase.thrift.tls.ca"] or None, cert_file=v["hbase.thrift.tls.cert"] or None,
+                       key_file=v["hbase.thrift.tls.key"] or None,
+                       verify_hostname=v["hbase.thrift.tls.verify-hostname"])
 
 
 def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
