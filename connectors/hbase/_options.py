@@ -140,6 +140,9 @@ _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
     ),
 )
 
+GATEWAY_OPTION_SPECS: tuple[OptionSpec, ...] = tuple(s for s in _CONNECTION_SPECS if s.key.startswith("hbase."))
+"""The gateway options (list, failover, TLS): the table of ``docs/hbase-gateways.md``."""
+
 SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
     OptionSpec("rowkey", parse_nonempty, None, "name of the column holding the row key", required=True),
     OptionSpec(
