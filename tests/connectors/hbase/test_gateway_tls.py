@@ -78,3 +78,27 @@ def test_host_the_certificate_does_not_name_is_rejected(tls_gateway) -> None:
     with pytest.raises(SinkError, match="(?i)hostname|IP address mismatch"):
         _call("127.0.0.1", port, TlsSettings(ca_file=ca))
     _call("127.0.0.1", port, TlsSettings(ca_file=ca, verify_hostname=False))  # switched off on purpose
+
+
+def test_thrift2_client_speaks_https_and_checks_the_ca(tls_gateway, tmp_path: Path) -> None:
+    """The Thrift2 admin client over TLS. The devstack's HTTPS gateway serves Thrift1, so a
+    verified handshake shows as the server refusing the Thrift2 method (it answered over
+    HTTPS); with a foreign CA the handshake itself is refused."""
+    from sparkbarrier.connectors.hbase._thrift2 import Thrift2Admin
+    from sparkbarrier.devstack import _certs
+
+    host, port, ca = tls_gateway
+    admin = Thrift2Admin(host, port, timeout_ms=10_000, tls=TlsSettings(ca_file=ca))
+    try:
+        with pytest.raises(SinkError) as info:
+            admin.table_exists("hbase:meta")
+        assert "TLS" not in str(info.value) and "Invalid method name" in str(info.value)
+    finally:
+        admin.close()
+    other = _certs.make_ca(_certs.private_dir(tmp_path / "other"), "not-the-gateways-ca")
+    admin = Thrift2Admin(host, port, timeout_ms=10_000, tls=TlsSettings(ca_file=str(other.cert_pem)))
+    try:
+        with pytest.raises(SinkError, match="TLS to the HBase Thrift2 server .* certificate verify failed"):
+            admin.table_exists("hbase:meta")
+    finally:
+        admin.close()
