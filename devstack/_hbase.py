@@ -198,11 +198,11 @@ def _site_settings_of(conf: Path) -> dict[str, object]:
 
 def probe_tls(port: int, ca: Path, *, deadline: float, check: Callable[[], None] | None = None) -> None:
     """List tables through the TLS gateway (HTTPS, CA-verified, as ``localhost``) until ``deadline``."""
-    from ..connectors.hbase._connection import HBaseConnection
-    from ..connectors.hbase._tls import TlsSettings
     from thriftpy2.thrift import TException
 
     from .._exceptions import SinkError
+    from ..connectors.hbase._connection import HBaseConnection
+    from ..connectors.hbase._tls import TlsSettings
 
     last: BaseException | None = None
     while time.monotonic() < deadline:

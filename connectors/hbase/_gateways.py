@@ -28,14 +28,14 @@ class Gateway:
     port: int
 
     def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 def parse_gateways(raw: str, default_port: int | None, option: str = "hbase.thrift.host") -> tuple[Gateway, ...]:
     """``"h1:9090, h2"`` → gateways; an entry without a port takes ``default_port``.
 
-    A bare IPv6 address must be bracketed (``[::1]:9090``), so the last colon always
-    separates the port. Duplicates are an error: they would skew the spreading.
+    An IPv6 address with a port is bracketed (``[::1]:9090``); the brackets are dropped
+    from the host (sockets want the bare address) and put back when it is printed. Duplicates are an error: they would skew the spreading.
     """
     out: list[Gateway] = []
     for item in (part.strip() for part in raw.split(",")):
@@ -50,12 +50,12 @@ def parse_gateways(raw: str, default_port: int | None, option: str = "hbase.thri
             if default_port is None:
                 raise ConfigError(f"option {option!r}: {item!r} has no port and no default port is set",
                                   option=option)
-            out.append(Gateway(host, default_port))
+            out.append(Gateway(host.strip("[]"), default_port))
             continue
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(f"option {option!r} entries look like host or host:port, got {item!r}",
                               option=option)
-        out.append(Gateway(host, int(port)))
+        out.append(Gateway(host.strip("[]"), int(port)))
     if not out:
         raise ConfigError(f"option {option!r} must name at least one gateway", option=option)
     if len(set(out)) != len(out):

@@ -30,7 +30,8 @@ SCHEMA = pa.schema([("id", pa.string()), ("v", pa.string())])
 
 def test_gateway_list_takes_the_shared_port_where_an_entry_has_none() -> None:
     assert parse_gateways("h1:9091, h2", 9090) == (Gateway("h1", 9091), Gateway("h2", 9090))
-    assert parse_gateways("[::1]:9095,::1", 9090) == (Gateway("[::1]", 9095), Gateway("::1", 9090))
+    assert parse_gateways("[::1]:9095,h3", 9090) == (Gateway("::1", 9095), Gateway("h3", 9090))
+    assert str(Gateway("::1", 9095)) == "[::1]:9095"
     for bad in ("", " , ", "h1:x", "h1:0", "h1,h1:9090"):
         with pytest.raises(ConfigError):
             parse_gateways(bad, 9090)
