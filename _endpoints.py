@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from ._exceptions import ConfigError
 
-__all__ = ["HBASE_ENV", "HBASE_THRIFT2_ENV", "KAFKA_ENV", "KAFKA_SECURITY_ENV", "parse_hostport"]
+__all__ = ["HBASE_ENV", "HBASE_GATEWAYS_ENV", "HBASE_THRIFT2_ENV", "HBASE_TLS_CA_ENV", "HBASE_TLS_ENV",
+           "KAFKA_ENV", "KAFKA_SECURITY_ENV", "parse_hostport"]
 
 KAFKA_ENV = "SPARKBARRIER_KAFKA_BOOTSTRAP"
 """Kafka bootstrap servers (``host:port[,host:port]``), passed to clients as given."""
@@ -21,6 +22,16 @@ stores, SCRAM users), written by ``devstack/_kafka_security.py``."""
 
 HBASE_ENV = "SPARKBARRIER_HBASE_THRIFT"
 """The HBase Thrift1 server, ``host:port``."""
+
+HBASE_GATEWAYS_ENV = "SPARKBARRIER_HBASE_THRIFT_GATEWAYS"
+"""Every HBase Thrift1 gateway of one HBase, ``host:port,host:port`` (the first is
+:data:`HBASE_ENV`'s): the value option ``hbase.thrift.host`` takes for a gateway list."""
+
+HBASE_TLS_ENV = "SPARKBARRIER_HBASE_THRIFT_TLS"
+"""An HBase Thrift1 gateway serving Thrift over HTTPS, ``host:port`` (option ``hbase.thrift.tls``)."""
+
+HBASE_TLS_CA_ENV = "SPARKBARRIER_HBASE_THRIFT_TLS_CA"
+"""The CA (PEM file) that signed :data:`HBASE_TLS_ENV`'s certificate (option ``hbase.thrift.tls.ca``)."""
 
 HBASE_THRIFT2_ENV = "SPARKBARRIER_HBASE_THRIFT2"
 """The HBase Thrift2 server (admin calls), ``host:port`` on the Thrift1 host."""

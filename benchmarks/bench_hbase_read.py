@@ -13,6 +13,7 @@ writer. Measured side by side in one run, each as rows/s and client CPU µs per 
 
 Ratio: committed view / raw scan (target >= 0.8 per core). Run:
 ``python benchmarks/bench_hbase_read.py --host 127.0.0.1 --port 9090 --thrift2-port 9095``.
+``--gateways [--tasks K]``: 1 vs 2 Thrift gateways and TLS vs plaintext instead (``_gateway_bench``).
 """
 
 from __future__ import annotations
@@ -77,7 +78,15 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=9090)
     ap.add_argument("--thrift2-port", type=int, default=9095)
     ap.add_argument("--regions", type=int, default=2)
+    ap.add_argument("--gateways", action="store_true",
+                    help="instead: 1 vs 2 Thrift gateways and TLS, with gateway CPU per row (benchmarks/_gateway_bench.py)")
+    ap.add_argument("--tasks", type=int, default=2, help="with --gateways: parallel task processes")
     args = ap.parse_args()
+    if args.gateways:
+        from _gateway_bench import run
+
+        run("read", args.rows, args.tasks)
+        return
     host, port, n = args.host, args.port, args.rows
     table = fill(host, port, args.thrift2_port, n, args.regions)
 

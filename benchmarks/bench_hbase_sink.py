@@ -13,6 +13,7 @@ tables, side by side in one run:
 Ratios: task writer / raw client (target >= 0.9), sink eo / foreachBatch, and
 sink eo / sink alo (exactly-once costs <= 10%). Run:
 ``python benchmarks/bench_hbase_sink.py --host 127.0.0.1 --port 9090 [--rows N]``.
+``--gateways [--tasks K]``: 1 vs 2 Thrift gateways and TLS vs plaintext instead (``_gateway_bench``).
 """
 
 from __future__ import annotations
@@ -82,7 +83,15 @@ def main() -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=9090)
     ap.add_argument("--files", type=int, default=2, help="input files = Spark tasks")
+    ap.add_argument("--gateways", action="store_true",
+                    help="instead: 1 vs 2 Thrift gateways and TLS, with gateway CPU per row (benchmarks/_gateway_bench.py)")
+    ap.add_argument("--tasks", type=int, default=2, help="with --gateways: parallel task processes")
     args = ap.parse_args()
+    if args.gateways:
+        from _gateway_bench import run
+
+        run("write", args.rows, args.tasks)
+        return
     host, port, n = args.host, args.port, args.rows
     data = make_rows(n)
     results: dict[str, float] = {}

@@ -24,6 +24,7 @@ from ._config import ENV_CACHE, ENV_HOME, ENV_MAVEN_REPO, ENV_MAVEN_SETTINGS, Po
 from ._kdc import KDC_ENV, Kdc, KdcManifest
 from ._stack import (
     HBASE_ENV,
+    HBASE_GATEWAYS_ENV,
     HBASE_THRIFT2_ENV,
     KAFKA_ENV,
     Devstack,
@@ -44,6 +45,7 @@ __all__ = [
     "DevstackError",
     "KAFKA_ENV",
     "HBASE_ENV",
+    "HBASE_GATEWAYS_ENV",
     "HBASE_THRIFT2_ENV",
     "ENV_HOME",
     "ENV_CACHE",

@@ -28,7 +28,7 @@ from ._jvm import Java, write_log4j_config
 from ._maven import Classpath
 
 __all__ = [
-    "MASTER", "THRIFT", "THRIFT2", "MASTER_MAIN", "THRIFT_MAIN", "THRIFT2_MAIN",
+    "MASTER", "THRIFT", "THRIFT_B", "THRIFT_TLS", "THRIFT2", "tls_ca", "probe_tls", "MASTER_MAIN", "THRIFT_MAIN", "THRIFT2_MAIN",
     "MASTER_STOP_GRACE_S", "prepare", "probe", "probe_thrift2",
 ]
 
@@ -39,6 +39,16 @@ THRIFT = "hbase-thrift"
 MASTER_MAIN = "org.apache.hadoop.hbase.master.HMaster"
 THRIFT_MAIN = "org.apache.hadoop.hbase.thrift.ThriftServer"
 THRIFT2 = "hbase-thrift2"
+# A second Thrift1 gateway of the same HBase (same class, same site file, own port):
+# production runs several (often one per RegionServer); the sink spreads over a list.
+THRIFT_B = "hbase-thrift-b"
+# A Thrift1 gateway with TLS. HBase 2.6 reads hbase.thrift.ssl.enabled only in HTTP mode
+# (ThriftServer.setupHTTPServer, Jetty with a key store): the socket server has no TLS.
+# Its certificate names DNS:localhost only, so a client reaching it as 127.0.0.1 sees a
+# host mismatch (what the hostname-verification test needs).
+THRIFT_TLS = "hbase-thrift-tls"
+TLS_HOST = "localhost"
+_TLS_CA = "sparkbarrier-thrift-ca"
 THRIFT2_MAIN = "org.apache.hadoop.hbase.thrift2.ThriftServer"
 MASTER_HEAP = "2g"  # 1g ran out of heap under the sink benchmark after a long session
 # Data is wiped on every start, so a graceful flush on ``down`` buys nothing; the
@@ -111,7 +121,7 @@ def prepare(
     data_dir: Path,
     ports: Mapping[Port, int],
 ) -> dict[str, list[str]]:
-    """Wipe ``data_dir``, write ``hbase-site.xml``; return ``{MASTER|THRIFT|THRIFT2: cmd}``.
+    """Wipe ``data_dir``, write ``hbase-site.xml``; return ``{MASTER|THRIFT|THRIFT_B|THRIFT2: cmd}``.
 
     The conf dir leads the classpath, which is how HBase finds ``hbase-site.xml``.
     """
@@ -124,7 +134,12 @@ def prepare(
     cp = classpath.as_arg(conf)
     thrift_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT]),
                    "--infoport", "-1", "start")
-    # ``-p`` wins over hbase.regionserver.thrift.port, so both gateways share the site file.
+    tls_conf = _tls_conf(data_dir, conf)
+    thrift_tls_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT_TLS]),
+                       "--infoport", "-1", "start")
+    thrift_b_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT_B]),
+                     "--infoport", "-1", "start")
+    # ``-p`` wins over hbase.regionserver.thrift.port, so all gateways share the site file.
     thrift2_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT2]),
                     "--infoport", "-1", "start")
     return {
@@ -132,9 +147,82 @@ def prepare(
                              main=MASTER_MAIN, args=("start",), options=options),
         THRIFT: java.command(marker=markers[THRIFT], heap=THRIFT_HEAP, classpath=cp,
                              main=THRIFT_MAIN, args=thrift_args, options=options),
+        THRIFT_TLS: java.command(marker=markers[THRIFT_TLS], heap=THRIFT_HEAP, classpath=classpath.as_arg(tls_conf),
+                                 main=THRIFT_MAIN, args=thrift_tls_args, options=options),
+        THRIFT_B: java.command(marker=markers[THRIFT_B], heap=THRIFT_HEAP, classpath=cp,
+                               main=THRIFT_MAIN, args=thrift_b_args, options=options),
         THRIFT2: java.command(marker=markers[THRIFT2], heap=THRIFT_HEAP, classpath=cp,
                               main=THRIFT2_MAIN, args=thrift2_args, options=options),
     }
+
+
+def tls_ca(data_dir: Path) -> Path:
+    """The CA (PEM) that signed the TLS gateway's certificate; new on every start."""
+    return data_dir / "tls" / f"{_TLS_CA}.pem"
+
+
+def _tls_conf(data_dir: Path, conf: Path) -> Path:
+    """A conf dir for the TLS gateway: the shared site plus HTTP mode, TLS and its key store.
+
+    A file of its own (0600, in a 0700 dir) because the key store password must not
+    reach a command line; the other gateways keep the plain socket server.
+    """
+    from . import _certs
+
+    tls = _certs.private_dir(data_dir / "tls")
+    ca = _certs.make_ca(tls, _TLS_CA)
+    leaf = _certs.issue(ca, tls, "thrift-tls", common_name=TLS_HOST, usage=_certs.Usage.SERVER, dns=[TLS_HOST])
+    password = secrets.token_urlsafe(18)
+    store = _certs.write_pkcs12(leaf, tls / "thrift-tls.p12", password)
+    site = _site_settings_of(conf) | {
+        "hbase.regionserver.thrift.http": "true",
+        "hbase.thrift.ssl.enabled": "true",
+        "hbase.thrift.ssl.keystore.store": store,
+        "hbase.thrift.ssl.keystore.type": "pkcs12",
+        "hbase.thrift.ssl.keystore.password": password,
+        "hbase.thrift.ssl.keystore.keypassword": password,
+    }
+    tls_conf = _certs.private_dir(data_dir / "conf-tls")
+    site_file = tls_conf / "hbase-site.xml"
+    site_file.write_text(_site_xml(site))
+    site_file.chmod(0o600)
+    return tls_conf
+
+
+def _site_settings_of(conf: Path) -> dict[str, object]:
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(conf / "hbase-site.xml").getroot()
+    return {p.findtext("name") or "": p.findtext("value") or "" for p in root.iter("property")}
+
+
+def probe_tls(port: int, ca: Path, *, deadline: float, check: Callable[[], None] | None = None) -> None:
+    """List tables through the TLS gateway (HTTPS, CA-verified, as ``localhost``) until ``deadline``."""
+    from thriftpy2.thrift import TException
+
+    from .._exceptions import SinkError
+    from ..connectors.hbase._connection import HBaseConnection
+    from ..connectors.hbase._tls import TlsSettings
+
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        if check is not None:
+            check()
+        conn = HBaseConnection(TLS_HOST, port, timeout_ms=20000, tls=TlsSettings(ca_file=str(ca)))
+        try:
+            conn.call(lambda c: c.tables())
+            return
+        except (SinkError, TException, OSError) as exc:  # before the deadline: "not yet"
+            last = exc
+            log.debug("hbase thrift tls probe not yet successful: %r", exc)
+            time.sleep(1.0)
+        finally:
+            conn.close()
+    raise DevstackError(
+        f"hbase thrift (TLS) at {TLS_HOST}:{port} did not list tables over HTTPS in time "
+        f"(last error: {_short(last)})",
+        fix="read <home>/logs/hbase-thrift-tls.log; then `python -m sparkbarrier.devstack down` and `up`",
+    )
 
 
 def probe(

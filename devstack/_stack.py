@@ -25,7 +25,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._endpoints import HBASE_ENV, HBASE_THRIFT2_ENV, KAFKA_ENV, KAFKA_SECURITY_ENV
+from .._endpoints import (
+    HBASE_ENV,
+    HBASE_GATEWAYS_ENV,
+    HBASE_THRIFT2_ENV,
+    HBASE_TLS_CA_ENV,
+    HBASE_TLS_ENV,
+    KAFKA_ENV,
+    KAFKA_SECURITY_ENV,
+)
 from .._exceptions import DevstackError
 from . import _hbase, _kafka, _kafka_security, _kdc
 from ._config import Paths, Port, port_requests
@@ -46,7 +54,7 @@ from ._process import (
 
 __all__ = [
     "Devstack", "Endpoints", "ProcessStatus", "StackStatus", "KAFKA_ENV", "HBASE_ENV",
-    "HBASE_THRIFT2_ENV",
+    "HBASE_GATEWAYS_ENV", "HBASE_THRIFT2_ENV",
 ]
 
 log = logging.getLogger(__name__)
@@ -54,7 +62,7 @@ log = logging.getLogger(__name__)
 
 _COMPONENTS: dict[str, tuple[str, ...]] = {
     "kafka": (_kafka.NAME,),
-    "hbase": (_hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2),
+    "hbase": (_hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2, _hbase.THRIFT_B, _hbase.THRIFT_TLS),
 }
 _PROCESS_PORTS: dict[str, tuple[Port, ...]] = {
     _kafka.NAME: (Port.KAFKA, Port.KAFKA_CONTROLLER, Port.KAFKA_SASL_SSL, Port.KAFKA_MTLS,
@@ -62,6 +70,8 @@ _PROCESS_PORTS: dict[str, tuple[Port, ...]] = {
     _hbase.MASTER: (Port.HBASE_ZOOKEEPER, Port.HBASE_MASTER, Port.HBASE_REGIONSERVER),
     _hbase.THRIFT: (Port.HBASE_THRIFT,),
     _hbase.THRIFT2: (Port.HBASE_THRIFT2,),
+    _hbase.THRIFT_B: (Port.HBASE_THRIFT_B,),
+    _hbase.THRIFT_TLS: (Port.HBASE_THRIFT_TLS,),
 }
 _PROCESSES = tuple(name for names in _COMPONENTS.values() for name in names)
 _STOP_GRACE_S = {_hbase.MASTER: _hbase.MASTER_STOP_GRACE_S}
@@ -75,17 +85,25 @@ class Endpoints:
     kafka_bootstrap: str
     hbase_thrift: tuple[str, int]
     hbase_thrift2: tuple[str, int]
+    hbase_thrift_gateways: tuple[tuple[str, int], ...] = ()  # every Thrift1 gateway, first = hbase_thrift
+    hbase_thrift_tls: tuple[str, int] | None = None  # the TLS (HTTPS) Thrift1 gateway
+    hbase_thrift_tls_ca: str | None = None  # the CA (PEM) that signed its certificate
     kafka_security: str | None = None  # the secured listeners' manifest (JSON file)
 
     def env(self) -> dict[str, str]:
         """The variables the test fixtures and the demo read."""
         host, port = self.hbase_thrift
         host2, port2 = self.hbase_thrift2
-        out = {KAFKA_ENV: self.kafka_bootstrap, HBASE_ENV: f"{host}:{port}",
+        env = {KAFKA_ENV: self.kafka_bootstrap, HBASE_ENV: f"{host}:{port}",
                HBASE_THRIFT2_ENV: f"{host2}:{port2}"}
+        if self.hbase_thrift_gateways:
+            env[HBASE_GATEWAYS_ENV] = ",".join(f"{h}:{p}" for h, p in self.hbase_thrift_gateways)
+        if self.hbase_thrift_tls is not None and self.hbase_thrift_tls_ca:
+            env[HBASE_TLS_ENV] = f"{self.hbase_thrift_tls[0]}:{self.hbase_thrift_tls[1]}"
+            env[HBASE_TLS_CA_ENV] = self.hbase_thrift_tls_ca
         if self.kafka_security:
-            out[KAFKA_SECURITY_ENV] = self.kafka_security
-        return out
+            env[KAFKA_SECURITY_ENV] = self.kafka_security
+        return env
 
     def exports(self) -> str:
         """``export K=V`` lines for ``eval "$(python -m sparkbarrier.devstack env)"``."""
@@ -173,12 +191,17 @@ class Devstack:
         if not all(r is not None and is_ours(r) for r in records.values()):
             return None
         kafka, thrift = records[_kafka.NAME], records[_hbase.THRIFT]
-        thrift2 = records[_hbase.THRIFT2]
+        thrift2, thrift_b, tls = records[_hbase.THRIFT2], records[_hbase.THRIFT_B], records[_hbase.THRIFT_TLS]
         assert kafka is not None and thrift is not None and thrift2 is not None  # checked above
+        assert thrift_b is not None and tls is not None
+        first = ("127.0.0.1", thrift.ports[Port.HBASE_THRIFT.key])
         return Endpoints(
             kafka_bootstrap=f"127.0.0.1:{kafka.ports[Port.KAFKA.key]}",
-            hbase_thrift=("127.0.0.1", thrift.ports[Port.HBASE_THRIFT.key]),
+            hbase_thrift=first,
             hbase_thrift2=("127.0.0.1", thrift2.ports[Port.HBASE_THRIFT2.key]),
+            hbase_thrift_gateways=(first, ("127.0.0.1", thrift_b.ports[Port.HBASE_THRIFT_B.key])),
+            hbase_thrift_tls=(_hbase.TLS_HOST, tls.ports[Port.HBASE_THRIFT_TLS.key]),
+            hbase_thrift_tls_ca=str(_hbase.tls_ca(self.paths.data("hbase"))),
             kafka_security=str(_kafka.security_manifest(self.paths.data("kafka"))),
         )
 
@@ -265,6 +288,11 @@ class Devstack:
             _kafka_security.probe(Path(endpoints.kafka_security), deadline=deadline)
         _hbase.probe(*endpoints.hbase_thrift, deadline=deadline)
         _hbase.probe_thrift2(*endpoints.hbase_thrift2, deadline=deadline)
+        for gateway in endpoints.hbase_thrift_gateways[1:]:
+            _hbase.probe(*gateway, deadline=deadline)
+        if endpoints.hbase_thrift_tls is not None:
+            _hbase.probe_tls(endpoints.hbase_thrift_tls[1], _hbase.tls_ca(self.paths.data("hbase")),
+                             deadline=deadline)
         log.info("already running and healthy")
 
     def _start(self, components: list[str]) -> None:
@@ -299,19 +327,29 @@ class Devstack:
                          ports[Port.KAFKA], ports[Port.KAFKA_SASL_SSL], ports[Port.KAFKA_MTLS])
             if "hbase" in components:
                 self._wait_port(started, _hbase.MASTER, ports[Port.HBASE_ZOOKEEPER], deadline)
-                # Both gateways boot side by side (JVM start-up dominates), then are probed
+                # The gateways boot side by side (JVM start-up dominates), then are probed
                 # in turn: Thrift1 with a data round trip, Thrift2 with an admin call.
                 self._spawn(started, _hbase.THRIFT, cmds[_hbase.THRIFT], ports)
                 self._spawn(started, _hbase.THRIFT2, cmds[_hbase.THRIFT2], ports)
+                self._spawn(started, _hbase.THRIFT_B, cmds[_hbase.THRIFT_B], ports)
+                self._spawn(started, _hbase.THRIFT_TLS, cmds[_hbase.THRIFT_TLS], ports)
                 self._wait_port(started, _hbase.THRIFT, ports[Port.HBASE_THRIFT], deadline)
                 self._wait_port(started, _hbase.THRIFT2, ports[Port.HBASE_THRIFT2], deadline)
-                watch = self._watch(started, _hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2)
+                self._wait_port(started, _hbase.THRIFT_B, ports[Port.HBASE_THRIFT_B], deadline)
+                self._wait_port(started, _hbase.THRIFT_TLS, ports[Port.HBASE_THRIFT_TLS], deadline)
+                watch = self._watch(started, _hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2, _hbase.THRIFT_B,
+                                    _hbase.THRIFT_TLS)
                 _hbase.probe("127.0.0.1", ports[Port.HBASE_THRIFT], deadline=deadline,
                              check=watch)
                 log.info("hbase thrift serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT])
                 _hbase.probe_thrift2("127.0.0.1", ports[Port.HBASE_THRIFT2], deadline=deadline,
                                      check=watch)
                 log.info("hbase thrift2 serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT2])
+                _hbase.probe("127.0.0.1", ports[Port.HBASE_THRIFT_B], deadline=deadline, check=watch)
+                log.info("hbase second thrift gateway serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT_B])
+                _hbase.probe_tls(ports[Port.HBASE_THRIFT_TLS], _hbase.tls_ca(self.paths.data("hbase")),
+                                 deadline=deadline, check=watch)
+                log.info("hbase thrift (TLS, HTTPS) serves on %s:%d", _hbase.TLS_HOST, ports[Port.HBASE_THRIFT_TLS])
         except BaseException:
             self._abort(started)
             raise

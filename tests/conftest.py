@@ -22,7 +22,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from sparkbarrier._endpoints import HBASE_ENV, HBASE_THRIFT2_ENV, KAFKA_ENV, parse_hostport
+from sparkbarrier._endpoints import (
+    HBASE_ENV,
+    HBASE_GATEWAYS_ENV,
+    HBASE_THRIFT2_ENV,
+    HBASE_TLS_CA_ENV,
+    HBASE_TLS_ENV,
+    KAFKA_ENV,
+    parse_hostport,
+)
 from sparkbarrier._exceptions import ConfigError
 
 HBASE_IMAGE = os.environ.get("SPARKBARRIER_HBASE_IMAGE", "dajobe/hbase:latest")
@@ -67,6 +75,9 @@ class Servers:
     kafka_bootstrap: str
     hbase_thrift: tuple[str, int]
     hbase_thrift2: tuple[str, int] | None = None  # None: no Thrift2 server available
+    hbase_gateways: tuple[tuple[str, int], ...] = ()  # every Thrift1 gateway of the HBase
+    hbase_tls: tuple[str, int] | None = None  # a Thrift1 gateway over HTTPS, and its CA file
+    hbase_tls_ca: str | None = None
 
 
 def _split_hostport(value: str, env: str) -> tuple[str, int]:
@@ -82,8 +93,12 @@ def servers() -> Iterator[Servers]:
     thrift2 = _split_hostport(thrift2_env, HBASE_THRIFT2_ENV) if thrift2_env else None
     if _BACKEND == "env":
         _split_hostport(os.environ[KAFKA_ENV], KAFKA_ENV)
+        gateways = tuple(_split_hostport(g, HBASE_GATEWAYS_ENV)
+                         for g in os.environ.get(HBASE_GATEWAYS_ENV, "").split(",") if g.strip())
+        tls = os.environ.get(HBASE_TLS_ENV)
         yield Servers(os.environ[KAFKA_ENV], _split_hostport(os.environ[HBASE_ENV], HBASE_ENV),
-                      thrift2)
+                      thrift2, gateways, _split_hostport(tls, HBASE_TLS_ENV) if tls else None,
+                      os.environ.get(HBASE_TLS_CA_ENV))
     elif _BACKEND == "testcontainers":
         from testcontainers.core.container import DockerContainer
         from testcontainers.core.waiting_utils import wait_for_logs
@@ -104,7 +119,8 @@ def servers() -> Iterator[Servers]:
         endpoints = Devstack().up()
         # Left running on purpose: the next run reuses it (``devstack down`` stops it).
         yield Servers(endpoints.kafka_bootstrap, tuple(endpoints.hbase_thrift),
-                      thrift2 or tuple(endpoints.hbase_thrift2))
+                      thrift2 or tuple(endpoints.hbase_thrift2), tuple(endpoints.hbase_thrift_gateways),
+                      endpoints.hbase_thrift_tls, endpoints.hbase_thrift_tls_ca)
 
 
 @pytest.fixture(scope="session")

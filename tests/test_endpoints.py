@@ -58,6 +58,8 @@ def _python_sources() -> list[Path]:
     ('"SPARKBARRIER_KAFKA_BOOTSTRAP"', "_endpoints.py"),
     ('"SPARKBARRIER_HBASE_THRIFT"', "_endpoints.py"),
     ('"SPARKBARRIER_HBASE_THRIFT2"', "_endpoints.py"),
+    ('"SPARKBARRIER_HBASE_THRIFT_GATEWAYS"', "_endpoints.py"),
+    ('"SPARKBARRIER_HBASE_THRIFT_TLS"', "_endpoints.py"),
 ])
 def test_literal_has_one_owner(literal: str, owner: str) -> None:
     copies = [str(p.relative_to(ROOT)) for p in _python_sources() if literal in p.read_text()]

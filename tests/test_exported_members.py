@@ -51,7 +51,7 @@ INTENDED: dict[str, list[str]] = {
     ],
     "sparkbarrier.devstack": [
         "Devstack", "DevstackError", "ENV_CACHE", "ENV_HOME", "ENV_MAVEN_REPO",
-        "ENV_MAVEN_SETTINGS", "Endpoints", "HBASE_ENV", "HBASE_THRIFT2_ENV", "KAFKA_ENV", "Port",
+        "ENV_MAVEN_SETTINGS", "Endpoints", "HBASE_ENV", "HBASE_GATEWAYS_ENV", "HBASE_THRIFT2_ENV", "KAFKA_ENV", "Port",
         "ProcessStatus", "StackStatus", "Kdc", "KdcManifest", "KDC_ENV",
     ],
 }

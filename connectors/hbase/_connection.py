@@ -1,17 +1,22 @@
-"""One happybase connection with a single reconnect-and-retry on transport errors.
+"""A happybase connection to one of several Thrift gateways, failing over on transport errors.
 
 The HBase Thrift server closes sockets idle for 60 s (``hbase.thrift.server.socket.read.timeout``
 / connection cleaner), so a long-lived executor connection meets a dead socket on its
-next call. :meth:`HBaseConnection.call` retries such a call exactly once on a fresh
-connection. Callers only pass idempotent calls (puts with explicit timestamps, gets,
-table admin); ``checkAndPut`` callers re-read after a retry to learn the outcome.
-Created lazily so a pickled writer never carries a socket.
+next call; a gateway may also restart or die. :meth:`HBaseConnection.call` then retries
+the call on a fresh socket: first to the same gateway, then to the next ones in the
+partition's spreading order (``_gateways.spread``), for ``rounds`` passes with
+``backoff_ms`` between passes, and finally raises a :class:`SinkError` naming every
+gateway. Failing over in the middle of a batch is safe because callers only pass
+idempotent calls (puts with explicit timestamps, gets, table admin); ``checkAndPut``
+callers re-read after a retry to learn the outcome. A gateway that fails is named in
+one warning per connection. Created lazily so a pickled writer never carries a socket.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -19,6 +24,8 @@ import happybase
 from thriftpy2.transport import TTransportException
 
 from ..._exceptions import SinkError
+from ._gateways import Gateway, describe, spread
+from ._tls import TLS_ERRORS, TlsSettings, https_protocol, https_transport
 
 __all__ = ["HBaseConnection", "TRANSPORT_ERRORS", "open_connection"]
 
@@ -34,62 +41,150 @@ TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
     socket.timeout,
     EOFError,
 )
+_OPEN_ERRORS = TRANSPORT_ERRORS + (OSError,)
 
 
-def open_connection(host: str, port: int, transport: str, protocol: str, timeout_ms: int) -> happybase.Connection:
+def open_connection(host: str, port: int, transport: str, protocol: str, timeout_ms: int,
+                    tls: TlsSettings | None = None) -> happybase.Connection:
+    if tls is not None:
+        return _TlsConnection(tls, host=host, port=port, timeout=timeout_ms, protocol=protocol, autoconnect=True)
     return happybase.Connection(
         host=host, port=port, timeout=timeout_ms, transport=transport, protocol=protocol,
         autoconnect=True,
     )
 
 
+class _TlsConnection(happybase.Connection):  # type: ignore[misc]
+    """happybase over Thrift-over-HTTPS (the only TLS HBase's gateways offer, see ``_tls``).
+
+    happybase builds its client in ``_refresh_thrift_client`` from a plain ``TSocket``;
+    this override swaps in the HTTPS transport and keeps the rest of happybase.
+    """
+
+    def __init__(self, tls: TlsSettings, protocol: str = "binary", **kwargs: Any) -> None:
+        self._tls, self._protocol_name = tls, protocol
+        super().__init__(protocol=protocol, **kwargs)
+
+    def _refresh_thrift_client(self) -> None:
+        from happybase.connection import Hbase
+        from thriftpy2.thrift import TClient
+
+        self.transport = https_transport(self.host, self.port, self.timeout, self._tls)
+        self.client = TClient(Hbase, https_protocol(self._protocol_name, self.transport))
+
+
+def _tls_error(gateway: Gateway, exc: BaseException) -> SinkError:
+    """A certificate problem cannot heal by retrying: fail at once with the reason and the options."""
+    return SinkError(f"TLS to the HBase Thrift gateway {gateway} failed: {type(exc).__name__}: {exc}; "
+                     "check hbase.thrift.tls.ca (the CA that signed the gateway's certificate), the host "
+                     "name the certificate names (hbase.thrift.tls.verify-hostname) and hbase.thrift.tls.cert/key")
+
+
 class HBaseConnection:
-    """Lazy, self-healing access to the Thrift client (``.client``) of one server."""
+    """Lazy, self-healing access to the Thrift client (``.client``) of one gateway out of several.
+
+    ``gateways`` (default: just ``host:port``) in the order this connection prefers them;
+    :meth:`from_options` orders them by ``spread_index`` (the task's or read partition's
+    index) so partitions spread evenly and deterministically.
+    """
 
     def __init__(self, host: str, port: int, *, transport: str = "buffered",
-                 protocol: str = "binary", timeout_ms: int = 60_000) -> None:
-        self.host, self.port = host, port
+                 protocol: str = "binary", timeout_ms: int = 60_000,
+                 gateways: tuple[Gateway, ...] | None = None, rounds: int = 1,
+                 backoff_ms: int = 0, tls: TlsSettings | None = None) -> None:
+        self._gateways = gateways or (Gateway(host, port),)
+        self._current = 0
         self._transport, self._protocol, self._timeout_ms = transport, protocol, timeout_ms
+        self._rounds, self._backoff_ms = rounds, backoff_ms
+        self._tls = tls
+        self._warned: set[Gateway] = set()
         self._conn: happybase.Connection | None = None
 
     @classmethod
-    def from_options(cls, opts: Any) -> HBaseConnection:
-        return cls(opts.host, opts.port, transport=opts.transport, protocol=opts.protocol,
-                   timeout_ms=opts.timeout_ms)
+    def from_options(cls, opts: Any, spread_index: int = 0) -> HBaseConnection:
+        gateways = spread(opts.gateways, spread_index)
+        return cls(gateways[0].host, gateways[0].port, transport=opts.transport, protocol=opts.protocol,
+                   timeout_ms=opts.timeout_ms, gateways=gateways, rounds=opts.failover_rounds,
+                   backoff_ms=opts.failover_backoff_ms, tls=opts.tls)
 
-    def _open(self) -> happybase.Connection:
-        try:
-            return open_connection(self.host, self.port, self._transport, self._protocol, self._timeout_ms)
-        except TRANSPORT_ERRORS + (OSError,) as exc:
-            raise SinkError(
-                f"cannot reach the HBase Thrift server at {self.host}:{self.port} "
-                f"({type(exc).__name__}: {exc}); is it running and are hbase.thrift.* right?"
-            ) from exc
+    @property
+    def gateway(self) -> Gateway:
+        """The gateway this connection uses now (or will try first)."""
+        return self._gateways[self._current]
+
+    @property
+    def host(self) -> str:
+        return self.gateway.host
+
+    @property
+    def port(self) -> int:
+        return self.gateway.port
+
+    def _open(self, gateway: Gateway) -> happybase.Connection:
+        return open_connection(gateway.host, gateway.port, self._transport, self._protocol, self._timeout_ms,
+                               self._tls)
 
     @property
     def connection(self) -> happybase.Connection:
         if self._conn is None:
-            self._conn = self._open()
+            self._failover(lambda c: None, first=None)
+        assert self._conn is not None
         return self._conn
 
     def reconnect(self) -> None:
+        """A fresh socket: to the current gateway if it answers, else to the next live one."""
         self.close()
-        self._conn = self._open()
+        self._failover(lambda c: None, first=None)
+
+    def failover(self) -> None:
+        """Move to the next gateway that opens (callers whose call died with a transport error)."""
+        self.close()
+        self._current = (self._current + 1) % len(self._gateways)
+        self._failover(lambda c: None, first=None)
 
     def call(self, fn: Callable[[happybase.Connection], T]) -> T:
-        """Run ``fn(connection)``; on a transport error retry once on a fresh socket."""
+        """Run ``fn(connection)``; on a transport error retry on a fresh socket, failing over."""
         try:
             return fn(self.connection)
+        except TLS_ERRORS as exc:
+            raise _tls_error(self.gateway, exc) from exc
         except TRANSPORT_ERRORS as exc:
-            log.info("HBase Thrift transport to %s:%s failed (%s); reconnecting once",
-                     self.host, self.port, exc)
-            self.reconnect()
-            try:
-                return fn(self.connection)
-            except TRANSPORT_ERRORS as again:
-                raise SinkError(
-                    f"HBase Thrift server {self.host}:{self.port} failed twice: {again}"
-                ) from again
+            log.info("HBase Thrift transport to %s failed (%s); reconnecting once, then failing over",
+                     self.gateway, exc)
+            return self._failover(fn, first=exc)
+
+    def _failover(self, fn: Callable[[happybase.Connection], T], *, first: BaseException | None) -> T:
+        """Try ``fn`` on a fresh socket to each gateway from the current one, ``rounds`` times."""
+        self.close()
+        n = len(self._gateways)
+        errors: dict[Gateway, BaseException] = {}
+        if first is not None:
+            errors[self.gateway] = first
+        for round_ in range(self._rounds):
+            if round_:
+                time.sleep(self._backoff_ms / 1000)
+            for step in range(n):
+                gateway = self._gateways[(self._current + step) % n]
+                try:
+                    self._conn = self._open(gateway)
+                    self._current = self._gateways.index(gateway)
+                    return fn(self._conn)
+                except TLS_ERRORS as exc:
+                    self.close()
+                    raise _tls_error(gateway, exc) from exc
+                except TRANSPORT_ERRORS + (OSError,) as exc:
+                    errors[gateway] = exc
+                    self.close()
+                    if n > 1 and gateway not in self._warned:
+                        self._warned.add(gateway)
+                        log.warning("HBase Thrift gateway %s failed (%s: %s); skipping it, trying the next one",
+                                    gateway, type(exc).__name__, exc)
+        detail = "; ".join(f"{g}: {type(e).__name__}: {e}" for g, e in errors.items())
+        raise SinkError(
+            f"cannot reach the HBase Thrift server: no gateway answered after {self._rounds} pass(es) over {n} gateway(s) "
+            f"[{describe(self._gateways)}] ({detail}); are they running and are hbase.thrift.* right? "
+            "(hbase.thrift.failover.rounds / hbase.thrift.failover.backoff set the retries)"
+        ) from errors.get(self.gateway)
 
     def close(self) -> None:
         if self._conn is not None:

@@ -106,7 +106,7 @@ class HBaseCommittedReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, ScanPartition) or partition.empty:
             return
-        conn = HBaseConnection.from_options(parse_read_options(self._options))
+        conn = HBaseConnection.from_options(parse_read_options(self._options), partition.value)
         try:
             yield from iter_committed(conn, self._record, (partition.start, partition.stop))
         finally:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..._exceptions import SinkError
 from ...barrier._sink import CompletedCheckpoint, SinkContext
 from ._admin import prepare_table
 from ._commit_table import ensure_commit_table
@@ -81,14 +82,22 @@ class HBaseSinkFunction:
     def _thrift2(self) -> Any:
         """A factory of Thrift2 admin connections (only some paths need one), or None."""
         opts = self.opts
-        if opts is None or opts.thrift2_port is None:
+        if opts is None or not opts.thrift2_gateways:
             return None
 
         def connect() -> Any:
+            """The first Thrift2 gateway that answers (admin calls are rare: no spreading)."""
             from ._thrift2 import Thrift2Admin
 
-            return Thrift2Admin(opts.host, opts.thrift2_port, timeout_ms=opts.timeout_ms,
-                                transport=opts.transport, protocol=opts.protocol)
+            errors: list[str] = []
+            for gateway in opts.thrift2_gateways:
+                try:
+                    return Thrift2Admin(gateway.host, gateway.port, timeout_ms=opts.timeout_ms,
+                                        transport=opts.transport, protocol=opts.protocol, tls=opts.tls)
+                except SinkError as exc:
+                    errors.append(str(exc))
+                    log.warning("HBase Thrift2 gateway %s failed; trying the next one", gateway)
+            raise SinkError("no HBase Thrift2 gateway answered: " + "; ".join(errors))
 
         return connect
 

@@ -29,6 +29,8 @@ from .._options import (
     parse_stripped,
     parse_timestamp_ms,
 )
+from ._gateways import Gateway, parse_gateways
+from ._tls import TlsSettings
 
 __all__ = [
     "DeliveryGuarantee",
@@ -67,8 +69,11 @@ class ThriftProtocol(str, enum.Enum):
 
 
 _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
-    OptionSpec("hbase.thrift.host", parse_nonempty, "localhost", "HBase Thrift1 server host"),
-    OptionSpec("hbase.thrift.port", parse_port, 9090, "HBase Thrift1 server port", type_name="int"),
+    OptionSpec("hbase.thrift.host", parse_nonempty, "localhost",
+               "HBase Thrift1 gateway host, or a list `h1:9090,h2:9090,h3` of gateways of one HBase "
+               "(an entry without a port uses `hbase.thrift.port`): tasks and read partitions spread "
+               "over them by partition and fail over to the next one"),
+    OptionSpec("hbase.thrift.port", parse_port, 9090, "HBase Thrift1 gateway port", type_name="int"),
     OptionSpec(
         "hbase.thrift.transport", enum_parser(ThriftTransport), ThriftTransport.BUFFERED,
         "Thrift transport of the server", choices=enum_choices(ThriftTransport),
@@ -84,9 +89,38 @@ _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
         type_name="int",
     ),
     OptionSpec(
+        "hbase.thrift2.host", parse_stripped, "",
+        "optional Thrift2 gateway list like `hbase.thrift.host` (entries without a port use "
+        "`hbase.thrift2.port`); default: the Thrift1 hosts with `hbase.thrift2.port`",
+    ),
+    OptionSpec(
+        "hbase.thrift.failover.rounds", parse_positive_int, 3,
+        "passes over all gateways before a call fails with an error naming them "
+        "(the first pass starts with a fresh socket to the current gateway)", type_name="int",
+    ),
+    OptionSpec(
+        "hbase.thrift.failover.backoff", parse_non_negative_int, 1000,
+        "milliseconds to wait between two passes over the gateways", type_name="int",
+    ),
+    OptionSpec(
         "hbase.thrift.timeout", parse_positive_int, 60_000,
         "socket timeout in milliseconds for every Thrift call", type_name="int",
     ),
+    OptionSpec(
+        "hbase.thrift.tls", parse_bool, False,
+        "connect to the gateways (Thrift1 and Thrift2) over TLS; HBase offers TLS only in its "
+        "HTTP mode (`hbase.regionserver.thrift.http=true`, `hbase.thrift.ssl.enabled=true`), so "
+        "this speaks Thrift over HTTPS and `hbase.thrift.transport` does not apply",
+        type_name="bool",
+    ),
+    OptionSpec("hbase.thrift.tls.ca", parse_stripped, "",
+               "PEM file of the CA(s) that signed the gateways' certificates; default: the system trust store"),
+    OptionSpec("hbase.thrift.tls.cert", parse_stripped, "",
+               "optional PEM client certificate (HBase 2.6's gateways do not ask for one; a TLS proxy may)"),
+    OptionSpec("hbase.thrift.tls.key", parse_stripped, "",
+               "PEM private key of `hbase.thrift.tls.cert` (unencrypted; protect the file), if not in that file"),
+    OptionSpec("hbase.thrift.tls.verify-hostname", parse_bool, True,
+               "check that the gateway's certificate names the host connected to", type_name="bool"),
     OptionSpec("table", parse_nonempty, None, "HBase table to write / read", required=True),
     OptionSpec(
         "column.family", parse_nonempty, "d",
@@ -105,6 +139,9 @@ _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
         "HBase table holding one commit record per `sink.id` (created if missing)",
     ),
 )
+
+GATEWAY_OPTION_SPECS: tuple[OptionSpec, ...] = tuple(s for s in _CONNECTION_SPECS if s.key.startswith("hbase."))
+"""The gateway options (list, failover, TLS): the table of ``docs/hbase-gateways.md``."""
 
 SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
     OptionSpec("rowkey", parse_nonempty, None, "name of the column holding the row key", required=True),
@@ -156,9 +193,14 @@ READ_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
 class _SharedOptions:
     """The fields the sink and the reader both parse from the connection specs."""
 
-    host: str
+    host: str  # the first gateway (kept for single-gateway callers)
     port: int
     thrift2_port: int | None
+    gateways: tuple[Gateway, ...]
+    thrift2_gateways: tuple[Gateway, ...]
+    failover_rounds: int
+    failover_backoff_ms: int
+    tls: TlsSettings | None
     transport: ThriftTransport
     protocol: ThriftProtocol
     timeout_ms: int
@@ -211,10 +253,35 @@ def parse_columns(raw: str) -> tuple[tuple[str, str, str], ...]:
 
 def _shared_fields(v: Mapping[str, Any]) -> dict[str, Any]:
     """The :class:`_SharedOptions` fields from parsed values."""
-    return {"host": v["hbase.thrift.host"], "port": v["hbase.thrift.port"], "thrift2_port": v["hbase.thrift2.port"],
+    gateways = parse_gateways(v["hbase.thrift.host"], v["hbase.thrift.port"])
+    thrift2_port = v["hbase.thrift2.port"]
+    if v["hbase.thrift2.host"]:
+        thrift2 = parse_gateways(v["hbase.thrift2.host"], thrift2_port, option="hbase.thrift2.host")
+    elif thrift2_port is not None:
+        thrift2 = tuple(dict.fromkeys(Gateway(g.host, thrift2_port) for g in gateways))
+    else:
+        thrift2 = ()
+    return {"host": gateways[0].host, "port": gateways[0].port,
+            "thrift2_port": thrift2[0].port if thrift2 else None,
+            "gateways": gateways, "thrift2_gateways": thrift2,
+            "failover_rounds": v["hbase.thrift.failover.rounds"],
+            "failover_backoff_ms": v["hbase.thrift.failover.backoff"], "tls": _tls(v),
             "transport": v["hbase.thrift.transport"], "protocol": v["hbase.thrift.protocol"],
             "timeout_ms": v["hbase.thrift.timeout"], "table": v["table"], "sink_id": v["sink.id"] or None,
             "commit_table": v["commit.table"]}
+
+
+def _tls(v: Mapping[str, Any]) -> TlsSettings | None:
+    set_ = [k for k in ("hbase.thrift.tls.ca", "hbase.thrift.tls.cert", "hbase.thrift.tls.key") if v[k]]
+    if not v["hbase.thrift.tls"]:
+        if set_:
+            raise ConfigError(f"option {set_[0]!r} needs 'hbase.thrift.tls' = true", option=set_[0])
+        return None
+    if v["hbase.thrift.tls.key"] and not v["hbase.thrift.tls.cert"]:
+        raise ConfigError("option 'hbase.thrift.tls.key' needs 'hbase.thrift.tls.cert'", option="hbase.thrift.tls.key")
+    return TlsSettings(ca_file=v["hbase.thrift.tls.ca"] or None, cert_file=v["hbase.thrift.tls.cert"] or None,
+                       key_file=v["hbase.thrift.tls.key"] or None,
+                       verify_hostname=v["hbase.thrift.tls.verify-hostname"])
 
 
 def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:

@@ -20,6 +20,7 @@ pushed-down row-key range) and by :func:`read_committed`.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,13 +28,17 @@ import pyarrow as pa
 
 from ..._exceptions import ConfigError, SinkError
 from ._commit_table import CommitRecord, list_sinks, read_history, read_state
-from ._connection import HBaseConnection
+from ._connection import TRANSPORT_ERRORS, HBaseConnection
+from ._gateways import parse_gateways
+from ._tls import TlsSettings
 from ._encoding import decode_column
 from ._key_ranges import FULL, KeyRange
 from ._options import DEFAULT_COMMIT_TABLE
 
 __all__ = ["find_commit", "view_record", "read_committed", "committed_schema", "iter_committed",
            "region_ranges"]
+
+log = logging.getLogger(__name__)
 
 _VERSIONS = 100
 _SCAN_BATCH = 1000
@@ -139,17 +144,31 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     start, stop = key_range
-    scan = table.scan(row_start=start or None, row_stop=stop or None, columns=families or None,
-                      timestamp=record.read_bound, include_timestamp=bool(gaps), batch_size=_SCAN_BATCH)
-    for key, data in scan:
-        if gaps:
-            data = _outside_gaps(table, key, data, gaps)
-            if not data:
-                continue
-        keys.append(key)
-        rows.append(data)
-        if len(keys) >= chunk_rows:
-            yield emit()
+    last: bytes | None = None  # the last key taken, across failovers
+    while True:
+        # A scanner lives in one gateway: after a transport error the scan restarts on the
+        # next gateway just after the last key taken, under the same record, so it is exact.
+        begin = start if last is None else last + b"\x00"
+        try:
+            scan = table.scan(row_start=begin or None, row_stop=stop or None, columns=families or None,
+                              timestamp=record.read_bound, include_timestamp=bool(gaps), batch_size=_SCAN_BATCH)
+            for key, data in scan:
+                if gaps:
+                    data = _outside_gaps(table, key, data, gaps)
+                last = key
+                if not data:
+                    continue
+                keys.append(key)
+                rows.append(data)
+                if len(keys) >= chunk_rows:
+                    yield emit()
+            break
+        except TRANSPORT_ERRORS as exc:
+            failed = conn.gateway
+            conn.failover()  # raises SinkError naming every gateway when none answers
+            log.warning("scan of %r through %s failed (%s); resuming through %s", record.table, failed, exc,
+                        conn.gateway)
+            table = conn.connection.table(record.table)
     if keys:
         yield emit()
 
@@ -157,9 +176,14 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
 def read_committed(host: str, port: int, table: str, *, sink_id: str | None = None,
                    commit_table: str = DEFAULT_COMMIT_TABLE, transport: str = "buffered",
                    protocol: str = "binary", as_of_batch: int | None = None,
-                   as_of_ms: int | None = None) -> pa.Table:
-    """The committed (or as-of) view of ``table`` as a pyarrow Table (no Spark session needed)."""
-    conn = HBaseConnection(host, port, transport=transport, protocol=protocol)
+                   as_of_ms: int | None = None, tls: TlsSettings | None = None) -> pa.Table:
+    """The committed (or as-of) view of ``table`` as a pyarrow Table (no Spark session needed).
+
+    ``host`` may be a gateway list like option ``hbase.thrift.host`` (``port`` is the default port).
+    """
+    gateways = parse_gateways(host, port)
+    conn = HBaseConnection(host, port, transport=transport, protocol=protocol, gateways=gateways,
+                           rounds=3, backoff_ms=1000, tls=tls)
     try:
         latest = find_commit(conn, commit_table, table, sink_id)
         record = view_record(conn, commit_table, latest, as_of_batch=as_of_batch, as_of_ms=as_of_ms)

@@ -192,7 +192,7 @@ class Thrift2Admin:
     """
 
     def __init__(self, host: str, port: int, *, timeout_ms: int = 60_000,
-                 transport: str = "buffered", protocol: str = "binary") -> None:
+                 transport: str = "buffered", protocol: str = "binary", tls: Any = None) -> None:
         from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol
         from thriftpy2.transport import TBufferedTransport, TFramedTransport, TSocket
 
@@ -203,18 +203,34 @@ class Thrift2Admin:
                             f"use one of {sorted(transports)} / {sorted(protocols)}")
         self.host, self.port = host, port
         self._t = _idl()
-        self._transport = transports[transport](
-            TSocket(host=host, port=port, socket_timeout=timeout_ms))
-        self._client = TClient(self._t.THBaseService,
-                               protocols[protocol](self._transport, decode_response=False))
+        if tls is not None:  # Thrift over HTTPS, the only TLS HBase offers (see ``_tls``)
+            from ._tls import https_transport
+
+            self._transport = https_transport(host, port, timeout_ms, tls)
+        else:
+            self._transport = transports[transport](
+                TSocket(host=host, port=port, socket_timeout=timeout_ms))
+        if tls is not None:
+            from ._tls import https_protocol
+
+            self._client = TClient(self._t.THBaseService, https_protocol(protocol, self._transport))
+        else:
+            self._client = TClient(self._t.THBaseService,
+                                   protocols[protocol](self._transport, decode_response=False))
         self._call("connect", self._transport.open)
 
     # ------------------------------------------------------------------ plumbing
     def _call(self, what: str, fn: Any, *args: Any) -> Any:
         """Run one call, turning server and transport errors into one-line SinkErrors."""
         where = f"HBase Thrift2 server {self.host}:{self.port}"
+        from ._tls import TLS_ERRORS
+
         try:
             return fn(*args)
+        except TLS_ERRORS as exc:
+            self.close()
+            raise SinkError(f"TLS to the {where} failed during {what} ({type(exc).__name__}: {exc}); check "
+                            "hbase.thrift.tls.ca and the host name its certificate names") from exc
         except (self._t.TIOError, self._t.TIllegalArgument) as exc:
             raise SinkError(f"{where} refused {what} ({_describe(exc)}); "
                             "check the table name and its families") from exc

@@ -27,9 +27,12 @@ _EXPORT = re.compile(
     r"export SPARKBARRIER_KAFKA_BOOTSTRAP=127\.0\.0\.1:(\d+)\n"
     r"export SPARKBARRIER_HBASE_THRIFT=127\.0\.0\.1:(\d+)\n"
     r"export SPARKBARRIER_HBASE_THRIFT2=127\.0\.0\.1:(\d+)\n"
+    r"export SPARKBARRIER_HBASE_THRIFT_GATEWAYS=127\.0\.0\.1:\2,127\.0\.0\.1:(\d+)\n"
+    r"export SPARKBARRIER_HBASE_THRIFT_TLS=localhost:(\d+)\n"
+    r"export SPARKBARRIER_HBASE_THRIFT_TLS_CA=/\S+/sparkbarrier-thrift-ca\.pem\n"
     r"export SPARKBARRIER_KAFKA_SECURITY=(/\S+/kafka-security\.json)\n"
 )
-_PROCESSES = ["kafka", "hbase-master", "hbase-thrift", "hbase-thrift2"]
+_PROCESSES = ["kafka", "hbase-master", "hbase-thrift", "hbase-thrift2", "hbase-thrift-b", "hbase-thrift-tls"]
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +100,9 @@ def test_up_down_cycle_in_a_separate_home(scratch_home: Path, shared: Devstack) 
     assert endpoints.kafka_bootstrap != shared_endpoints.kafka_bootstrap
     assert endpoints.hbase_thrift != shared_endpoints.hbase_thrift
     assert endpoints.hbase_thrift2 != shared_endpoints.hbase_thrift2
-    assert len(stack_pids(scratch_home)) == 4
-    assert sorted(stack.down()) == ["hbase-master", "hbase-thrift", "hbase-thrift2", "kafka"]
+    assert len(stack_pids(scratch_home)) == 6
+    assert sorted(stack.down()) == ["hbase-master", "hbase-thrift", "hbase-thrift-b", "hbase-thrift-tls",
+                                    "hbase-thrift2", "kafka"]
     assert stack_pids(scratch_home) == []
     assert stack.endpoints() is None
     assert not stack.status().running

@@ -56,6 +56,8 @@ def main(raw: str) -> int:
         thrift2_host, thrift2_port = cfg["thrift2"]
         assert thrift2_host == host, f"Thrift2 {thrift2_host} must be on the Thrift host {host}"
         writer = writer.option("hbase.thrift2.port", str(thrift2_port))
+    if cfg.get("gateways"):  # a gateway list: tasks spread over them and fail over
+        host = ",".join(f"{h}:{p}" for h, p in cfg["gateways"])
     query = (
         writer
         .option("hbase.thrift.host", host)

@@ -73,6 +73,7 @@ class PipelineConfig:
     max_offsets: int = 100
     starting_offsets: str = "earliest"
     master: str = "local[2]"
+    gateways: tuple[tuple[str, int], ...] = ()  # several Thrift1 gateways: the sink gets them all
 
 
 @dataclass

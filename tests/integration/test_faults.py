@@ -21,9 +21,8 @@ the restarted query completes exactly once.
 
 from __future__ import annotations
 
-import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,21 +35,6 @@ from sparkbarrier.connectors import starting_offsets_from_sink
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mark.hbase]
 
 N_RECORDS = 300
-
-
-@pytest.fixture(scope="module")
-def private_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, object]]:
-    """A throw-away Kafka + HBase (own home, free ports): the only stack we restart servers of."""
-    from sparkbarrier.devstack import ENV_HOME, Devstack
-
-    home = tmp_path_factory.mktemp("fault-devstack")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKBARRIER_DEVSTACK_")}
-    env[ENV_HOME] = str(home)
-    stack = Devstack(home, environ=env)
-    try:
-        yield home, stack.up()
-    finally:
-        stack.down()
 
 
 def _scenario(tmp_path: Path, unique_name, bootstrap: str, thrift: tuple[str, int],

@@ -49,7 +49,7 @@ class Sink:
         """The committed (or, with ``as_of_batch``/``as_of_ms``, as-of) view, sorted by id."""
         from sparkbarrier.connectors.hbase import read_committed
 
-        host, port = self.opts.host, self.opts.port
+        host, port = ",".join(str(g) for g in self.opts.gateways), self.opts.port
         rows = read_committed(host, port, self.opts.table, sink_id=self.opts.sink_id,
                               commit_table=self.opts.commit_table, **as_of).to_pylist()
         return sorted(rows, key=lambda r: r["id"])

@@ -14,6 +14,7 @@ from sparkbarrier._exceptions import ConfigError, FencedError, FlushError, SinkE
 from sparkbarrier.barrier.markers import CheckpointBarrier, marker_batch, with_marker_columns
 from sparkbarrier._faults import FAULT_ENV
 from sparkbarrier.connectors.hbase._buffer import FAULT_AFTER_PARTIAL_FLUSH
+from sparkbarrier.connectors.hbase._gateways import Gateway
 from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
 
 pytestmark = [pytest.mark.hbase]
@@ -203,7 +204,7 @@ def test_table_keeping_one_version_is_rejected(make_sink, hbase_thrift, unique_n
 
 def test_thrift_down_fails_clearly_and_commits_nothing(make_sink) -> None:
     sink = make_sink(KV)
-    bad = replace(sink.opts, port=1)
+    bad = replace(sink.opts, port=1, gateways=(Gateway(sink.opts.host, 1),), failover_backoff_ms=10)
     with pytest.raises(SinkError, match="cannot reach the HBase Thrift server"):
         HBaseTaskWriter(bad, TaskIdentity("q1", 0, 0)).run(
             iter([pa.RecordBatch.from_pylist([{"id": "a", "v": 1, "s": None}], schema=KV)]))
