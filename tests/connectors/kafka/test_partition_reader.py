@@ -181,7 +181,8 @@ def test_librdkafka_client_errors_and_logs_carry_no_secret(
     with pytest.raises(SourceError) as err:
         read(kafka, topic, 0, 1, client,
              **{"kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
-                "kafka.sasl.jaas.config": f'x username="u" password="{secret}";',
+                "kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+                                          f'required username="u" password="{secret}";',
                 "kafka.request.timeout.ms": "3000", "kafkaConsumer.pollTimeoutMs": "3000"})
     assert secret not in str(err.value) and secret not in caplog.text
 
