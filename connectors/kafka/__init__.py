@@ -16,6 +16,7 @@ from typing import Any
 
 from ._checkpoint_log import CheckpointLogStatus, SparkBatch, checkpoint_log_status
 from ._group import CommittedOffset, GroupStatus, PartitionStatus, committed_offsets, group_status
+from ._jvm_commits import KafkaOffsetCommits, commit_kafka_offsets
 from ._options import KafkaSourceOptions, kafka_options_table, parse_source_options
 from ._positions import TopicPartition
 from ._source import BarrierKafkaDataSource, source_schema
@@ -25,11 +26,13 @@ __all__ = [
     "CheckpointLogStatus",
     "CommittedOffset",
     "GroupStatus",
+    "KafkaOffsetCommits",
     "KafkaSourceOptions",
     "PartitionStatus",
     "SparkBatch",
     "TopicPartition",
     "checkpoint_log_status",
+    "commit_kafka_offsets",
     "committed_offsets",
     "group_status",
     "kafka_options_table",
