@@ -63,6 +63,32 @@ def _barrier_offset(lines: list[str]) -> SourceOffset | None:
     return None
 
 
+def _jvm_kafka_offsets(lines: list[str]) -> dict[str, int]:
+    """Offsets of Spark's own ``format("kafka")`` sources in a batch's lines.
+
+    Spark's KafkaSourceOffset is ``{"topic": {"partition": next_offset}}``; a line of
+    that shape is taken as one (a partition in two sources: the smaller offset), so
+    ``status --checkpoint-location`` works with either source.
+    """
+    out: dict[str, int] = {}
+    for line in lines[1:]:
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict) or not obj or "checkpointId" in obj:
+            continue
+        if not all(isinstance(parts, dict) and all(
+                p.isdigit() and isinstance(o, int) for p, o in parts.items())
+                for parts in obj.values()):
+            continue
+        for topic, parts in obj.items():
+            for p, off in parts.items():
+                key = f"{topic}:{p}"
+                out[key] = min(off, out.get(key, off))
+    return out
+
+
 def checkpoint_log_status(location: str) -> CheckpointLogStatus:
     """Last completed and pending batches from a *local* Spark checkpoint directory.
 
@@ -83,9 +109,11 @@ def checkpoint_log_status(location: str) -> CheckpointLogStatus:
     planned, done = ids(offsets_dir), set(ids(commits_dir))
     batches = {}
     for batch in planned:
-        offset = _barrier_offset(_read_log_entry(offsets_dir / str(batch)))
+        lines = _read_log_entry(offsets_dir / str(batch))
+        offset = _barrier_offset(lines)
         batches[batch] = SparkBatch(batch, offset.checkpoint_id if offset else None,
-                                    offset.channel_offsets() if offset else {})
+                                    offset.channel_offsets() if offset else
+                                    _jvm_kafka_offsets(lines))
     completed = [b for b in planned if b in done]
     last = batches[completed[-1]] if completed else None
     pending = [batches[b] for b in planned if b not in done and (last is None or b > last.batch_id)]

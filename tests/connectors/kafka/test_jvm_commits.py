@@ -76,6 +76,8 @@ def test_two_sources_and_two_queries_commit_completed_batches_to_own_groups(
             wait_for(lambda: kafka.group_offsets(g1) == {(a, 0): 5, (a, 1): 5, (b, 0): 3,
                                                          (b, 1): 3}, 60, "g1 second run")
             assert h1b.stats()["commits_failed"] == 0
+            _status_shows_group_and_checkpoint(kafka, g1, b, tmp_path / "c1",
+                                               q1b.lastProgress["batchId"])
         finally:
             spark.streams.removeListener(h1b)
             h1b.close()
@@ -85,6 +87,26 @@ def test_two_sources_and_two_queries_commit_completed_batches_to_own_groups(
         for h in (h1, h2):
             spark.streams.removeListener(h)
             h.close()
+
+
+def _status_shows_group_and_checkpoint(kafka: KafkaTool, group: str, topic: str, ckpt,
+                                       last_batch: int) -> None:
+    """The status CLI reads the JVM source's group and Spark checkpoint like barrier-kafka's."""
+    import contextlib
+    import io
+
+    from sparkbarrier.__main__ import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["status", "--group", group, "--topic", topic, "--bootstrap",
+                     kafka.bootstrap, "--checkpoint-location", str(ckpt), "--json"])
+    assert code == 0
+    got = json.loads(out.getvalue())
+    assert got["group"]["last_checkpoint_id"] == last_batch + 1
+    assert got["group"]["total_lag"] == 0
+    assert got["checkpoint_log"]["last_completed"]["batch_id"] == last_batch
+    assert got["checkpoint_log"]["last_completed"]["offsets"][f"{topic}:0"] == 3
 
 
 @pytest.mark.kafka
