@@ -1,4 +1,4 @@
-"""Spark's own Kafka source (``format("kafka")``) on the test session's classpath.
+"""Spark's own Kafka source (``format("kafka")``) for a session's ``spark.jars``: tests, demo, benchmark.
 
 The working set (spark-sql-kafka 4.2.0, token provider 4.0.0, kafka-clients 3.9.2,
 commons-pool2 2.12.0) is taken from the local Maven repository the devstack uses
