@@ -132,10 +132,10 @@ def local_checkpoint_dir(location: str | None) -> Path | None:
 
 
 def planned_batch(location: str | None, batch_id: int) -> SparkBatch | None:
-    """What ``barrier-kafka`` planned for Spark batch ``batch_id`` (its offset-log entry).
+    """What ``barrier-kafka`` (or Spark's own Kafka source) planned for batch ``batch_id``.
 
-    None when the checkpoint is not local, the entry is missing, or no ``barrier-kafka``
-    source is in it. Spark writes the entry before it runs the batch, so a sink's commit
+    None when the checkpoint is not local, the entry is missing, or no Kafka source is
+    in it; Spark's own source gives offsets without a checkpoint id. Spark writes the entry before it runs the batch, so a sink's commit
     of that batch always finds it.
     """
     root = local_checkpoint_dir(location)
@@ -144,7 +144,10 @@ def planned_batch(location: str | None, batch_id: int) -> SparkBatch | None:
     entry = root / "offsets" / str(batch_id)
     if not entry.is_file():
         return None
-    offset = _barrier_offset(_read_log_entry(entry))
+    lines = _read_log_entry(entry)
+    offset = _barrier_offset(lines)
     if offset is None:
-        return None
+        # Spark's own format("kafka"): the sink still records the batch's Kafka offsets.
+        jvm = _jvm_kafka_offsets(lines)
+        return SparkBatch(batch_id, None, jvm) if jvm else None
     return SparkBatch(batch_id, offset.checkpoint_id, offset.channel_offsets())
