@@ -350,19 +350,51 @@ def register_transfer_floor(spark, value_bytes: int) -> None:
     spark.dataSource.register(_Source)
 
 
-def spark_run(spark, name: str, fmt: str, options: dict[str, str], records: int) -> Result:
+def spark_run(spark, name: str, fmt: str, options: dict[str, str], records: int,
+              sink: str = "noop") -> Result:
+    """One AvailableNow query; ``options["_commits"]`` adds commit_kafka_offsets' listener.
+
+    ``sink``: ``noop``, or ``parquet`` (``from_json`` over a JSON document built from
+    each record's key and value, written as Parquet -- a realistic light pipeline).
+    """
+    options = dict(options)
+    commits = options.pop("_commits", None)
     reader = spark.readStream.format(fmt)
     for key, value in options.items():
         reader = reader.option(key, value)
+    handle = None
+    if commits:
+        from sparkbarrier import commit_kafka_offsets
+
+        handle = commit_kafka_offsets(spark, commits, options)
     jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
     with tempfile.TemporaryDirectory() as ckpt, TreeMonitor(jvm_pid) as mon:
         t0 = time.perf_counter()
-        query = (reader.load().writeStream.format("noop").option("checkpointLocation", ckpt)
+        df = reader.load()
+        if sink == "parquet":
+            from pyspark.sql import functions as F
+
+            doc = F.concat(F.lit('{"k":"'), F.col("key").cast("string"), F.lit('","v":"'),
+                           F.col("value").cast("string"), F.lit('","n":42}'))
+            df = df.select(F.from_json(doc, "k string, v string, n long").alias("j")) \
+                .select("j.*")
+            writer = df.writeStream.format("parquet").option("path", os.path.join(ckpt, "out"))
+        else:
+            writer = df.writeStream.format("noop")
+        query = (writer.option("checkpointLocation", os.path.join(ckpt, "c"))
                  .trigger(availableNow=True).start())
         query.awaitTermination()
         elapsed = time.perf_counter() - t0
         jvm, py = mon.cpu()
         rows = sum(p["numInputRows"] for p in query.recentProgress)
+    if handle is not None:
+        spark.streams.removeListener(handle)
+        assert handle.wait_for(query.lastProgress["batchId"], 60), "last batch not committed"
+        handle.close()
+        st = handle.stats()
+        print(f"    {name}: listener {st['listener_s_total'] / max(st['events'], 1) * 1e3:.3f} "
+              f"ms/event (max {st['listener_s_max'] * 1e3:.3f} ms) over {st['events']} "
+              f"events, {st['commits_succeeded']} commits, {st['commits_failed']} failed")
     # barrier-kafka adds one marker row per partition and batch
     assert rows >= records, (fmt, rows, records)
     return Result(name, records / elapsed, (jvm + py) / records * 1e6, jvm / records * 1e6,
@@ -408,6 +440,11 @@ def main() -> None:
                         help="comma-separated local jars for the built-in source (instead of "
                              "resolving --spark-kafka-version through spark.jars.packages)")
     parser.add_argument("--skip-builtin", action="store_true")
+    parser.add_argument("--sinks", default="noop",
+                        help="comma-separated: noop, parquet (from_json + Parquet)")
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=0,
+                        help="maxOffsetsPerTrigger of the JVM paths (several batches, so the "
+                             "commit listener runs several times); 0: one batch")
     parser.add_argument("--skip-raw", action="store_true")
     parser.add_argument("--rounds", type=int, default=1, help="repeat the Spark queries")
     parser.add_argument("--no-transfer-floor", dest="transfer_floor", action="store_false",
@@ -470,7 +507,11 @@ def _measure(args: argparse.Namespace, topic: str, warm_topic: str) -> None:
     readers = [(f"barrier ({client})", "barrier-kafka", {"kafkaConsumer.client": client})
                for client in args.clients.split(",")]
     if builtin:
-        readers.append(("Spark JVM", "kafka", {}))
+        jvm_opts = ({"maxOffsetsPerTrigger": str(args.max_offsets_per_trigger)}
+                    if args.max_offsets_per_trigger else {})
+        readers.append(("Spark JVM", "kafka", jvm_opts))
+        readers.append(("Spark JVM + commits", "kafka",
+                        {**jvm_opts, "_commits": f"bench-{topic}-jvm"}))
     if args.sasl_ssl:
         secured = sasl_ssl_options(args.security_manifest)
         readers.append(("barrier (auto) SASL_SSL", "barrier-kafka",
@@ -503,23 +544,34 @@ def _measure(args: argparse.Namespace, topic: str, warm_topic: str) -> None:
                 spark_run(spark, name, fmt, opts, args.records)
             print(f"warm-up round {round_ + args.warmup_rounds} done", flush=True)
             continue
-        results = list(raw) if round_ == 1 else []
-        for name, fmt, extra in readers:
-            opts = {**common, **extra}
-            if fmt == "barrier-kafka":
-                opts["kafka.group.id"] = f"bench-{topic}-{round_}-{extra['kafkaConsumer.client']}"
-            try:
-                results.append(spark_run(spark, name, fmt, opts, args.records))
-            except Exception as exc:  # report and go on: the other numbers still stand
-                print(f"  {name} failed: {str(exc).splitlines()[0][:300]}")
-        print(f"round {round_}:")
-        _print(results)
-        _ratios({r.name: r for r in results})
+        for sink in args.sinks.split(","):
+            results = list(raw) if round_ == 1 and sink == "noop" else []
+            for name, fmt, extra in readers:
+                if sink != "noop" and fmt == "bench-transfer-floor":
+                    continue
+                opts = {**common, **extra}
+                if fmt == "barrier-kafka":
+                    opts["kafka.group.id"] = \
+                        f"bench-{topic}-{round_}-{sink}-{extra['kafkaConsumer.client']}"
+                if "_commits" in opts:
+                    opts["_commits"] += f"-{round_}-{sink}"
+                try:
+                    results.append(spark_run(spark, name, fmt, opts, args.records, sink))
+                except Exception as exc:  # report and go on: the other numbers still stand
+                    print(f"  {name} failed: {str(exc).splitlines()[0][:300]}")
+            print(f"round {round_}, sink {sink}:")
+            _print(results)
+            _ratios({r.name: r for r in results})
     spark.stop()
 
 
 def _ratios(by_name: dict[str, Result]) -> None:
     floor, jvm = by_name.get("transfer floor"), by_name.get("Spark JVM")
+    listened = by_name.get("Spark JVM + commits")
+    if listened and jvm:
+        print(f"  Spark JVM + commits / Spark JVM: "
+              f"{listened.records_per_s / jvm.records_per_s:.3f}x records/s, "
+              f"{listened.cpu_s_per_m / jvm.cpu_s_per_m:.3f}x CPU per record (listener overhead)")
     if floor and jvm:
         print(f"  transfer floor / Spark JVM: {floor.records_per_s / jvm.records_per_s:.2f}x "
               f"records/s, {floor.cpu_s_per_m / jvm.cpu_s_per_m:.2f}x CPU per record")

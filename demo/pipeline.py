@@ -77,7 +77,12 @@ class Names:
 
 
 def spark_session(master: str = "local[2]", app: str = "sparkbarrier-demo") -> Any:
-    """A loopback-only session whose Python workers run this interpreter."""
+    """A loopback-only session whose Python workers run this interpreter.
+
+    Spark's own ``format("kafka")`` is on its classpath too (``--source kafka``).
+    """
+    from sparkbarrier._jvm_kafka import jvm_kafka_jars
+
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -89,6 +94,7 @@ def spark_session(master: str = "local[2]", app: str = "sparkbarrier-demo") -> A
              .config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.jars", jvm_kafka_jars())
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     # No register call: the installed pyspark_barrier_* modules make both formats known.
@@ -96,8 +102,14 @@ def spark_session(master: str = "local[2]", app: str = "sparkbarrier-demo") -> A
 
 
 def pipeline(spark: Any, bootstrap: str, hbase: tuple[str, int], names: Names, *,
-             max_per_trigger: int = 20_000, thrift2_port: int | None = None) -> Any:
+             max_per_trigger: int = 20_000, thrift2_port: int | None = None,
+             source: str = "barrier-kafka") -> Any:
     """The streaming DataFrame writer: source → transformation (markers kept) → sink.
+
+    ``source``: ``barrier-kafka`` (commits its group itself), or ``kafka`` -- Spark's own
+    source, whose group commits come from :func:`sparkbarrier.commit_kafka_offsets`
+    (registered here, before the caller's ``start()``); the sink learns each batch's
+    offsets from Spark's offset log either way.
 
     ``thrift2_port``: the HBase Thrift2 server on ``hbase``'s host, if there is one; the
     sink then creates (or checks) its table with ``KEEP_DELETED_CELLS=TRUE``.
@@ -106,13 +118,19 @@ def pipeline(spark: Any, bootstrap: str, hbase: tuple[str, int], names: Names, *
 
     from sparkbarrier.connectors.hbase import keep_markers
 
-    raw = (spark.readStream.format("barrier-kafka")
-           .option("kafka.bootstrap.servers", bootstrap)
-           .option("subscribe", names.topic)
-           .option("kafka.group.id", names.group)
-           .option("startingOffsets", "earliest")
-           .option("maxOffsetsPerTrigger", str(max_per_trigger))
-           .load())
+    reader = (spark.readStream.format(source)
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", names.topic)
+              .option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", str(max_per_trigger)))
+    if source == "barrier-kafka":
+        reader = reader.option("kafka.group.id", names.group)
+    else:
+        from sparkbarrier import commit_kafka_offsets
+
+        _LISTENERS.append(commit_kafka_offsets(
+            spark, names.group, {"kafka.bootstrap.servers": bootstrap}, query_name=names.sink_id))
+    raw = reader.load()
     event = F.from_json(F.col("value").cast("string"), EVENT_DDL)
     # keep_markers keeps the _barrier_* columns: the sink flushes at each barrier and
     # records the source offsets of every checkpoint in its commit record.
@@ -158,8 +176,11 @@ class Progress:
                 continue
             self._seen = p.batchId
             src = p.sources[0]
-            ckpt = (SourceOffset.from_json(json.loads(src.endOffset)).checkpoint_id
-                    if src.endOffset else None)
+            end = json.loads(src.endOffset) if src.endOffset else None
+            # barrier-kafka's offset has a checkpoint id; Spark's own source's has none
+            # (commit_kafka_offsets writes batch id + 1 as the group's checkpoint id).
+            ckpt = (SourceOffset.from_json(end).checkpoint_id
+                    if isinstance(end, dict) and "checkpointId" in end else p.batchId + 1)
             group_ckpt, lag = self._group()
             row = {"batch": p.batchId, "checkpoint": ckpt, "rows": p.numInputRows,
                    "rps": p.processedRowsPerSecond, "ms": p.durationMs.get("triggerExecution", 0),
@@ -260,7 +281,8 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(bootstrap, names)
     checks = Checks()
     try:
-        query = (pipeline(spark, bootstrap, hbase, names, thrift2_port=thrift2_port)
+        query = (pipeline(spark, bootstrap, hbase, names, thrift2_port=thrift2_port,
+                          source=args.source)
                  .option("checkpointLocation", str(ckpt))
                  .trigger(processingTime=args.trigger).start())
         workload.start()
@@ -285,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
             group_ckpt, group_offsets = _group_view(bootstrap, names)
         except SourceError:  # no checkpoint completed-and-committed yet: nothing committed
             group_ckpt, group_offsets = None, {}
-        done_ckpt, done_offsets = (last.checkpoint_id or 0, last.offsets) if last else (0, {})
+        done_ckpt, done_offsets = (_checkpoint_id(last), last.offsets) if last else (0, {})
         print("\nafter stop (before the final drain):", flush=True)
         checks.check("group checkpoint <= last completed checkpoint", (group_ckpt or 0) <= done_ckpt,
                      f"group {group_ckpt}, Spark's last completed {done_ckpt}")
@@ -294,7 +316,12 @@ def run(args: argparse.Namespace) -> int:
                      f"group {group_offsets}, completed {done_offsets}")
 
         print("\nfinal drain (Trigger.AvailableNow, same checkpoint):", flush=True)
-        drain = (pipeline(spark, bootstrap, hbase, names, thrift2_port=thrift2_port).option("checkpointLocation", str(ckpt))
+        for listener in _commit_listeners(spark):  # the drain registers its own
+            spark.streams.removeListener(listener)
+            listener.close()
+            _LISTENERS.remove(listener)
+        drain = (pipeline(spark, bootstrap, hbase, names, thrift2_port=thrift2_port,
+                          source=args.source).option("checkpointLocation", str(ckpt))
                  .trigger(availableNow=True).start())
         if not drain.awaitTermination(args.drain_timeout):
             drain.stop()
@@ -302,6 +329,8 @@ def run(args: argparse.Namespace) -> int:
         progress.poll(drain)
         if drain.exception() is not None:
             raise RuntimeError(f"the final drain failed: {drain.exception()}")
+        for listener in _commit_listeners(spark):  # the drain's last batch reaches the group
+            listener.wait_for(drain.lastProgress["batchId"], 60)
         return _verify(bootstrap, hbase, names, str(ckpt), events, checks, started)
     finally:
         workload.stop_quietly()
@@ -310,6 +339,19 @@ def run(args: argparse.Namespace) -> int:
         spark.stop()
         if not args.keep_checkpoint:
             shutil.rmtree(ckpt, ignore_errors=True)
+
+
+def _checkpoint_id(batch: Any) -> int:
+    """barrier-kafka's checkpoint id, or for Spark's own source batch id + 1 (what
+    commit_kafka_offsets writes as ``checkpointId``)."""
+    return batch.checkpoint_id if batch.checkpoint_id is not None else batch.batch_id + 1
+
+
+_LISTENERS: list[Any] = []  # commit_kafka_offsets handles of this run (--source kafka)
+
+
+def _commit_listeners(spark: Any) -> list[Any]:
+    return list(_LISTENERS)
 
 
 def _verify(bootstrap: str, hbase: tuple[str, int], names: Names, ckpt: str, events: list,
@@ -328,7 +370,7 @@ def _verify(bootstrap: str, hbase: tuple[str, int], names: Names, ckpt: str, eve
     checks.check("group offsets == last completed checkpoint's offsets",
                  last is not None and group.offsets() == last.offsets, f"{group.offsets()}")
     checks.check("group checkpoint id == last completed checkpoint id",
-                 last is not None and group.last_checkpoint_id == last.checkpoint_id,
+                 last is not None and group.last_checkpoint_id == _checkpoint_id(last),
                  f"{group.last_checkpoint_id}")
     checks.check("sink commit covers the same offsets", sink.offsets == group.offsets(),
                  f"sink {sink.offsets}")
@@ -375,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hbase", help="HBase Thrift1 host:port")
     parser.add_argument("--hbase-thrift2", help="HBase Thrift2 host:port (optional; same host as --hbase)")
     parser.add_argument("--keep-checkpoint", action="store_true")
+    parser.add_argument("--source", choices=["barrier-kafka", "kafka"], default="barrier-kafka",
+                        help="barrier-kafka, or Spark's own format('kafka') with "
+                             "commit_kafka_offsets (default %(default)s)")
     parser.add_argument("--interrupt", action="store_true",
                         help="stop the query mid-batch (Spark logs the aborted batch; the drain replays it)")
     args = parser.parse_args(argv)

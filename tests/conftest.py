@@ -149,6 +149,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # Everything stays on loopback: never bind or connect to the machine's other addresses.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from sparkbarrier._jvm_kafka import jvm_kafka_jars
     from pyspark.sql import SparkSession
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
@@ -162,6 +163,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
         .config("spark.sql.warehouse.dir", str(warehouse))
         .config("spark.driver.memory", "2g")
         .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+        # Spark's own format("kafka"), for tests of commit_kafka_offsets and barrier-hbase
+        # behind the JVM source (local jars: no resolution cost per session).
+        .config("spark.jars", jvm_kafka_jars())
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")

@@ -18,7 +18,8 @@ INTENDED: dict[str, list[str]] = {
         "CheckpointLogStatus", "ConfigError", "CorruptStateError", "DataLossError",
         "FencedError", "FlushError", "GroupStatus", "PartitionStatus", "ProtocolError",
         "SinkError", "SinkStatus", "SourceError", "SparkBarrierError", "StateCompatibilityError",
-        "__version__", "checkpoint_log_status", "checkpointed_sink", "group_status", "register",
+        "__version__", "checkpoint_log_status", "checkpointed_sink", "commit_kafka_offsets",
+        "group_status", "register",
         "sink_status",
     ],
     "sparkbarrier.barrier": [
@@ -34,9 +35,9 @@ INTENDED: dict[str, list[str]] = {
     "sparkbarrier.connectors": ["starting_offsets_from_sink"],
     "sparkbarrier.connectors.kafka": [
         "BarrierKafkaDataSource", "CheckpointLogStatus", "CommittedOffset", "GroupStatus",
-        "KafkaSourceOptions", "PartitionStatus", "SparkBatch", "TopicPartition",
-        "checkpoint_log_status", "client_settings", "committed_offsets", "group_status",
-        "kafka_options_table",
+        "KafkaOffsetCommits", "KafkaSourceOptions", "PartitionStatus", "SparkBatch",
+        "TopicPartition", "checkpoint_log_status", "client_settings", "commit_kafka_offsets",
+        "committed_offsets", "group_status", "kafka_options_table",
         "parse_source_options", "register", "source_schema",
     ],
     "sparkbarrier.connectors.hbase": [

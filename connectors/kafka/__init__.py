@@ -17,6 +17,7 @@ from typing import Any
 from ._client_config import client_settings
 from ._checkpoint_log import CheckpointLogStatus, SparkBatch, checkpoint_log_status
 from ._group import CommittedOffset, GroupStatus, PartitionStatus, committed_offsets, group_status
+from ._jvm_commits import KafkaOffsetCommits, commit_kafka_offsets
 from ._options import KafkaSourceOptions, kafka_options_table, parse_source_options
 from ._positions import TopicPartition
 from ._source import BarrierKafkaDataSource, source_schema
@@ -26,12 +27,14 @@ __all__ = [
     "CheckpointLogStatus",
     "CommittedOffset",
     "GroupStatus",
+    "KafkaOffsetCommits",
     "KafkaSourceOptions",
     "PartitionStatus",
     "SparkBatch",
     "TopicPartition",
     "checkpoint_log_status",
     "client_settings",
+    "commit_kafka_offsets",
     "committed_offsets",
     "group_status",
     "kafka_options_table",

@@ -63,6 +63,32 @@ def _barrier_offset(lines: list[str]) -> SourceOffset | None:
     return None
 
 
+def _jvm_kafka_offsets(lines: list[str]) -> dict[str, int]:
+    """Offsets of Spark's own ``format("kafka")`` sources in a batch's lines.
+
+    Spark's KafkaSourceOffset is ``{"topic": {"partition": next_offset}}``; a line of
+    that shape is taken as one (a partition in two sources: the smaller offset), so
+    ``status --checkpoint-location`` works with either source.
+    """
+    out: dict[str, int] = {}
+    for line in lines[1:]:
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(obj, dict) or not obj or "checkpointId" in obj:
+            continue
+        if not all(isinstance(parts, dict) and all(
+                p.isdigit() and isinstance(o, int) for p, o in parts.items())
+                for parts in obj.values()):
+            continue
+        for topic, parts in obj.items():
+            for p, off in parts.items():
+                key = f"{topic}:{p}"
+                out[key] = min(off, out.get(key, off))
+    return out
+
+
 def checkpoint_log_status(location: str) -> CheckpointLogStatus:
     """Last completed and pending batches from a *local* Spark checkpoint directory.
 
@@ -83,9 +109,11 @@ def checkpoint_log_status(location: str) -> CheckpointLogStatus:
     planned, done = ids(offsets_dir), set(ids(commits_dir))
     batches = {}
     for batch in planned:
-        offset = _barrier_offset(_read_log_entry(offsets_dir / str(batch)))
+        lines = _read_log_entry(offsets_dir / str(batch))
+        offset = _barrier_offset(lines)
         batches[batch] = SparkBatch(batch, offset.checkpoint_id if offset else None,
-                                    offset.channel_offsets() if offset else {})
+                                    offset.channel_offsets() if offset else
+                                    _jvm_kafka_offsets(lines))
     completed = [b for b in planned if b in done]
     last = batches[completed[-1]] if completed else None
     pending = [batches[b] for b in planned if b not in done and (last is None or b > last.batch_id)]
@@ -104,10 +132,10 @@ def local_checkpoint_dir(location: str | None) -> Path | None:
 
 
 def planned_batch(location: str | None, batch_id: int) -> SparkBatch | None:
-    """What ``barrier-kafka`` planned for Spark batch ``batch_id`` (its offset-log entry).
+    """What ``barrier-kafka`` (or Spark's own Kafka source) planned for batch ``batch_id``.
 
-    None when the checkpoint is not local, the entry is missing, or no ``barrier-kafka``
-    source is in it. Spark writes the entry before it runs the batch, so a sink's commit
+    None when the checkpoint is not local, the entry is missing, or no Kafka source is
+    in it; Spark's own source gives offsets without a checkpoint id. Spark writes the entry before it runs the batch, so a sink's commit
     of that batch always finds it.
     """
     root = local_checkpoint_dir(location)
@@ -116,7 +144,10 @@ def planned_batch(location: str | None, batch_id: int) -> SparkBatch | None:
     entry = root / "offsets" / str(batch_id)
     if not entry.is_file():
         return None
-    offset = _barrier_offset(_read_log_entry(entry))
+    lines = _read_log_entry(entry)
+    offset = _barrier_offset(lines)
     if offset is None:
-        return None
+        # Spark's own format("kafka"): the sink still records the batch's Kafka offsets.
+        jvm = _jvm_kafka_offsets(lines)
+        return SparkBatch(batch_id, None, jvm) if jvm else None
     return SparkBatch(batch_id, offset.checkpoint_id, offset.channel_offsets())

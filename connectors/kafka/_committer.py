@@ -46,8 +46,11 @@ class OffsetCommitter:
     """Commits completed checkpoints' offsets to ``group_id`` (driver, planner process)."""
 
     def __init__(self, admin_configs: Mapping[str, object], group_id: str,
-                 metrics: SourceMetrics) -> None:
+                 metrics: SourceMetrics, *, query_id: str | None = None,
+                 source: str = "barrier-kafka") -> None:
         self._configs = dict(admin_configs)
+        self._query_id = query_id
+        self._source = source
         self._group_id = group_id
         self._metrics = metrics
         self._admin: KafkaAdminClient | None = None
@@ -95,7 +98,8 @@ class OffsetCommitter:
             self._committed = self.group_offsets()
         ahead = {tp: off for tp, off in offsets.items() if off > self._committed.get(tp, -1)}
         if ahead:
-            meta = commit_metadata(checkpoint_id, timestamp_ms)
+            meta = commit_metadata(checkpoint_id, timestamp_ms, query_id=self._query_id,
+                                   source=self._source)
             request = {KafkaTP(tp.topic, tp.partition): OffsetAndMetadata(off, meta, -1)
                        for tp, off in ahead.items()}
             errors = self._client().alter_group_offsets(self._group_id, request)
@@ -110,7 +114,7 @@ class OffsetCommitter:
         self._last_checkpoint = checkpoint_id
         self._metrics.add("commits_succeeded")
         self._metrics.set("last_committed_checkpoint", checkpoint_id)
-        log.info("barrier-kafka: checkpoint %d committed to group %r: %s", checkpoint_id,
+        log.info("%s: checkpoint %d committed to group %r: %s", self._source, checkpoint_id,
                  self._group_id, {str(tp): off for tp, off in sorted(offsets.items())})
         return True
 
@@ -118,8 +122,8 @@ class OffsetCommitter:
         self._metrics.add("commits_failed")
         # Force a fresh read next time: our view of the group may be stale.
         self._committed = None
-        log.warning("barrier-kafka: committing checkpoint %d to group %r failed (%s); "
-                    "the next completed checkpoint retries", checkpoint_id,
+        log.warning("%s: committing checkpoint %d to group %r failed (%s); "
+                    "the next completed checkpoint retries", self._source, checkpoint_id,
                     self._group_id, self._last_error)
         return False
 

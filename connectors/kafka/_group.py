@@ -33,18 +33,26 @@ __all__ = [
 
 _METADATA_VERSION = 1
 _METADATA_SOURCE = "barrier-kafka"
+_METADATA_SOURCES = (_METADATA_SOURCE, "spark-kafka")
 _TIMEOUT_MS = 15_000
 
 
-def commit_metadata(checkpoint_id: int, timestamp_ms: int) -> str:
+def commit_metadata(checkpoint_id: int, timestamp_ms: int, *,
+                    query_id: str | None = None, source: str = _METADATA_SOURCE) -> str:
     """The metadata string stored with each committed offset (versioned JSON).
 
-    Carries the checkpoint id and planning time only, never an option value, so no
-    secret can leak into ``__consumer_offsets``.
+    Carries the checkpoint id, the time and (when known) the streaming query's id,
+    never an option value, so no secret can leak into ``__consumer_offsets``.
+    ``source`` names the writer: ``barrier-kafka`` or ``spark-kafka`` (Spark's own
+    ``format("kafka")`` with :func:`commit_kafka_offsets`); both parse alike.
     """
-    return json.dumps({"v": _METADATA_VERSION, "src": _METADATA_SOURCE,
-                       "checkpointId": checkpoint_id, "timestampMs": timestamp_ms},
-                      separators=(",", ":"))
+    if source not in _METADATA_SOURCES:
+        raise ValueError(f"unknown commit metadata source {source!r}")
+    meta: dict[str, object] = {"v": _METADATA_VERSION, "src": source,
+                               "checkpointId": checkpoint_id, "timestampMs": timestamp_ms}
+    if query_id is not None:
+        meta["queryId"] = query_id
+    return json.dumps(meta, separators=(",", ":"))
 
 
 def parse_commit_metadata(metadata: str | None) -> tuple[int | None, int | None]:
@@ -60,7 +68,7 @@ def parse_commit_metadata(metadata: str | None) -> tuple[int | None, int | None]
         obj = json.loads(metadata)
     except ValueError:
         return None, None
-    if (not isinstance(obj, dict) or obj.get("src") != _METADATA_SOURCE
+    if (not isinstance(obj, dict) or obj.get("src") not in _METADATA_SOURCES
             or obj.get("v") != _METADATA_VERSION):
         return None, None
     ckpt, ts = obj.get("checkpointId"), obj.get("timestampMs")

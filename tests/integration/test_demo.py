@@ -15,13 +15,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mar
 DEMO = Path(__file__).resolve().parents[2] / "demo" / "pipeline.py"
 
 
-@pytest.mark.parametrize("interrupt", [False, True], ids=["stop-between-batches", "stop-mid-batch"])
+@pytest.mark.parametrize(("interrupt", "source"),
+                         [(False, "barrier-kafka"), (True, "barrier-kafka"), (False, "kafka")],
+                         ids=["stop-between-batches", "stop-mid-batch", "jvm-source"])
 def test_demo_pipeline_verifies_exactly_once_and_group_offsets(
-    kafka_bootstrap: str, hbase_thrift: tuple[str, int], interrupt: bool
+    kafka_bootstrap: str, hbase_thrift: tuple[str, int], interrupt: bool, source: str
 ) -> None:
     host, port = hbase_thrift
     args = [sys.executable, str(DEMO), "--seconds", "12", "--rate", "200",
-            "--bootstrap", kafka_bootstrap, "--hbase", f"{host}:{port}"]
+            "--bootstrap", kafka_bootstrap, "--hbase", f"{host}:{port}", "--source", source]
     if interrupt:
         args.append("--interrupt")
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")

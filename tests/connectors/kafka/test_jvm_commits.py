@@ -1,0 +1,134 @@
+"""commit_kafka_offsets: group commits for Spark's own format("kafka"), real broker and JVM source.
+
+Unit tests read offsets out of progress-event fields without Spark; the integration
+tests run the JVM source (tests/jvm_kafka.py puts it on the session's classpath).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+from kafka_testkit import KafkaTool, wait_for
+
+from sparkbarrier import commit_kafka_offsets
+from sparkbarrier.connectors.kafka._jvm_commits import KafkaOffsetCommits, kafka_source_offsets
+from sparkbarrier.connectors.kafka._positions import TopicPartition as TP
+
+
+def test_offsets_matched_by_source_description_not_position() -> None:
+    sources = [
+        ("RateStreamV2[rowsPerSecond=1]", '{"0": 5}'),
+        ("KafkaV2[Subscribe[b]]", '{"b":{"0":7}}'),
+        ("KafkaV2[Subscribe[a]]", '{"a":{"1":3,"0":4}}'),
+        ("KafkaV2[Subscribe[a]]", '{"a":{"0":2}}'),  # a second reader of a: smaller wins
+        ("KafkaV2[Subscribe[c]]", None),
+    ]
+    assert kafka_source_offsets(sources) == {TP("b", 0): 7, TP("a", 1): 3, TP("a", 0): 2}
+
+
+def test_listener_pickles_without_runtime_or_secrets_in_repr() -> None:
+    listener = KafkaOffsetCommits("g", {"sasl_plain_password": "s3cr3t"}, "q")
+    assert "s3cr3t" not in repr(listener)
+    copy = pickle.loads(pickle.dumps(listener))
+    assert copy.stats()["events"] == 0 and repr(copy) == repr(listener)
+
+
+def _query(spark, kafka: KafkaTool, topics: list[str], group: str, name: str, path):
+    frames = [spark.readStream.format("kafka")
+              .option("kafka.bootstrap.servers", kafka.bootstrap)
+              .option("subscribe", t).option("startingOffsets", "earliest").load()
+              for t in topics]
+    df = frames[0]
+    for other in frames[1:]:
+        df = df.union(other)
+    handle = commit_kafka_offsets(spark, group, {"kafka.bootstrap.servers": kafka.bootstrap},
+                                  query_name=name)
+    query = (df.writeStream.format("noop").queryName(name).trigger(availableNow=True)
+             .option("checkpointLocation", str(path)).start())
+    return handle, query
+
+
+@pytest.mark.kafka
+def test_two_sources_and_two_queries_commit_completed_batches_to_own_groups(
+        spark, kafka: KafkaTool, unique_name, tmp_path) -> None:
+    a, b = kafka.create_topic(unique_name("a")), kafka.create_topic(unique_name("b"))
+    kafka.produce(a, 10)
+    kafka.produce(b, 4)
+    g1, g2 = unique_name("g1"), unique_name("g2")
+    h1, q1 = _query(spark, kafka, [a, b], g1, unique_name("q1"), tmp_path / "c1")
+    h2, q2 = _query(spark, kafka, [b], g2, unique_name("q2"), tmp_path / "c2")
+    try:
+        q1.awaitTermination(120)
+        q2.awaitTermination(120)
+        wait_for(lambda: kafka.group_offsets(g1) == {(a, 0): 5, (a, 1): 5, (b, 0): 2, (b, 1): 2},
+                 60, "g1 committed")
+        wait_for(lambda: kafka.group_offsets(g2) == {(b, 0): 2, (b, 1): 2}, 60, "g2 committed")
+        meta = json.loads(kafka.group_metadata(g1)[(a, 0)])
+        assert meta["src"] == "spark-kafka" and meta["queryId"] == str(q1.id)
+        assert meta["checkpointId"] == q1.lastProgress["batchId"] + 1
+        # A second run in which only b has data: a's batch is skipped, a keeps its offsets.
+        kafka.produce(b, 2, start=100)
+        h1b, q1b = _query(spark, kafka, [a, b], g1, q1.name, tmp_path / "c1")
+        try:
+            q1b.awaitTermination(120)
+            wait_for(lambda: kafka.group_offsets(g1) == {(a, 0): 5, (a, 1): 5, (b, 0): 3,
+                                                         (b, 1): 3}, 60, "g1 second run")
+            assert h1b.stats()["commits_failed"] == 0
+            _status_shows_group_and_checkpoint(kafka, g1, b, tmp_path / "c1",
+                                               q1b.lastProgress["batchId"])
+        finally:
+            spark.streams.removeListener(h1b)
+            h1b.close()
+        stats = h1.stats()
+        assert stats["commits_succeeded"] >= 1 and stats["events"] >= 1
+    finally:
+        for h in (h1, h2):
+            spark.streams.removeListener(h)
+            h.close()
+
+
+def _status_shows_group_and_checkpoint(kafka: KafkaTool, group: str, topic: str, ckpt,
+                                       last_batch: int) -> None:
+    """The status CLI reads the JVM source's group and Spark checkpoint like barrier-kafka's."""
+    import contextlib
+    import io
+
+    from sparkbarrier.__main__ import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["status", "--group", group, "--topic", topic, "--bootstrap",
+                     kafka.bootstrap, "--checkpoint-location", str(ckpt), "--json"])
+    assert code == 0
+    got = json.loads(out.getvalue())
+    assert got["group"]["last_checkpoint_id"] == last_batch + 1
+    assert got["group"]["total_lag"] == 0
+    assert got["checkpoint_log"]["last_completed"]["batch_id"] == last_batch
+    assert got["checkpoint_log"]["last_completed"]["offsets"][f"{topic}:0"] == 3
+
+
+@pytest.mark.kafka
+def test_unreachable_group_coordinator_is_counted_not_failing_the_query(
+        spark, kafka: KafkaTool, unique_name, tmp_path) -> None:
+    topic = kafka.create_topic(unique_name("t"))
+    kafka.produce(topic, 4)
+    handle = commit_kafka_offsets(
+        spark, unique_name("g"), {"kafka.bootstrap.servers": "127.0.0.1:1",
+                                  "kafka.bootstrap.timeout.ms": "500",
+                                  "kafka.request.timeout.ms": "500"},
+        query_name=unique_name("q"))
+    try:
+        query = (spark.readStream.format("kafka")
+                 .option("kafka.bootstrap.servers", kafka.bootstrap)
+                 .option("subscribe", topic).option("startingOffsets", "earliest").load()
+                 .writeStream.format("noop").queryName(handle._query_name)
+                 .trigger(availableNow=True)
+                 .option("checkpointLocation", str(tmp_path / "c")).start())
+        query.awaitTermination(120)
+        assert query.exception() is None
+        wait_for(lambda: handle.stats()["commits_failed"] >= 1, 60, "failure counted")
+    finally:
+        spark.streams.removeListener(handle)
+        handle.close()
