@@ -7,15 +7,32 @@ options reach the function in its :class:`SinkContext`; keys starting with
 ``checkpoint.`` are the adapter's own, declared in :data:`ADAPTER_SPECS` (the README
 table is generated from them).
 
-On the driver, when the query starts, the function's optional ``start(options, schema)``
-runs first: the place to validate options and prepare the store, so mistakes surface
-at query start. That driver instance (with what ``start`` kept; it must be picklable)
-is the one whose notifications Spark's commits and aborts call.
+Which process runs what (pyspark 4.3; pinned by ``tests/connectors/checkpointed/test_start_once.py``):
+Spark calls ``DataSource.streamWriter`` anew for every batch in a write-planning worker
+(``write_into_data_source.py``) and for every commit or abort in a commit worker
+(``python_streaming_sink_runner.py``). Both are pooled, reused Python workers, so
+neither the writer instance nor "the driver's function" survives from one call to the
+next: only module state of a reused worker process does. Hence:
+
+* ``validate(options, schema)`` (optional) runs in the planning worker, on the first
+  batch's planning, at most once per process and sink (same options and schema): the
+  checks that must fail the query before its first batch (bad options, a missing
+  table). pyspark builds the planning worker's DataSource from its class for every
+  batch, so that worker cannot tell a restart from the next batch: a restart in the
+  same Spark application validates again only in planning workers that never saw it;
+* ``start(options, schema)`` (optional) runs in the commit worker, lazily, once per
+  query run and process, before that process's first ``notify_checkpoint_*`` call; the
+  started instance is kept in :mod:`._runs` and every later commit and abort of the run
+  in that process calls it. A query run is one ``DataSource`` instance: Spark creates
+  it when the query starts, so a restart (same checkpoint) starts again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import hashlib
+import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -30,6 +47,7 @@ from .._options import OptionSpec, enum_choices, enum_parser, parse_bool, parse_
 from ...barrier import CheckpointingMode
 from ...barrier._sink import CheckpointedSink, SinkContext
 from ._driver import Completion, checkpoint_location, state_directory
+from ._runs import RunKey, new_run_id, started_function, validate_once
 from ._task import TaskCommitMessage, run_task
 
 log = logging.getLogger(__name__)
@@ -86,23 +104,37 @@ def _lower_keys(options: Any) -> dict[str, str]:
 
 
 class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
-    """Driver: validates; executors: :meth:`write`; driver: commit/abort through the ledger."""
+    """Built per batch (planning worker) and per commit (commit worker); see the module docstring.
+
+    The constructor is cheap: it parses the adapter's options and, once per query run
+    and process, runs the function's ``validate``. ``start`` never runs here; the
+    commit and abort paths get the run's started function from :func:`started_function`.
+    """
 
     def __init__(self, name: str, factory: Callable[[], CheckpointedSink], options: dict[str, str],
-                 schema: StructType) -> None:
-        self.name, self.factory, self.options = name, factory, _lower_keys(options)
+                 schema: StructType, run_id: str = "") -> None:
+        self.name, self.factory, self.options, self.schema = name, factory, _lower_keys(options), schema
         adapter = _adapter_options(self.options, name)
         self.mode = adapter["checkpoint.mode"].processing
         self.allow_mismatch = adapter["checkpoint.state.allowMismatch"]
-        # The driver's function: ``start`` runs on it once, and Spark ships a copy of this
-        # writer (so of it, with whatever ``start`` kept) to every commit and abort.
-        self.driver_fn = factory()
-        self.uses_ledger = getattr(self.driver_fn, "uses_ledger", True)
+        self.run = RunKey(run_id or new_run_id(), name, self.options.get("sink.id", ""),
+                          checkpoint_location(self.options) or "")
+        self.uses_ledger = getattr(factory(), "uses_ledger", True)  # constructing is cheap; start is not
         self.state_dir = state_directory(self.options, name) if self.uses_ledger else None
-        start = getattr(self.driver_fn, "start", None)
-        if start is not None:
-            start(self.options, schema)
-        _warn_if_offsets_unrecordable(name, schema, checkpoint_location(self.options))
+
+    def validate_at_query_start(self) -> None:
+        """Planning worker: the function's ``validate`` and our own warning, once per run and process."""
+        def check() -> None:
+            probe = self.factory()
+            validate = getattr(probe, "validate", None)
+            if validate is not None:
+                validate(self.options, self.schema)
+            _warn_if_offsets_unrecordable(self.name, self.schema, checkpoint_location(self.options))
+
+        # The planning worker builds its DataSource from the class and options for every
+        # batch (write_into_data_source.py), so no run id reaches it: key by what was given.
+        given = hashlib.sha256(json.dumps([sorted(self.options.items()), self.schema.json()]).encode()).hexdigest()
+        validate_once(dataclasses.replace(self.run, run_id="options:" + given), check)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         from pyspark import TaskContext
@@ -117,7 +149,8 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
 
     def _completion(self) -> Completion:
         identity = {"sink": self.name, "sink.id": self.options.get("sink.id", "")}
-        return Completion(self.driver_fn, identity, self.state_dir, allow_mismatch=self.allow_mismatch,
+        fn = started_function(self.run, self.factory, self.options, self.schema)
+        return Completion(fn, identity, self.state_dir, allow_mismatch=self.allow_mismatch,
                           checkpoint_location=checkpoint_location(self.options))
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batchId: int) -> None:
@@ -148,12 +181,20 @@ def sink_data_source(name: str, factory: Callable[[], CheckpointedSink]) -> type
     """A DataSource class named ``name`` whose streaming writer runs ``factory()``'s functions."""
 
     class CheckpointedSinkSource(DataSource):
+        def __init__(self, options: dict[str, str]) -> None:
+            # Spark creates the instance once per query start and ships pickles of it to
+            # every planning and commit worker: its id names the query run.
+            super().__init__(options)
+            self.run_id = new_run_id()
+
         @classmethod
         def name(cls) -> str:
             return name
 
         def streamWriter(self, schema: StructType, overwrite: bool) -> CheckpointedStreamWriter:
-            return CheckpointedStreamWriter(name, factory, dict(self.options), schema)
+            writer = CheckpointedStreamWriter(name, factory, dict(self.options), schema, self.run_id)
+            writer.validate_at_query_start()
+            return writer
 
     CheckpointedSinkSource.__qualname__ = CheckpointedSinkSource.__name__ = f"CheckpointedSink[{name}]"
     return CheckpointedSinkSource

@@ -8,10 +8,11 @@ README's "Options" section are generated from them (``hbase_options_table()``,
 ``hbase_read_options_table()``). The reader takes its schema from the commit record,
 plans one Spark partition per region, and reads the committed or as-of view.
 
-Everything is validated when the query starts (``streamWriter`` on the driver):
-options, row key / op column present, column types supported, the table and its
-families (versions >= 2; a warning where deleted cells are not kept), and the commit
-table is created if missing.
+Everything is validated when the query starts (``HBaseSinkFunction.validate``, on the
+first batch's planning, once per query run and planning process): options, row key /
+op column present, column types supported, the table and its families (versions >= 2;
+a warning where deleted cells are not kept), and the commit table is created if
+missing. Commits reuse the run's started function (``connectors/checkpointed/_runs.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ..checkpointed._runs import new_run_id
 from ..checkpointed._source import CheckpointedStreamWriter
 from ._connection import HBaseConnection
 from ._function import HBaseSinkFunction
@@ -64,8 +66,15 @@ class BarrierHBaseDataSource(DataSource):
         cls = HBaseFilteringReader if opts.filter_pushdown else HBaseCommittedReader
         return cls(dict(self.options), record, regions, schema)
 
+    def __init__(self, options: dict[str, str]) -> None:
+        # Created once per query start (read or write); its id names the sink's query run.
+        super().__init__(options)
+        self.run_id = new_run_id()
+
     def streamWriter(self, schema: StructType, overwrite: bool) -> CheckpointedStreamWriter:
-        return CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema)
+        writer = CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema, self.run_id)
+        writer.validate_at_query_start()
+        return writer
 
 
 def _view(conn: HBaseConnection, opts: HBaseReadOptions) -> Any:

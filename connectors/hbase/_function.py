@@ -58,10 +58,35 @@ class HBaseSinkFunction:
         fn._writer = writer
         return fn
 
-    # -- driver, query start ---------------------------------------------------
+    # -- planning worker, query start (once per run and process) ---------------
 
-    def start(self, options: dict[str, str], schema: Any, *, validate: bool = True) -> None:
-        """Parse and check everything once: options, schema, table, commit table."""
+    def validate(self, options: dict[str, str], schema: Any) -> None:
+        """Fail the query before its first batch: options, schema, the table, the commit table.
+
+        The only place that connects at query start (one Thrift connection, and one
+        Thrift2 admin connection when ``hbase.thrift2.port`` is set); the adapter runs
+        it once per query run per planning process, so its warnings are not repeated
+        per batch.
+        """
+        self._parse(options, schema)
+        opts, layout = self.opts, self.layout
+        assert opts is not None and layout is not None
+        conn = HBaseConnection.from_options(opts)
+        thrift2 = self._thrift2()
+        try:
+            self.warnings = prepare_table(conn, opts.table, layout.families, create=opts.create_table,
+                                          thrift2=thrift2() if thrift2 else None)
+            ensure_commit_table(conn, opts.commit_table)
+        finally:
+            conn.close()
+
+    # -- commit worker, once per run and process ---------------------------------
+
+    def start(self, options: dict[str, str], schema: Any) -> None:
+        """Keep what every commit needs (options, layout); no connection: :meth:`validate` checked the store."""
+        self._parse(options, schema)
+
+    def _parse(self, options: dict[str, str], schema: Any) -> None:
         from pyspark.sql.types import StructType
 
         opts = self.opts = parse_sink_options(options)
@@ -69,15 +94,6 @@ class HBaseSinkFunction:
         self.layout = SinkLayout.build(_arrow_schema(data_schema), rowkey=opts.rowkey, op_column=opts.op_column,
                                        default_family=opts.column_family, mapping=opts.explicit_mapping())
         self.schema_json = data_schema.json()
-        if validate:
-            conn = HBaseConnection.from_options(opts)
-            thrift2 = self._thrift2()
-            try:
-                self.warnings = prepare_table(conn, opts.table, self.layout.families, create=opts.create_table,
-                                              thrift2=thrift2() if thrift2 else None)
-                ensure_commit_table(conn, opts.commit_table)
-            finally:
-                conn.close()
 
     def _thrift2(self) -> Any:
         """A factory of Thrift2 admin connections (only some paths need one), or None."""

@@ -10,9 +10,8 @@ from sparkbarrier.barrier import TwoPhaseCommitSink
 
 
 class FileSink(TwoPhaseCommitSink):
-    def start(self, options, schema):               # driver, query start
-        self.root = Path(options["path"])           # kept: this instance runs the commits
-        self.root.mkdir(parents=True, exist_ok=True)
+    def validate(self, options, schema):            # query start, before any task writes
+        Path(options["path"]).mkdir(parents=True, exist_ok=True)
 
     def begin_transaction(self):                    # executor: first data after a snapshot
         c = self.context                            # batch, partition, attempt, options

@@ -52,19 +52,23 @@ class PostgresSink(TwoPhaseCommitSink[Any]):
     def __init__(self) -> None:
         self.dsn = self.sink_id = self.table = ""
 
-    # -- driver, query start -------------------------------------------------
+    # -- planning worker, query start (before any task writes) -----------------
 
-    def start(self, options: Mapping[str, str], schema: Any) -> None:
+    def validate(self, options: Mapping[str, str], schema: Any) -> None:
         for key in ("dsn", "table", "sink.id"):
             if not options.get(key):
                 raise ValueError(f"option {key!r} is required by the PostgreSQL example sink")
-        self.dsn, self.sink_id, self.table = options["dsn"], options["sink.id"], options["table"]
         cols = ", ".join(f'"{f.name}" {_PG_TYPES.get(f.dataType.simpleString(), "text")}'
                          for f in schema.fields if not f.name.startswith("_barrier_"))
         with _connect(self.dsn, autocommit=True) as conn:
             conn.execute(f'CREATE TABLE IF NOT EXISTS "{options["table"]}" ({cols})')
             conn.execute(f"CREATE TABLE IF NOT EXISTS {DECISIONS} (sink text, query text, batch bigint, "
                          "gids jsonb, offsets jsonb, PRIMARY KEY (sink, query, batch))")
+
+    # -- commit worker, once per query run, before its first commit or abort ---
+
+    def start(self, options: Mapping[str, str], schema: Any) -> None:
+        self.dsn, self.sink_id, self.table = options["dsn"], options["sink.id"], options["table"]
 
     # -- executor ------------------------------------------------------------
 

@@ -34,6 +34,7 @@ class Sink:
         self.opts = parse_sink_options(raw)
         self.schema = schema
         self.driver = HBaseSinkFunction()
+        self.driver.validate(raw, spark_schema(schema))
         self.driver.start(raw, spark_schema(schema))
 
     def task(self, rows: Sequence[dict[str, Any]] | Sequence[pa.RecordBatch], *, batch: int,
