@@ -60,7 +60,7 @@ class PostgresSink(TwoPhaseCommitSink[Any]):
                 raise ValueError(f"option {key!r} is required by the PostgreSQL example sink")
         cols = ", ".join(f'"{f.name}" {_PG_TYPES.get(f.dataType.simpleString(), "text")}'
                          for f in schema.fields if not f.name.startswith("_barrier_"))
-        with _connect(self.dsn, autocommit=True) as conn:
+        with _connect(options["dsn"], autocommit=True) as conn:
             conn.execute(f'CREATE TABLE IF NOT EXISTS "{options["table"]}" ({cols})')
             conn.execute(f"CREATE TABLE IF NOT EXISTS {DECISIONS} (sink text, query text, batch bigint, "
                          "gids jsonb, offsets jsonb, PRIMARY KEY (sink, query, batch))")
