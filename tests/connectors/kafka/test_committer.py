@@ -47,7 +47,9 @@ def test_commit_failure_is_counted_not_raised_and_leaks_no_secret(
     options = parse_source_options({
         "kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t", "kafka.group.id": "g",
         "kafka.bootstrap.timeout.ms": "500", "kafka.request.timeout.ms": "500",
-        "kafka.sasl.plain.password": secret})
+        "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
+                                  f'required username="u" password="{secret}";'})
     metrics = SourceMetrics()
     c = OffsetCommitter(options.admin_configs(), "g", metrics)
     caplog.set_level(logging.DEBUG)
