@@ -42,6 +42,13 @@ def _transient(exc: Exception) -> bool:
     return isinstance(exc, KafkaError) and bool(getattr(exc, "retriable", False))
 
 
+class PartitionsVanished(KafkaError):
+    """A lookup failed because its topic was deleted meanwhile: not worth retrying; the
+    planner rediscovers and reports the partitions as data loss."""
+
+    retriable = False
+
+
 class ClusterView:
     """Partitions the options select, and their earliest/latest/by-time offsets."""
 
@@ -66,14 +73,20 @@ class ClusterView:
             )
         return self._consumer
 
-    def _retrying(self, what: str, call: Callable[[], T]) -> T:
+    def _retrying(self, what: str, call: Callable[[], T],
+                  tps: Iterable[TopicPartition] = ()) -> T:
         options = self._options
+        tps = list(tps)
         for attempt in range(options.fetch_offset_retries + 1):
             try:
                 return call()
             except Exception as exc:  # noqa: BLE001 -- classified right below
                 if not _transient(exc):
                     raise
+                if tps and self._vanished(tps):
+                    # a lookup on a deleted topic times out again and again: say so now
+                    raise PartitionsVanished(f"cannot {what}: a topic of "
+                                             f"{sorted(str(tp) for tp in tps)} is gone") from exc
                 if attempt == options.fetch_offset_retries:
                     raise SourceError(
                         f"cannot {what} from {options.bootstrap_servers} after "
@@ -86,6 +99,15 @@ class ClusterView:
                             type(exc).__name__, exc)
                 time.sleep(options.fetch_offset_retry_interval_ms / 1000)
         raise AssertionError("unreachable")
+
+    def _vanished(self, tps: list[TopicPartition]) -> bool:
+        """True when a topic of ``tps`` no longer exists (fresh metadata); False when
+        that cannot be told right now."""
+        try:
+            existing = self._client().topics()
+        except Exception:  # noqa: BLE001 -- unknown: keep retrying as before
+            return False
+        return any(tp.topic not in existing for tp in tps)
 
     def discover(self) -> set[TopicPartition]:
         """Partitions currently selected by subscribe / subscribePattern / assign.
@@ -112,7 +134,7 @@ class ClusterView:
         if not tps:
             return {}
         found = self._retrying("look up earliest offsets", lambda: self._client().beginning_offsets(
-            [KafkaTP(t.topic, t.partition) for t in tps]))
+            [KafkaTP(t.topic, t.partition) for t in tps]), tps)
         return {TopicPartition(k.topic, k.partition): v for k, v in found.items()}
 
     def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
@@ -121,7 +143,7 @@ class ClusterView:
         if not tps:
             return {}
         found = self._retrying("look up latest offsets", lambda: self._client().end_offsets(
-            [KafkaTP(t.topic, t.partition) for t in tps]))
+            [KafkaTP(t.topic, t.partition) for t in tps]), tps)
         return {TopicPartition(k.topic, k.partition): v for k, v in found.items()}
 
     def for_times(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
