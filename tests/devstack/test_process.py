@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from polling import wait_for
 
 from sparkbarrier.devstack._process import (
     ProcessRecord,
@@ -40,7 +41,8 @@ def test_marked_process_is_stopped_and_reaped(tmp_path: Path) -> None:
     proc = spawn([sys.executable, "-c", _SLEEPER, marker], log_path=tmp_path / "x.log",
                  cwd=tmp_path)
     record = ProcessRecord(name="kafka", pid=proc.pid, marker=marker, log="")
-    assert is_ours(record)
+    # Between fork and exec /proc shows the parent's command line: poll for the marker.
+    wait_for(lambda: is_ours(record), 10, "the marker in the child's command line")
     assert [r.pid for r in stop_processes([record], grace_s=5.0)] == [proc.pid]
     assert proc.wait(timeout=5) is not None
     assert not is_ours(record)
