@@ -107,7 +107,7 @@ def _read(store: Store) -> bytes:
             f"with --files or put it on a shared path)", option=store.option) from None
 
 
-def _keytool() -> str:
+def _keytool(store: Store) -> str:
     java_home = os.environ.get("JAVA_HOME")
     candidates = [str(Path(java_home) / "bin" / "keytool")] if java_home else []
     found = shutil.which("keytool")
@@ -121,11 +121,11 @@ def _keytool() -> str:
             return path
     raise ConfigError("a JKS store needs the JDK's keytool to be read, and none was found "
                       "(JAVA_HOME, PATH); set JAVA_HOME, or give the store as PKCS12 or PEM",
-                      option="kafka.ssl.truststore.type")
+                      option=store.option)
 
 
-def _keytool_run(args: list[str], env: dict[str, str]) -> tuple[int, str]:
-    result = subprocess.run([_keytool(), *args], env=env, stdin=subprocess.DEVNULL,
+def _keytool_run(store: Store, args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    result = subprocess.run([_keytool(store), *args], env=env, stdin=subprocess.DEVNULL,
                             capture_output=True, timeout=60, check=False)
     return result.returncode, (result.stdout + result.stderr).decode(errors="replace")
 
@@ -146,14 +146,14 @@ def _jks_to_pkcs12(store: Store, data: bytes, key_password: str | None) -> tuple
                "-deststoretype", "PKCS12", "-deststorepass:env", "SB_DST_PASS"]
     try:
         if key_password and key_password != store.password:
-            code, text = _keytool_run(["-list", "-keystore", src, "-storetype", "JKS",
+            code, text = _keytool_run(store, ["-list", "-keystore", src, "-storetype", "JKS",
                                        "-storepass:env", "SB_SRC_PASS"], env)
             aliases = [line.split(",")[0] for line in text.splitlines()
                        if "PrivateKeyEntry" in line]
             if code == 0 and aliases:
                 command += ["-srcalias", aliases[0], "-srckeypass:env", "SB_KEY_PASS",
                             "-destkeypass:env", "SB_DST_PASS"]
-        code, text = _keytool_run(command, env)
+        code, text = _keytool_run(store, command, env)
     finally:
         os.unlink(src)
     try:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._exceptions import ConfigError
+from .._options import parse_bool
 from ._keystores import PemFiles, Store, StoreType, pem_files
 
 __all__ = ["Security", "parse_security"]
@@ -308,8 +309,6 @@ def _hostname_check(opts: Mapping[str, str]) -> bool:
                           "'kafka.ssl.check.hostname', not both",
                           option="kafka.ssl.check.hostname")
     if python is not None:
-        from .._options import parse_bool
-
         return parse_bool("kafka.ssl.check.hostname", python)
     if java is None or java.strip().lower() == "https":
         return True
