@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -140,6 +143,37 @@ def hbase_thrift2(servers: Servers) -> tuple[str, int]:
         pytest.skip(f"no HBase Thrift2 server: set {HBASE_THRIFT2_ENV}=host:port "
                     "or use the devstack")
     return servers.hbase_thrift2
+
+
+# Kerberos (issue 19): the session's private KDC and Kerberized servers live in
+# KERBEROS_HOME. Its krb5.conf and a private ticket cache are named here, before Spark
+# starts, so Python workers inherit them (they are written when the ``kdc`` fixture
+# starts the KDC; MIT Kerberos reads KRB5_CONFIG afresh for every context). The user's
+# own /etc/krb5.conf and ticket cache are never touched.
+KERBEROS_HOME = Path(tempfile.gettempdir()) / f"sparkbarrier-tests-kerberos-{os.getpid()}"
+os.environ["KRB5_CONFIG"] = str(KERBEROS_HOME / "data" / "kdc" / "krb5.conf")
+os.environ["KRB5CCNAME"] = f"FILE:{KERBEROS_HOME / 'session.ccache'}"
+os.environ.pop("KRB5_CLIENT_KTNAME", None)
+
+
+@pytest.fixture(scope="session")
+def kdc() -> Iterator[object]:
+    """The session's private MIT KDC (``devstack/_kdc.py``); yields its ``KdcManifest``.
+
+    Kerberized servers (fixtures that depend on this one) share ``KERBEROS_HOME`` and
+    stop before it; the whole home is removed at the end.
+    """
+    from sparkbarrier.devstack import Kdc
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKBARRIER_DEVSTACK_")}
+    kdc = Kdc(KERBEROS_HOME, environ=env)
+    try:
+        manifest = kdc.up()
+        assert manifest.krb5_conf == os.environ["KRB5_CONFIG"], (manifest.krb5_conf, os.environ["KRB5_CONFIG"])
+        yield manifest
+    finally:
+        kdc.down()
+        shutil.rmtree(KERBEROS_HOME, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
