@@ -33,6 +33,7 @@ __all__ = [
     "SinkStatus",
     "hbase_options_table",
     "hbase_read_options_table",
+    "hbase_kerberos_options_table",
     "keep_markers",
     "lineage",
     "parse_sink_options",
@@ -51,7 +52,17 @@ def hbase_options_table() -> str:
     """Markdown table of the sink options (for the README)."""
     from .._options import options_table
 
-    return options_table(_SINK_OPTION_SPECS)
+    from ._options import KERBEROS_OPTION_SPECS
+
+    return options_table([spec for spec in _SINK_OPTION_SPECS if spec not in KERBEROS_OPTION_SPECS])
+
+
+def hbase_kerberos_options_table() -> str:
+    """Markdown table of the Kerberos options (for docs/hbase-kerberos.md)."""
+    from .._options import options_table
+    from ._options import KERBEROS_OPTION_SPECS
+
+    return options_table(KERBEROS_OPTION_SPECS)
 
 
 def hbase_read_options_table() -> str:
