@@ -22,6 +22,7 @@ from ._options import (
     parse_sink_options,
 )
 from ._reader import read_committed
+from ._sasl import KerberosError, KerberosSettings, Qop
 from ._status import SinkStatus, sink_status
 
 __all__ = [
@@ -30,6 +31,9 @@ __all__ = [
     "DEFAULT_COMMIT_TABLE",
     "DeliveryGuarantee",
     "HBaseSinkOptions",
+    "KerberosError",
+    "KerberosSettings",
+    "Qop",
     "SinkStatus",
     "hbase_options_table",
     "hbase_read_options_table",

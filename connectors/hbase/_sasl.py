@@ -48,6 +48,7 @@ SERVICE_OPTION = "hbase.thrift.kerberos.service"
 QOP_OPTION = "hbase.thrift.security.qop"
 # Our receive limit announced to the server; a frame to the server stays under its own.
 _MAX_BUFFER = 0xFFFFFF
+HANDSHAKE_TIMEOUT_S = 5.0
 
 
 class Qop(enum.IntEnum):
@@ -298,6 +299,8 @@ class GssapiSaslClient:
         """
         import gssapi
 
+        if self.qop in (None, Qop.AUTH):  # no layer (the transport does not call this then)
+            return True, frame[4:]
         try:
             result = self._ctx.unwrap(frame[4:])
         except gssapi.exceptions.GSSError as exc:
@@ -327,8 +330,13 @@ def sasl_transport(host: str, port: int, timeout_ms: int, settings: KerberosSett
         def open(self) -> None:
             if not self._trans.is_open():
                 self._trans.open()  # refused / unreachable: a transport error, failed over
+            # A Kerberized gateway answers within milliseconds (accepting a context is local
+            # work); a plain one waits for 16 MB it will never get (it reads the SASL start as
+            # a Thrift message length). Bound the wait so that case fails fast and clearly.
+            self._trans.sock.settimeout(min(timeout_ms / 1000, HANDSHAKE_TIMEOUT_S))
             try:
                 super().open()
+                self._trans.sock.settimeout(timeout_ms / 1000)
             except KerberosError:
                 self.close()
                 raise
