@@ -348,16 +348,20 @@ def sasl_transport(host: str, port: int, timeout_ms: int, settings: KerberosSett
     return _Transport(lambda: GssapiSaslClient(host, settings, port), "GSSAPI", sock)
 
 
-def _handshake_error(host: str, port: int, settings: KerberosSettings, exc: BaseException) -> KerberosError:
-    """The server answered the SASL start with something else, or hung up: say what that means."""
+def _handshake_error(host: str, port: int, settings: KerberosSettings, exc: BaseException) -> Exception:
+    """What a failed handshake means. A SASL refusal (``Bad status``) is permanent; silence or a
+    hang-up is a transport error (a busy gateway may heal, so it is failed over within the
+    failover budget) whose message says the likeliest cause: a gateway that is not Kerberized."""
+    from thriftpy2.transport import TTransportException
+
     text = " ".join(str(exc).split())[:300]
     if "Bad status" in text:
         return KerberosError(
             f"HBase Thrift gateway {host}:{port} refused the Kerberos login ({text}); check that the gateway "
             f"accepts the client principal and that {QOP_OPTION!r} ({settings.describe_qops()}) matches its "
             "hbase.thrift.security.qop", option=QOP_OPTION, gateway=f"{host}:{port}")
-    return KerberosError(
-        f"HBase Thrift gateway {host}:{port} did not answer the SASL/GSSAPI handshake ({type(exc).__name__}: "
-        f"{text}); it does not look Kerberized (hbase.thrift.security.authentication=kerberos on the "
-        "gateway): set hbase.thrift.authentication=none for a plain gateway, or point hbase.thrift.host at "
-        "the Kerberized ones", option="hbase.thrift.authentication", gateway=f"{host}:{port}")
+    return TTransportException(
+        type=TTransportException.TIMED_OUT,
+        message=f"no SASL/GSSAPI answer from {host}:{port} within {HANDSHAKE_TIMEOUT_S:g} s ({type(exc).__name__}: "
+                f"{text}): the gateway does not look Kerberized (hbase.thrift.security.qop unset), or is "
+                "overloaded; for a plain gateway set hbase.thrift.authentication=none")

@@ -68,7 +68,8 @@ def _run(spark, source: Path, ckpt: Path, options: dict[str, str]) -> None:
 
 
 def test_stream_writes_exactly_once_through_kerberized_gateways(
-        spark, kdc, kerberos_hbase, unique_name: Callable[[str], str], tmp_path: Path) -> None:
+        spark, kdc, kerberos_hbase, unique_name: Callable[[str], str], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
     table = unique_name("krb")
     _write_files(tmp_path / "in", [
         [{"id": "a", "v": 1, "op": None}, {"id": "b", "v": 2, "op": None}],
@@ -100,6 +101,15 @@ def test_stream_writes_exactly_once_through_kerberized_gateways(
         assert scan() == plain and versions() == cells_before
         status = sink_status("localhost", kerberos_hbase.thrift[1], table, COMMITS, kerberos=settings)
         assert (status.seq, status.batch_id) == (status_before.seq, status_before.batch_id) == (3, 2)
+        from sparkbarrier.__main__ import main
+
+        assert main(["status", "--sink-id", table, "--commit-table", COMMITS, "--json",
+                     "--hbase", f"localhost:{kerberos_hbase.thrift[1]}", "--hbase-kerberos-principal", principal,
+                     "--hbase-kerberos-keytab", keytab]) == 0
+        assert '"batch_id": 2' in capsys.readouterr().out
+        assert main(["lineage", "--table", table, "--row", "c", "--sink-id", table, "--commit-table", COMMITS,
+                     "--hbase", f"localhost:{kerberos_hbase.thrift[1]}", "--hbase-kerberos-principal", principal,
+                     "--hbase-kerberos-keytab", keytab]) == 0
     finally:
         conn.close()
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from sparkbarrier._exceptions import ConfigError
+from sparkbarrier._exceptions import ConfigError, SinkError
 from sparkbarrier.connectors.hbase import KerberosError, KerberosSettings, Qop
 from sparkbarrier.connectors.hbase._connection import HBaseConnection
 from sparkbarrier.connectors.hbase._options import parse_sink_options
@@ -267,7 +267,14 @@ def test_kerberos_client_against_a_plain_gateway_fails_fast_and_says_so(kdc, ker
     # The plain devstack gateway, reached as localhost so the service principal exists.
     settings = _settings(kdc, service="hbase")
     started = time.monotonic()
-    conn = HBaseConnection("localhost", hbase_thrift[1], timeout_ms=60_000, kerberos=settings)
-    with pytest.raises(KerberosError, match="does not look Kerberized.*hbase.thrift.authentication=none"):
+    conn = HBaseConnection("localhost", hbase_thrift[1], timeout_ms=60_000, kerberos=settings)  # one pass
+    with pytest.raises(SinkError, match="does not look Kerberized.*hbase.thrift.authentication=none"):
         conn.call(lambda c: c.tables())
     assert time.monotonic() - started < 15, "bounded by the handshake timeout, not hbase.thrift.timeout"
+
+
+def test_kerberos_page_has_the_generated_option_table() -> None:
+    from sparkbarrier.connectors.hbase import hbase_kerberos_options_table
+
+    page = Path(__file__).resolve().parents[3] / "docs" / "hbase-kerberos.md"
+    assert hbase_kerberos_options_table() in page.read_text(), "regenerate the table in docs/hbase-kerberos.md"
