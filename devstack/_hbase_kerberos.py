@@ -241,15 +241,30 @@ class KerberosHBase:
     def _probe(self, endpoints: KerberosHBaseEndpoints, deadline: float, check: object) -> None:
         """Poll until a SASL client (the client keytab) lists tables on every Thrift1 gateway
         and the Thrift2 one answers; the master says "initializing" for a while first."""
+        from ..connectors.hbase._sasl import KerberosSettings
+
+        principal, keytab = self.manifest.keytab("client")
+        settings = KerberosSettings(principal=principal, keytab=keytab)
+        # The client library finds the KDC through KRB5_CONFIG, read afresh per login; point
+        # it at this home's KDC while probing (the caller's may name another one), then restore.
+        saved = os.environ.get("KRB5_CONFIG")
+        os.environ["KRB5_CONFIG"] = self.manifest.krb5_conf
+        try:
+            self._poll(endpoints, settings, deadline, check)
+        finally:
+            if saved is None:
+                os.environ.pop("KRB5_CONFIG", None)
+            else:
+                os.environ["KRB5_CONFIG"] = saved
+
+    def _poll(self, endpoints: KerberosHBaseEndpoints, settings: object, deadline: float, check: object) -> None:
         from thriftpy2.thrift import TException
 
         from .._exceptions import SinkError
         from ..connectors.hbase._connection import HBaseConnection
-        from ..connectors.hbase._sasl import KerberosError, KerberosSettings
+        from ..connectors.hbase._sasl import KerberosError
         from ..connectors.hbase._thrift2 import Thrift2Admin
 
-        principal, keytab = self.manifest.keytab("client")
-        settings = KerberosSettings(principal=principal, keytab=keytab)
         pending = [endpoints.thrift, endpoints.thrift_conf, endpoints.thrift_int]
         last: BaseException | None = None
         while time.monotonic() < deadline:
@@ -257,7 +272,7 @@ class KerberosHBase:
             try:
                 while pending:
                     host, port = pending[0]
-                    conn = HBaseConnection(host, port, timeout_ms=20_000, kerberos=settings)
+                    conn = HBaseConnection(host, port, timeout_ms=20_000, kerberos=settings)  # type: ignore[arg-type]
                     try:
                         conn.call(lambda c: c.tables())
                     finally:
