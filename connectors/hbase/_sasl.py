@@ -166,6 +166,7 @@ def acquire(settings: KerberosSettings) -> Any:
     credential), so a stale keytab or unknown principal fails here, at query start,
     and not inside a Thrift call. Raises :class:`KerberosError`.
     """
+    require_gssapi()
     import gssapi
 
     if settings.keytab is not None and not os.path.isfile(settings.keytab):
@@ -200,8 +201,22 @@ def acquire(settings: KerberosSettings) -> Any:
         return creds
 
 
+def require_gssapi() -> None:
+    """The ``gssapi`` package is an extra (it builds against MIT krb5): say how to get it."""
+    try:
+        import gssapi  # noqa: F401
+    except ImportError as exc:
+        from ..._exceptions import ConfigError
+
+        raise ConfigError(
+            f"'hbase.thrift.authentication' = kerberos needs the gssapi package on the driver and every "
+            f"executor ({exc}): pip install 'sparkbarrier[kerberos]' (builds against MIT Kerberos' "
+            "libkrb5-dev)", option="hbase.thrift.authentication") from None
+
+
 def check_credentials(settings: KerberosSettings) -> None:
     """Query start: log in (or find a ticket) once, so credential problems fail the query now."""
+    require_gssapi()
     acquire(settings)
 
 
