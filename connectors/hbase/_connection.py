@@ -25,7 +25,7 @@ from thriftpy2.transport import TTransportException
 
 from ..._exceptions import SinkError
 from ._gateways import Gateway, describe, spread
-from ._sasl import KerberosSettings, sasl_transport
+from ._sasl import KerberosSettings, sasl_protocol, sasl_transport
 from ._tls import TLS_ERRORS, TlsSettings, https_protocol, https_transport
 
 __all__ = ["HBaseConnection", "TRANSPORT_ERRORS", "open_connection"]
@@ -81,7 +81,7 @@ class _SaslConnection(happybase.Connection):  # type: ignore[misc]
     """happybase over SASL/GSSAPI (Kerberos), as a gateway with ``hbase.thrift.security.qop`` speaks it.
 
     The SASL transport does its own framing, so ``hbase.thrift.transport`` does not apply;
-    the protocol is the pure-Python one (the Cython protocols refuse a Python transport).
+    the protocol is the Cython binary one over thriftpy2's Cython SASL transport (see ``_sasl``).
     """
 
     def __init__(self, kerberos: KerberosSettings, protocol: str = "binary", **kwargs: Any) -> None:
@@ -93,7 +93,7 @@ class _SaslConnection(happybase.Connection):  # type: ignore[misc]
         from thriftpy2.thrift import TClient
 
         self.transport = sasl_transport(self.host, self.port, self.timeout, self._kerberos)
-        self.client = TClient(Hbase, https_protocol(self._protocol_name, self.transport))
+        self.client = TClient(Hbase, sasl_protocol(self._protocol_name, self.transport))
 
 
 def _tls_error(gateway: Gateway, exc: BaseException) -> SinkError:

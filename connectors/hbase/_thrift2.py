@@ -215,7 +215,11 @@ class Thrift2Admin:
         else:
             self._transport = transports[transport](
                 TSocket(host=host, port=port, socket_timeout=timeout_ms))
-        if tls is not None or kerberos is not None:  # pure-Python protocol over a Python transport
+        if kerberos is not None:
+            from ._sasl import sasl_protocol
+
+            self._client = TClient(self._t.THBaseService, sasl_protocol(protocol, self._transport))
+        elif tls is not None:  # pure-Python protocol over a Python transport
             from ._tls import https_protocol
 
             self._client = TClient(self._t.THBaseService, https_protocol(protocol, self._transport))
