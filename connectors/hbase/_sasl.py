@@ -14,10 +14,13 @@ negotiation, choosing the strongest qop that both the option allows and the serv
 offers; ``encode``/``decode`` wrap and unwrap frames for ``auth-int``/``auth-conf``.
 
 Credentials (:func:`acquire`): with a keytab, through the credential-store extension
-(``gss_acquire_cred_from``: ``client_keytab`` + a ``ccache`` file in a private 0700
-directory of this process), so the process's default ticket cache is never read or
+(``gss_acquire_cred_from``: ``client_keytab`` + a ``MEMORY:`` ticket cache private to this
+process and principal), so the process's default ticket cache is never read or
 overwritten and two principals can work side by side in one process; MIT renews the
-ticket from the keytab when it expires. Without a keytab, the default ticket cache
+ticket from the keytab when it expires. Why memory and not a file in a private 0700
+directory: Spark ends Python workers with ``os._exit``, so no cleanup would run and TGT
+files would pile up in ``/tmp``; a memory cache never touches the disk and dies with
+the process (a forked worker gets its own copy). Without a keytab, the default ticket cache
 (``KRB5CCNAME``, filled by ``kinit``). A credential or handshake failure cannot heal by
 retrying, so it is a :class:`KerberosError` (permanent; the connection does not fail
 over on it) naming the option to fix. Keytab contents never leave MIT's library; only
@@ -26,13 +29,10 @@ the path appears in messages.
 
 from __future__ import annotations
 
-import atexit
 import enum
 import hashlib
 import os
-import shutil
 import struct
-import tempfile
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -109,21 +109,7 @@ def parse_qops(raw: str) -> frozenset[Qop]:
 
 # ---------------------------------------------------------------------------- credentials
 _lock = threading.Lock()
-_private_dir: dict[int, str] = {}
 _creds: dict[tuple[int, str | None, str | None], Any] = {}
-
-
-def _ccache_dir() -> str:
-    """This process's private ticket-cache directory (0700), removed at exit.
-
-    Keyed by pid: a forked Python worker gets its own directory, not its parent's files.
-    """
-    pid = os.getpid()
-    if pid not in _private_dir:
-        path = tempfile.mkdtemp(prefix="sparkbarrier-krb5-")  # mkdtemp creates it 0700
-        _private_dir[pid] = path
-        atexit.register(lambda: shutil.rmtree(path, ignore_errors=True) if os.getpid() == pid else None)
-    return _private_dir[pid]
 
 
 def _credential_error(settings: KerberosSettings, exc: BaseException) -> KerberosError:
@@ -189,7 +175,7 @@ def acquire(settings: KerberosSettings) -> Any:
             if settings.keytab is not None:
                 digest = hashlib.sha256(f"{settings.principal}\0{settings.keytab}".encode()).hexdigest()[:16]
                 store = {b"client_keytab": settings.keytab.encode(),
-                         b"ccache": f"FILE:{os.path.join(_ccache_dir(), digest)}".encode()}
+                         b"ccache": f"MEMORY:sparkbarrier-{os.getpid()}-{digest}".encode()}
                 creds = gssapi.Credentials(name=name, usage="initiate", store=store)
             else:
                 creds = gssapi.Credentials(name=name, usage="initiate")
