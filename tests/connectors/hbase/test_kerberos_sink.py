@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from sparkbarrier.connectors.hbase import KerberosSettings, lineage, sink_status
+from sparkbarrier.connectors.hbase import KerberosSettings, lineage, read_committed, sink_status
 from sparkbarrier.connectors.hbase._connection import HBaseConnection
 from sparkbarrier.connectors.hbase._thrift2 import KeepDeletedCells, Thrift2Admin
 
@@ -115,6 +115,9 @@ def test_stream_writes_exactly_once_through_kerberized_gateways(
 
     rows = (spark.read.format("barrier-hbase").options(**options).load().orderBy("id").collect())
     assert [(r.id, r.v) for r in rows] == [("a", 3), ("c", 4)]
+    view = read_committed(options["hbase.thrift.host"], 9090, table, sink_id=table, commit_table=COMMITS,
+                          kerberos=settings)
+    assert sorted((r["id"], r["v"]) for r in view.to_pylist()) == [("a", 3), ("c", 4)]
 
     cells = lineage("localhost", kerberos_hbase.thrift_int[1], table, "c", sink_id=table, commit_table=COMMITS,
                     kerberos=settings)
