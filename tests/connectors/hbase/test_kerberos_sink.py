@@ -54,7 +54,8 @@ def _options(kdc, endpoints, table: str, role: str = "client", **extra: str) -> 
             "hbase.thrift.timeout": "30000", **extra}
 
 
-def _run(spark, source: Path, ckpt: Path, options: dict[str, str]) -> None:
+def _run(spark, source: Path, ckpt: Path, options: dict[str, str]) -> list[int]:
+    """Run to the end of the input; returns the batch ids the query ran."""
     stream = (spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(str(source))
               .writeStream.format("barrier-hbase").options(**options)
               .option("rowkey", "id").option("op.column", "op").option("create.table", "true")
@@ -63,6 +64,7 @@ def _run(spark, source: Path, ckpt: Path, options: dict[str, str]) -> None:
     try:
         assert query.awaitTermination(180), "query did not finish in time"
         assert query.exception() is None, query.exception()
+        return [p["batchId"] for p in query.recentProgress]
     finally:
         query.stop()
 
@@ -97,7 +99,7 @@ def test_stream_writes_exactly_once_through_kerberized_gateways(
         for name in ("2", ".2.crc"):
             (tmp_path / "ckpt" / "commits" / name).unlink(missing_ok=True)
         status_before = sink_status("localhost", kerberos_hbase.thrift[1], table, COMMITS, kerberos=settings)
-        _run(spark, tmp_path / "in", tmp_path / "ckpt", options)
+        assert _run(spark, tmp_path / "in", tmp_path / "ckpt", options) == [2], "Spark did not replay batch 2"
         assert scan() == plain and versions() == cells_before
         status = sink_status("localhost", kerberos_hbase.thrift[1], table, COMMITS, kerberos=settings)
         assert (status.seq, status.batch_id) == (status_before.seq, status_before.batch_id) == (3, 2)

@@ -176,6 +176,25 @@ def test_each_qop_round_trips_through_its_gateway(kdc, kerberos_hbase, unique_na
 
 
 @kerberos
+def test_failover_skips_a_dead_gateway_to_a_kerberized_one(kdc, kerberos_hbase) -> None:
+    import socket
+
+    from sparkbarrier.connectors.hbase._gateways import Gateway
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        dead = probe.getsockname()[1]
+    live = kerberos_hbase.thrift_int
+    conn = HBaseConnection("localhost", dead, timeout_ms=30_000, kerberos=_settings(kdc),
+                           gateways=(Gateway("localhost", dead), Gateway(*live)))
+    try:
+        assert isinstance(conn.call(lambda c: c.tables()), list)
+        assert conn.gateway == Gateway(*live) and conn.connection.transport.qop is Qop.AUTH_INT
+    finally:
+        conn.close()
+
+
+@kerberos
 def test_thrift2_admin_speaks_sasl(kdc, kerberos_hbase) -> None:
     with Thrift2Admin(*kerberos_hbase.thrift2, timeout_ms=30_000, kerberos=_settings(kdc)) as admin:
         assert admin.table_exists("hbase:meta")
