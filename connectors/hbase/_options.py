@@ -80,7 +80,8 @@ KERBEROS_OPTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec(
         "hbase.thrift.authentication", enum_parser(ThriftAuthentication), ThriftAuthentication.NONE,
         "`kerberos`: SASL/GSSAPI to every Thrift1 and Thrift2 gateway (gateways with "
-        "`hbase.thrift.security.qop` set); `hbase.thrift.transport` then does not apply",
+        "`hbase.thrift.security.qop` set); SASL frames the messages, so `hbase.thrift.transport` "
+        "must stay `buffered`",
         choices=enum_choices(ThriftAuthentication),
     ),
     OptionSpec("hbase.thrift.kerberos.client.principal", parse_stripped, "",
@@ -331,6 +332,10 @@ def _kerberos(v: Mapping[str, Any]) -> KerberosSettings | None:
                           "HBase serves TLS only in HTTP mode, where Kerberos is SPNEGO, which this sink does not "
                           "speak; use the gateways' SASL qop auth-conf for encryption instead",
                           option="hbase.thrift.authentication")
+    if v["hbase.thrift.transport"] is ThriftTransport.FRAMED:
+        raise ConfigError("'hbase.thrift.transport' = framed does not apply with 'hbase.thrift.authentication' = "
+                          "kerberos: the SASL layer frames every message itself (HBase's gateways wrap the "
+                          "transport in SASL); leave hbase.thrift.transport unset", option="hbase.thrift.transport")
     if keytab and not principal:
         raise ConfigError("option 'hbase.thrift.kerberos.client.keytab' needs "
                           "'hbase.thrift.kerberos.client.principal' (the principal to log in as from it)",

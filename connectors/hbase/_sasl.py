@@ -140,7 +140,7 @@ def _gss_text(exc: BaseException) -> str:
     if callable(gen):
         try:
             return " ".join(str(gen()).split())
-        except Exception:  # noqa: BLE001 - formatting only; fall back to str()
+        except (TypeError, ValueError, AttributeError, UnicodeError):  # formatting only: use str()
             pass
     return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 

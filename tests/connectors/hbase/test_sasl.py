@@ -134,6 +134,7 @@ def test_kerberos_options_parse_into_settings_with_sane_defaults() -> None:
     ({"hbase.thrift.authentication": "kerberos", "hbase.thrift.kerberos.client.keytab": "k"},
      "needs 'hbase.thrift.kerberos.client.principal'"),
     ({"hbase.thrift.authentication": "kerberos", "hbase.thrift.tls": "true"}, "SPNEGO"),
+    ({"hbase.thrift.authentication": "kerberos", "hbase.thrift.transport": "framed"}, "SASL layer frames"),
     ({"hbase.thrift.authentication": "ldap"}, "hbase.thrift.authentication"),
 ])
 def test_kerberos_options_that_would_be_ignored_or_cannot_work_are_refused(extra: dict[str, str],
