@@ -51,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--commit-table", help="commit table (default: barrier-hbase's, sparkbarrier_commits)")
     st.add_argument("--table", help="expected data table of the sink (checked against the commit record)")
     st.add_argument("--hbase", help=f"HBase Thrift1 host:port (default ${HBASE_ENV})")
+    _add_kerberos(st)
     st.add_argument("--checkpoint-location", help="local Spark checkpoint dir: last completed + pending batches")
     st.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     ln = sub.add_parser("lineage", help="which checkpoint wrote a row's cells, when, from which Kafka offsets")
@@ -61,8 +62,31 @@ def _parser() -> argparse.ArgumentParser:
     ln.add_argument("--sink-id", help="sink.id (needed only when several sinks wrote the table)")
     ln.add_argument("--commit-table", help="commit table (default: barrier-hbase's, sparkbarrier_commits)")
     ln.add_argument("--hbase", help=f"HBase Thrift1 host:port (default ${HBASE_ENV})")
+    _add_kerberos(ln)
     ln.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
+
+
+def _add_kerberos(parser: argparse.ArgumentParser) -> None:
+    """The sink's ``hbase.thrift.kerberos.*`` options, for Kerberized (SASL/GSSAPI) gateways."""
+    parser.add_argument("--hbase-kerberos", action="store_true",
+                        help="log in to the gateway with Kerberos (the ticket cache unless a keytab is given)")
+    parser.add_argument("--hbase-kerberos-principal", help="client principal (hbase.thrift.kerberos.client.principal)")
+    parser.add_argument("--hbase-kerberos-keytab", help="its keytab (hbase.thrift.kerberos.client.keytab)")
+    parser.add_argument("--hbase-kerberos-service", default="hbase",
+                        help="primary of the gateway's principal (default %(default)s)")
+
+
+def _kerberos(args: argparse.Namespace) -> Any:
+    """KerberosSettings from the flags, or None (a plain gateway)."""
+    if not (args.hbase_kerberos or args.hbase_kerberos_principal or args.hbase_kerberos_keytab):
+        return None
+    if args.hbase_kerberos_keytab and not args.hbase_kerberos_principal:
+        raise _UsageError("--hbase-kerberos-keytab needs --hbase-kerberos-principal")
+    from .connectors.hbase import KerberosSettings
+
+    return KerberosSettings(principal=args.hbase_kerberos_principal, keytab=args.hbase_kerberos_keytab,
+                            service=args.hbase_kerberos_service)
 
 
 class _UsageError(Exception):
@@ -155,7 +179,7 @@ def _status(args: argparse.Namespace) -> int:
         raise _UsageError("--topic needs --group")
     if args.sink_id:
         host, port = _hostport(_endpoint(args.hbase, HBASE_ENV, "HBase Thrift (--hbase)"), "--hbase")
-        sink = sink_status(host, port, args.sink_id, _commit_table(args))
+        sink = sink_status(host, port, args.sink_id, _commit_table(args), kerberos=_kerberos(args))
         if args.table and sink.table != args.table:
             raise SparkBarrierError(f"sink {args.sink_id!r} writes table {sink.table!r}, not {args.table!r}")
         out["sink"] = sink
@@ -238,7 +262,7 @@ def _lineage(args: argparse.Namespace) -> int:
 
     host, port = _hostport(_endpoint(args.hbase, HBASE_ENV, "HBase Thrift (--hbase)"), "--hbase")
     cells = lineage(host, port, args.table, args.row, column=args.column, sink_id=args.sink_id,
-                    commit_table=_commit_table(args), versions=args.versions)
+                    commit_table=_commit_table(args), versions=args.versions, kerberos=_kerberos(args))
     if not cells:
         raise SparkBarrierError(f"row {args.row!r} of table {args.table!r} has no cells")
     if args.json:

@@ -221,3 +221,18 @@ def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
         return f"{_UNSAFE.sub('_', prefix)}_{test}_{uuid.uuid4().hex[:8]}"
 
     return make
+
+
+@pytest.fixture(scope="session")
+def kerberos_hbase(kdc) -> Iterator[object]:
+    """A Kerberos-secured HBase (``devstack/_hbase_kerberos.py``) in ``KERBEROS_HOME``; yields
+    its ``KerberosHBaseEndpoints`` (Thrift1 at qop auth, auth-int and auth-conf, Thrift2 at
+    auth, all on host ``localhost``). Stopped at session end, before the KDC."""
+    from sparkbarrier.devstack._hbase_kerberos import KerberosHBase
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKBARRIER_DEVSTACK_")}
+    hbase = KerberosHBase(KERBEROS_HOME, kdc, environ=env)
+    try:
+        yield hbase.up()
+    finally:
+        hbase.down()

@@ -22,6 +22,7 @@ from ._options import (
     parse_sink_options,
 )
 from ._reader import read_committed
+from ._sasl import KerberosError, KerberosSettings, Qop
 from ._status import SinkStatus, sink_status
 
 __all__ = [
@@ -30,9 +31,13 @@ __all__ = [
     "DEFAULT_COMMIT_TABLE",
     "DeliveryGuarantee",
     "HBaseSinkOptions",
+    "KerberosError",
+    "KerberosSettings",
+    "Qop",
     "SinkStatus",
     "hbase_options_table",
     "hbase_read_options_table",
+    "hbase_kerberos_options_table",
     "keep_markers",
     "lineage",
     "parse_sink_options",
@@ -51,7 +56,17 @@ def hbase_options_table() -> str:
     """Markdown table of the sink options (for the README)."""
     from .._options import options_table
 
-    return options_table(_SINK_OPTION_SPECS)
+    from ._options import KERBEROS_OPTION_SPECS
+
+    return options_table([spec for spec in _SINK_OPTION_SPECS if spec not in KERBEROS_OPTION_SPECS])
+
+
+def hbase_kerberos_options_table() -> str:
+    """Markdown table of the Kerberos options (for docs/hbase-kerberos.md)."""
+    from .._options import options_table
+    from ._options import KERBEROS_OPTION_SPECS
+
+    return options_table(KERBEROS_OPTION_SPECS)
 
 
 def hbase_read_options_table() -> str:

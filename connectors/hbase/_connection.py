@@ -25,6 +25,7 @@ from thriftpy2.transport import TTransportException
 
 from ..._exceptions import SinkError
 from ._gateways import Gateway, describe, spread
+from ._sasl import KerberosSettings, sasl_protocol, sasl_transport
 from ._tls import TLS_ERRORS, TlsSettings, https_protocol, https_transport
 
 __all__ = ["HBaseConnection", "TRANSPORT_ERRORS", "open_connection"]
@@ -45,7 +46,10 @@ _OPEN_ERRORS = TRANSPORT_ERRORS + (OSError,)
 
 
 def open_connection(host: str, port: int, transport: str, protocol: str, timeout_ms: int,
-                    tls: TlsSettings | None = None) -> happybase.Connection:
+                    tls: TlsSettings | None = None, kerberos: KerberosSettings | None = None) -> happybase.Connection:
+    if kerberos is not None:
+        return _SaslConnection(kerberos, host=host, port=port, timeout=timeout_ms, protocol=protocol,
+                               autoconnect=True)
     if tls is not None:
         return _TlsConnection(tls, host=host, port=port, timeout=timeout_ms, protocol=protocol, autoconnect=True)
     return happybase.Connection(
@@ -73,6 +77,25 @@ class _TlsConnection(happybase.Connection):  # type: ignore[misc]
         self.client = TClient(Hbase, https_protocol(self._protocol_name, self.transport))
 
 
+class _SaslConnection(happybase.Connection):  # type: ignore[misc]
+    """happybase over SASL/GSSAPI (Kerberos), as a gateway with ``hbase.thrift.security.qop`` speaks it.
+
+    The SASL transport does its own framing, so ``hbase.thrift.transport`` does not apply;
+    the protocol is the Cython binary one over thriftpy2's Cython SASL transport (see ``_sasl``).
+    """
+
+    def __init__(self, kerberos: KerberosSettings, protocol: str = "binary", **kwargs: Any) -> None:
+        self._kerberos, self._protocol_name = kerberos, protocol
+        super().__init__(protocol=protocol, **kwargs)
+
+    def _refresh_thrift_client(self) -> None:
+        from happybase.connection import Hbase
+        from thriftpy2.thrift import TClient
+
+        self.transport = sasl_transport(self.host, self.port, self.timeout, self._kerberos)
+        self.client = TClient(Hbase, sasl_protocol(self._protocol_name, self.transport))
+
+
 def _tls_error(gateway: Gateway, exc: BaseException) -> SinkError:
     """A certificate problem cannot heal by retrying: fail at once with the reason and the options."""
     return SinkError(f"TLS to the HBase Thrift gateway {gateway} failed: {type(exc).__name__}: {exc}; "
@@ -91,12 +114,13 @@ class HBaseConnection:
     def __init__(self, host: str, port: int, *, transport: str = "buffered",
                  protocol: str = "binary", timeout_ms: int = 60_000,
                  gateways: tuple[Gateway, ...] | None = None, rounds: int = 1,
-                 backoff_ms: int = 0, tls: TlsSettings | None = None) -> None:
+                 backoff_ms: int = 0, tls: TlsSettings | None = None,
+                 kerberos: KerberosSettings | None = None) -> None:
         self._gateways = gateways or (Gateway(host, port),)
         self._current = 0
         self._transport, self._protocol, self._timeout_ms = transport, protocol, timeout_ms
         self._rounds, self._backoff_ms = rounds, backoff_ms
-        self._tls = tls
+        self._tls, self._kerberos = tls, kerberos
         self._warned: set[Gateway] = set()
         self._conn: happybase.Connection | None = None
 
@@ -105,7 +129,7 @@ class HBaseConnection:
         gateways = spread(opts.gateways, spread_index)
         return cls(gateways[0].host, gateways[0].port, transport=opts.transport, protocol=opts.protocol,
                    timeout_ms=opts.timeout_ms, gateways=gateways, rounds=opts.failover_rounds,
-                   backoff_ms=opts.failover_backoff_ms, tls=opts.tls)
+                   backoff_ms=opts.failover_backoff_ms, tls=opts.tls, kerberos=opts.kerberos)
 
     @property
     def gateway(self) -> Gateway:
@@ -122,7 +146,7 @@ class HBaseConnection:
 
     def _open(self, gateway: Gateway) -> happybase.Connection:
         return open_connection(gateway.host, gateway.port, self._transport, self._protocol, self._timeout_ms,
-                               self._tls)
+                               self._tls, self._kerberos)
 
     @property
     def connection(self) -> happybase.Connection:

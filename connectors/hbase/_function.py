@@ -71,6 +71,10 @@ class HBaseSinkFunction:
         self._parse(options, schema)
         opts, layout = self.opts, self.layout
         assert opts is not None and layout is not None
+        if opts.kerberos is not None:  # credentials first: their error names the option to fix
+            from ._sasl import check_credentials
+
+            check_credentials(opts.kerberos)
         conn = HBaseConnection.from_options(opts)
         thrift2 = self._thrift2()
         try:
@@ -103,13 +107,17 @@ class HBaseSinkFunction:
 
         def connect() -> Any:
             """The first Thrift2 gateway that answers (admin calls are rare: no spreading)."""
+            from ._sasl import KerberosError
             from ._thrift2 import Thrift2Admin
 
             errors: list[str] = []
             for gateway in opts.thrift2_gateways:
                 try:
                     return Thrift2Admin(gateway.host, gateway.port, timeout_ms=opts.timeout_ms,
-                                        transport=opts.transport, protocol=opts.protocol, tls=opts.tls)
+                                        transport=opts.transport, protocol=opts.protocol, tls=opts.tls,
+                                        kerberos=opts.kerberos)
+                except KerberosError:
+                    raise  # permanent: another gateway of the same realm refuses the same login
                 except SinkError as exc:
                     errors.append(str(exc))
                     log.warning("HBase Thrift2 gateway %s failed; trying the next one", gateway)

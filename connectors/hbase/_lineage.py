@@ -17,6 +17,7 @@ from ._commit_table import CommitRecord, read_history
 from ._connection import HBaseConnection
 from ._options import DEFAULT_COMMIT_TABLE
 from ._reader import find_commit
+from ._sasl import KerberosSettings
 
 __all__ = ["CellLineage", "lineage", "covered_offsets"]
 
@@ -58,10 +59,14 @@ def _owner(history: list[CommitRecord], starts: list[int], ts: int) -> int | Non
 
 def lineage(host: str, port: int, table: str, row: bytes | str, *, column: str | None = None,
             sink_id: str | None = None, commit_table: str = DEFAULT_COMMIT_TABLE, versions: int = 1,
-            transport: str = "buffered", protocol: str = "binary") -> list[CellLineage]:
-    """Every kept version (newest ``versions`` per cell) of ``row`` with the commit that wrote it."""
+            transport: str = "buffered", protocol: str = "binary",
+            kerberos: KerberosSettings | None = None) -> list[CellLineage]:
+    """Every kept version (newest ``versions`` per cell) of ``row`` with the commit that wrote it.
+
+    ``kerberos``: for a gateway with SASL/GSSAPI (the sink's ``hbase.thrift.kerberos.*``).
+    """
     key = row.encode() if isinstance(row, str) else row
-    conn = HBaseConnection(host, port, transport=transport, protocol=protocol)
+    conn = HBaseConnection(host, port, transport=transport, protocol=protocol, kerberos=kerberos)
     try:
         latest = find_commit(conn, commit_table, table, sink_id)
         history = read_history(conn, commit_table, latest.sink_id)

@@ -30,12 +30,15 @@ from .._options import (
     parse_timestamp_ms,
 )
 from ._gateways import Gateway, parse_gateways
+from ._sasl import KerberosSettings, parse_qops
 from ._tls import TlsSettings
 
 __all__ = [
     "DeliveryGuarantee",
     "ThriftTransport",
     "ThriftProtocol",
+    "ThriftAuthentication",
+    "KERBEROS_OPTION_SPECS",
     "HBaseReadOptions",
     "HBaseSinkOptions",
     "SINK_OPTION_SPECS",
@@ -67,6 +70,36 @@ class ThriftProtocol(str, enum.Enum):
     BINARY = "binary"
     COMPACT = "compact"
 
+
+class ThriftAuthentication(str, enum.Enum):
+    NONE = "none"
+    KERBEROS = "kerberos"
+
+
+KERBEROS_OPTION_SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec(
+        "hbase.thrift.authentication", enum_parser(ThriftAuthentication), ThriftAuthentication.NONE,
+        "`kerberos`: SASL/GSSAPI to every Thrift1 and Thrift2 gateway (gateways with "
+        "`hbase.thrift.security.qop` set); SASL frames the messages, so `hbase.thrift.transport` "
+        "must stay `buffered`",
+        choices=enum_choices(ThriftAuthentication),
+    ),
+    OptionSpec("hbase.thrift.kerberos.client.principal", parse_stripped, "",
+               "the job's own principal, e.g. `etl@EXAMPLE.COM` (not the gateway's: that is "
+               "HBase's `hbase.thrift.kerberos.principal`); empty: the ticket cache's principal"),
+    OptionSpec("hbase.thrift.kerberos.client.keytab", parse_stripped, "",
+               "keytab of the client principal, readable at this path on the driver and every "
+               "executor (`spark-submit --files` + the file name); empty: use the ticket cache "
+               "(`kinit`), which is not renewed"),
+    OptionSpec("hbase.thrift.kerberos.service", parse_nonempty, "hbase",
+               "primary of the gateways' service principal; the instance is the host name each "
+               "gateway is reached by (`hbase/<host>@REALM`)"),
+    OptionSpec("hbase.thrift.security.qop", parse_stripped, "auth-conf,auth-int,auth",
+               "SASL layers the client accepts, strongest used if the gateway offers it: `auth`, "
+               "`auth-int` (signed), `auth-conf` (encrypted); HBase's names `authentication`, "
+               "`integrity`, `privacy` too"),
+)
+"""Kerberos options (the table of ``docs/hbase-kerberos.md``; not in the README's table)."""
 
 _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("hbase.thrift.host", parse_nonempty, "localhost",
@@ -143,7 +176,7 @@ _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
 GATEWAY_OPTION_SPECS: tuple[OptionSpec, ...] = tuple(s for s in _CONNECTION_SPECS if s.key.startswith("hbase."))
 """The gateway options (list, failover, TLS): the table of ``docs/hbase-gateways.md``."""
 
-SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
+SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_SPECS + (
     OptionSpec("rowkey", parse_nonempty, None, "name of the column holding the row key", required=True),
     OptionSpec(
         "op.column", parse_stripped, "",
@@ -177,7 +210,7 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
     ),
 )
 
-READ_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + (
+READ_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_SPECS + (
     OptionSpec("as.of.batch", parse_non_negative_int, None,
                "read the table as the sink had committed it after this Spark batch id", type_name="long"),
     OptionSpec("as.of.timestamp", parse_timestamp_ms, None,
@@ -201,6 +234,7 @@ class _SharedOptions:
     failover_rounds: int
     failover_backoff_ms: int
     tls: TlsSettings | None
+    kerberos: KerberosSettings | None
     transport: ThriftTransport
     protocol: ThriftProtocol
     timeout_ms: int
@@ -265,7 +299,7 @@ def _shared_fields(v: Mapping[str, Any]) -> dict[str, Any]:
             "thrift2_port": thrift2[0].port if thrift2 else None,
             "gateways": gateways, "thrift2_gateways": thrift2,
             "failover_rounds": v["hbase.thrift.failover.rounds"],
-            "failover_backoff_ms": v["hbase.thrift.failover.backoff"], "tls": _tls(v),
+            "failover_backoff_ms": v["hbase.thrift.failover.backoff"], "tls": _tls(v), "kerberos": _kerberos(v),
             "transport": v["hbase.thrift.transport"], "protocol": v["hbase.thrift.protocol"],
             "timeout_ms": v["hbase.thrift.timeout"], "table": v["table"], "sink_id": v["sink.id"] or None,
             "commit_table": v["commit.table"]}
@@ -282,6 +316,32 @@ def _tls(v: Mapping[str, Any]) -> TlsSettings | None:
     return TlsSettings(ca_file=v["hbase.thrift.tls.ca"] or None, cert_file=v["hbase.thrift.tls.cert"] or None,
                        key_file=v["hbase.thrift.tls.key"] or None,
                        verify_hostname=v["hbase.thrift.tls.verify-hostname"])
+
+
+def _kerberos(v: Mapping[str, Any]) -> KerberosSettings | None:
+    """Kerberos settings, or None; settings that would be ignored are errors, not silence."""
+    principal, keytab = v["hbase.thrift.kerberos.client.principal"], v["hbase.thrift.kerberos.client.keytab"]
+    if v["hbase.thrift.authentication"] is not ThriftAuthentication.KERBEROS:
+        set_ = [k for k in ("hbase.thrift.kerberos.client.principal", "hbase.thrift.kerberos.client.keytab")
+                if v[k]]
+        if set_:
+            raise ConfigError(f"option {set_[0]!r} needs 'hbase.thrift.authentication' = kerberos", option=set_[0])
+        return None
+    if v["hbase.thrift.tls"]:
+        raise ConfigError("'hbase.thrift.authentication' = kerberos cannot be combined with 'hbase.thrift.tls': "
+                          "HBase serves TLS only in HTTP mode, where Kerberos is SPNEGO, which this sink does not "
+                          "speak; use the gateways' SASL qop auth-conf for encryption instead",
+                          option="hbase.thrift.authentication")
+    if v["hbase.thrift.transport"] is ThriftTransport.FRAMED:
+        raise ConfigError("'hbase.thrift.transport' = framed does not apply with 'hbase.thrift.authentication' = "
+                          "kerberos: the SASL layer frames every message itself (HBase's gateways wrap the "
+                          "transport in SASL); leave hbase.thrift.transport unset", option="hbase.thrift.transport")
+    if keytab and not principal:
+        raise ConfigError("option 'hbase.thrift.kerberos.client.keytab' needs "
+                          "'hbase.thrift.kerberos.client.principal' (the principal to log in as from it)",
+                          option="hbase.thrift.kerberos.client.principal")
+    return KerberosSettings(principal=principal or None, keytab=keytab or None,
+                            service=v["hbase.thrift.kerberos.service"], qops=parse_qops(v["hbase.thrift.security.qop"]))
 
 
 def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:

@@ -29,6 +29,7 @@ import pyarrow as pa
 from ..._exceptions import ConfigError, SinkError
 from ._commit_table import CommitRecord, list_sinks, read_history, read_state
 from ._connection import TRANSPORT_ERRORS, HBaseConnection
+from ._sasl import KerberosSettings
 from ._gateways import parse_gateways
 from ._tls import TlsSettings
 from ._encoding import decode_column
@@ -176,14 +177,15 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
 def read_committed(host: str, port: int, table: str, *, sink_id: str | None = None,
                    commit_table: str = DEFAULT_COMMIT_TABLE, transport: str = "buffered",
                    protocol: str = "binary", as_of_batch: int | None = None,
-                   as_of_ms: int | None = None, tls: TlsSettings | None = None) -> pa.Table:
+                   as_of_ms: int | None = None, tls: TlsSettings | None = None,
+                   kerberos: KerberosSettings | None = None) -> pa.Table:
     """The committed (or as-of) view of ``table`` as a pyarrow Table (no Spark session needed).
 
     ``host`` may be a gateway list like option ``hbase.thrift.host`` (``port`` is the default port).
     """
     gateways = parse_gateways(host, port)
     conn = HBaseConnection(host, port, transport=transport, protocol=protocol, gateways=gateways,
-                           rounds=3, backoff_ms=1000, tls=tls)
+                           rounds=3, backoff_ms=1000, tls=tls, kerberos=kerberos)
     try:
         latest = find_commit(conn, commit_table, table, sink_id)
         record = view_record(conn, commit_table, latest, as_of_batch=as_of_batch, as_of_ms=as_of_ms)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ..._exceptions import SinkError
 from ._commit_table import read_state
 from ._connection import HBaseConnection
+from ._sasl import KerberosSettings
 
 __all__ = ["SinkStatus", "sink_status"]
 
@@ -36,13 +37,16 @@ class SinkStatus:
     attempt_seq: int | None = None
 
 
-def sink_status(host: str, port: int, sink_id: str, commit_table: str) -> SinkStatus:
+def sink_status(host: str, port: int, sink_id: str, commit_table: str, *,
+                kerberos: KerberosSettings | None = None) -> SinkStatus:
     """The commit record of ``sink_id`` in ``commit_table`` on Thrift ``host:port``.
+
+    ``kerberos``: for a gateway with SASL/GSSAPI (the sink's ``hbase.thrift.kerberos.*``).
 
     Raises SinkError when the commit table does not exist or the sink has committed
     nothing (unknown ``sink.id``).
     """
-    conn = HBaseConnection(host, port, timeout_ms=_TIMEOUT_MS)
+    conn = HBaseConnection(host, port, timeout_ms=_TIMEOUT_MS, kerberos=kerberos)
     try:
         tables = conn.call(lambda c: c.tables())
         if commit_table.encode() not in tables:

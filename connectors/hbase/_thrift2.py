@@ -192,7 +192,8 @@ class Thrift2Admin:
     """
 
     def __init__(self, host: str, port: int, *, timeout_ms: int = 60_000,
-                 transport: str = "buffered", protocol: str = "binary", tls: Any = None) -> None:
+                 transport: str = "buffered", protocol: str = "binary", tls: Any = None,
+                 kerberos: Any = None) -> None:
         from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol
         from thriftpy2.transport import TBufferedTransport, TFramedTransport, TSocket
 
@@ -203,14 +204,22 @@ class Thrift2Admin:
                             f"use one of {sorted(transports)} / {sorted(protocols)}")
         self.host, self.port = host, port
         self._t = _idl()
-        if tls is not None:  # Thrift over HTTPS, the only TLS HBase offers (see ``_tls``)
+        if kerberos is not None:  # SASL/GSSAPI (see ``_sasl``); the SASL layer frames itself
+            from ._sasl import sasl_transport
+
+            self._transport = sasl_transport(host, port, timeout_ms, kerberos)
+        elif tls is not None:  # Thrift over HTTPS, the only TLS HBase offers (see ``_tls``)
             from ._tls import https_transport
 
             self._transport = https_transport(host, port, timeout_ms, tls)
         else:
             self._transport = transports[transport](
                 TSocket(host=host, port=port, socket_timeout=timeout_ms))
-        if tls is not None:
+        if kerberos is not None:
+            from ._sasl import sasl_protocol
+
+            self._client = TClient(self._t.THBaseService, sasl_protocol(protocol, self._transport))
+        elif tls is not None:  # pure-Python protocol over a Python transport
             from ._tls import https_protocol
 
             self._client = TClient(self._t.THBaseService, https_protocol(protocol, self._transport))
