@@ -18,11 +18,16 @@ _TABLE = re.compile(r"(<!-- generated table: ([\w-]+) [^>]*-->\n)(.*?)(<!-- end 
 
 def _generators() -> dict[str, Callable[[], str]]:
     from sparkbarrier.connectors.checkpointed._source import checkpointed_options_table
-    from sparkbarrier.connectors.hbase import hbase_options_table, hbase_read_options_table
+    from sparkbarrier.connectors.hbase import (
+        hbase_kerberos_options_table,
+        hbase_options_table,
+        hbase_read_options_table,
+    )
     from sparkbarrier.connectors.kafka import kafka_options_table
 
     return {"kafka": kafka_options_table, "hbase": hbase_options_table,
-            "hbase-read": hbase_read_options_table, "checkpointed": checkpointed_options_table}
+            "hbase-read": hbase_read_options_table, "hbase-kerberos": hbase_kerberos_options_table,
+            "checkpointed": checkpointed_options_table}
 
 
 def _regenerated(text: str) -> str:
