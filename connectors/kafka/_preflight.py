@@ -90,7 +90,17 @@ def _raise_tls(options: KafkaSourceOptions, reason: str, host: bool) -> None:
 def check_access(options: KafkaSourceOptions, topics: list[str] | tuple[str, ...] = ()) -> None:
     """Raise :class:`ConfigError` naming the option when the login or TLS handshake is
     refused, or when a named topic is not authorized; return otherwise (also when
-    the brokers cannot be reached: that is for the lookups' retries to judge)."""
+    the brokers cannot be reached: that is for the lookups' retries to judge).
+
+    GSSAPI: librdkafka cannot log in with Kerberos here, so the login is checked with
+    the KDC instead (:mod:`._kerberos_check`); kafka-python's metadata request follows.
+    """
+    if options.security.kerberos is not None:
+        from ._kerberos_check import check_kerberos
+
+        check_kerberos(options.security.kerberos, options.bootstrap_servers,
+                       options.client_configs.get("sasl_kerberos_domain_name"))
+        return
     settings = options.librdkafka_settings()
     scrub = SecretScrubber(settings, log)
     errors = _Errors(scrub)
