@@ -234,7 +234,7 @@ class KerberosKafka:
             "import sys\nfrom kafka import KafkaConsumer\n"
             "c = KafkaConsumer(bootstrap_servers=sys.argv[1], security_protocol='SASL_PLAINTEXT',"
             " sasl_mechanism='GSSAPI', sasl_kerberos_service_name=sys.argv[2],"
-            " request_timeout_ms=11000, api_version_auto_timeout_ms=10000)\n"
+            " request_timeout_ms=11000)\n"
             "c.topics(); c.close()\n")
         env = {**self._environ, "KRB5_CONFIG": self._kdc.krb5_conf,
                "KRB5_CLIENT_KTNAME": keytab, "KRB5CCNAME": f"FILE:{self.data / 'probe.ccache'}"}

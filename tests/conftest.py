@@ -221,3 +221,21 @@ def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
         return f"{_UNSAFE.sub('_', prefix)}_{test}_{uuid.uuid4().hex[:8]}"
 
     return make
+
+
+@pytest.fixture(scope="session")
+def kerberos_kafka(kdc) -> Iterator[object]:  # noqa: ANN001 -- the session's KdcManifest
+    """A Kerberized Kafka broker (``devstack/_kafka_kerberos.py``) in ``KERBEROS_HOME``:
+    a PLAINTEXT listener for setup and a SASL_PLAINTEXT/GSSAPI one on ``localhost``;
+    yields its ``KerberosKafkaEndpoints`` and stops it before the KDC goes."""
+    from sparkbarrier.devstack._kafka_kerberos import KerberosKafka
+
+    keep = ("SPARKBARRIER_DEVSTACK_CACHE", "SPARKBARRIER_DEVSTACK_MAVEN_REPO",
+            "SPARKBARRIER_DEVSTACK_MAVEN_SETTINGS")  # the shared classpath cache: no Maven run
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("SPARKBARRIER_DEVSTACK_") or k in keep}
+    broker = KerberosKafka(KERBEROS_HOME, kdc, environ=env)
+    try:
+        yield broker.up()
+    finally:
+        broker.down()

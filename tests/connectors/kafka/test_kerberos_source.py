@@ -1,0 +1,217 @@
+"""barrier-kafka over SASL/GSSAPI against a real MIT KDC and a real Kerberized broker.
+
+Fixtures ``kdc`` and ``kerberos_kafka`` (tests/conftest.py) start both in the session's
+``KERBEROS_HOME``; ``KRB5_CONFIG`` and ``KRB5CCNAME`` (a private session cache) were
+set before Spark started, so the Python workers share them. Options are written
+exactly as for Spark's ``format("kafka")``. Setup and checks (topics, producing, the
+group's committed offsets) go through the broker's PLAINTEXT listener.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka_testkit import KafkaTool, start
+
+from sparkbarrier import ConfigError
+from sparkbarrier.connectors.kafka import parse_source_options
+from sparkbarrier.connectors.kafka._client_config import ConsumerClient
+
+pytestmark = [pytest.mark.kafka]
+
+JAAS = "kafka.sasl.jaas.config"
+_START_S = 60  # a refused login must fail well within this, not after a bootstrap timeout
+
+
+def _keytab_jaas(principal: str, keytab: str) -> str:
+    return ("com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
+            f'storeKey=true keyTab="{keytab}" principal="{principal}";')
+
+
+def gssapi(kerberos_kafka: Any, kdc: Any, role: str = "client", **extra: str) -> dict[str, str]:
+    """The options a Spark user writes for a keytab login as ``role``."""
+    principal, keytab = kdc.keytab(role)
+    return {"kafka.bootstrap.servers": kerberos_kafka.sasl_plaintext,
+            "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "GSSAPI",
+            "kafka.sasl.kerberos.service.name": "kafka", JAAS: _keytab_jaas(principal, keytab),
+            **extra}
+
+
+@pytest.fixture
+def plain(kerberos_kafka: Any):  # noqa: ANN201 -- the broker's PLAINTEXT side, for setup
+    tool = KafkaTool(kerberos_kafka.plaintext)
+    yield tool
+    tool.close()
+
+
+def _names() -> tuple[str, str]:
+    tag = uuid.uuid4().hex[:8]
+    return f"krb_t_{tag}", f"krb_g_{tag}"
+
+
+def _run(spark: Any, options: dict[str, str], ckpt: str) -> list[bytes]:
+    query, got = start(spark, options, ckpt, available_now=True)
+    try:
+        assert query.awaitTermination(180), "query did not finish in 180 s"
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+    return got.values()
+
+
+def _start_error(spark: Any, options: dict[str, str], ckpt: str) -> tuple[str, float]:
+    """The error text of a query that must fail at start, and how long it took."""
+    began = time.monotonic()
+    try:
+        query, _ = start(spark, options, ckpt, available_now=True)
+    except Exception as exc:  # noqa: BLE001 -- load()/start() raised: that is the answer
+        return str(exc), time.monotonic() - began
+    try:
+        try:  # awaitTermination raises the query's error once it failed
+            assert query.awaitTermination(_START_S), f"query still runs after {_START_S} s"
+        except Exception as exc:  # noqa: BLE001 -- StreamingQueryException: the answer
+            return str(exc), time.monotonic() - began
+        raise AssertionError("query finished without the expected error")
+    finally:
+        query.stop()
+
+
+def _ccache() -> Path:
+    return Path(os.environ["KRB5CCNAME"].removeprefix("FILE:"))
+
+
+@pytest.mark.spark
+def test_gssapi_read_plans_reads_once_and_commits_with_the_client_keytab(
+        spark, kdc, kerberos_kafka, plain: KafkaTool, tmp_path: Path, caplog) -> None:
+    caplog.set_level(logging.INFO)
+    topic, group = _names()
+    plain.create_topic(topic)
+    values = plain.produce(topic, 40)
+    options = {**gssapi(kerberos_kafka, kdc), "subscribe": topic, "kafka.group.id": group,
+               "startingOffsets": "earliest", "maxOffsetsPerTrigger": "15"}
+    # auto picks kafka-python: the wheel's librdkafka has no GSSAPI
+    assert parse_source_options(options).consumer_client is ConsumerClient.KAFKA_PYTHON
+    ckpt = tmp_path / "ckpt"
+    got = _run(spark, options, str(ckpt))
+    assert sorted(got) == sorted(values) and len(got) == len(set(got))
+    assert plain.group_offsets(group) == {(topic, 0): 20, (topic, 1): 20}
+    # Nothing secret or login-shaped in the checkpoint, the group's metadata or the logs.
+    _, keytab = kdc.keytab("client")
+    key_bytes = Path(keytab).read_bytes()
+    stored = b"".join(p.read_bytes() for p in ckpt.rglob("*") if p.is_file())
+    metadata = json.dumps({str(k): v for k, v in plain.group_metadata(group).items()})
+    assert key_bytes not in stored and key_bytes[-32:] not in stored
+    for text in (stored.decode(errors="replace"), metadata, caplog.text):
+        assert options[JAAS] not in text and "Krb5LoginModule" not in text
+    assert not _ccache().exists(), "the session's default ticket cache was written"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("client", ["native", "confluent"])
+def test_explicit_librdkafka_client_fails_at_query_start_with_reason_and_fix(
+        spark, kdc, kerberos_kafka, tmp_path: Path, client: str) -> None:
+    options = {**gssapi(kerberos_kafka, kdc), "subscribe": "krb_never", "kafka.group.id": "g",
+               "kafkaConsumer.client": client}
+    text, took = _start_error(spark, options, str(tmp_path / "ckpt"))
+    assert "kafkaConsumer.client" in text and "built without GSSAPI" in text, text
+    assert "auto or kafka-python" in text, text
+    assert took < _START_S
+
+
+@pytest.mark.spark
+def test_stale_keytab_fails_at_query_start_in_seconds_naming_the_option(
+        spark, kdc, kerberos_kafka, tmp_path: Path) -> None:
+    options = {**gssapi(kerberos_kafka, kdc, "stale"), "subscribe": "krb_never",
+               "kafka.group.id": "g"}
+    text, took = _start_error(spark, options, str(tmp_path / "ckpt"))
+    assert "Preauthentication failed" in text and JAAS in text, text
+    assert took < 30, f"took {took:.1f} s: a timeout, not a refused login"
+
+
+def _view_error(options: dict[str, str]) -> ConfigError:
+    from sparkbarrier.connectors.kafka._cluster import ClusterView
+
+    view = ClusterView(parse_source_options({**options, "subscribe": "krb_never",
+                                             "kafka.group.id": "g"}))
+    began = time.monotonic()
+    try:
+        with pytest.raises(ConfigError) as err:
+            view.discover()
+    finally:
+        view.close()
+    assert time.monotonic() - began < 10
+    return err.value
+
+
+def test_principal_unknown_to_the_kdc_is_a_clear_error(kdc, kerberos_kafka) -> None:
+    err = _view_error(gssapi(kerberos_kafka, kdc, "unknown"))
+    assert err.option == JAAS
+    assert "does not know the principal sparkbarrier-unknown-client@" in str(err)
+
+
+def test_broker_host_without_service_principal_names_service_and_host(kdc, kerberos_kafka) -> None:
+    by_ip = kerberos_kafka.sasl_plaintext.replace("localhost", "127.0.0.1")
+    err = _view_error(gssapi(kerberos_kafka, kdc, **{"kafka.bootstrap.servers": by_ip}))
+    assert err.option == "kafka.sasl.kerberos.service.name"
+    assert "kafka/127.0.0.1" in str(err) and "host name" in str(err)
+
+
+def test_two_principals_in_one_process_each_log_in_as_themselves(
+        kdc, kerberos_kafka, plain: KafkaTool, caplog) -> None:
+    from sparkbarrier.connectors.kafka._cluster import ClusterView
+
+    caplog.set_level(logging.INFO, logger="kafka.net.connection")
+    topic, _ = _names()
+    plain.create_topic(topic)
+    views = [ClusterView(parse_source_options({**gssapi(kerberos_kafka, kdc, role),
+                                               "subscribe": topic, "kafka.group.id": "g"}))
+             for role in ("client", "kafka")]
+    try:
+        for view in views:
+            assert {tp.topic for tp in view.discover()} == {topic}
+    finally:
+        for view in views:
+            view.close()
+    for role in ("client", "kafka"):
+        assert f"Authenticated as {kdc.keytab(role)[0]} to kafka/localhost@" in caplog.text
+    assert not _ccache().exists(), "the session's default ticket cache was written"
+
+
+def _kdestroy() -> None:
+    tool = shutil.which("kdestroy") or "/usr/bin/kdestroy"
+    subprocess.run([tool], env=dict(os.environ), check=False, capture_output=True, timeout=30)
+    _ccache().unlink(missing_ok=True)
+
+
+@pytest.mark.spark
+def test_ticket_cache_login_after_kinit_then_kdestroy_is_a_clear_error(
+        spark, kdc, kerberos_kafka, plain: KafkaTool, tmp_path: Path) -> None:
+    from sparkbarrier.devstack import Kdc
+
+    home = Path(os.environ["KRB5_CONFIG"]).parents[2]  # <KERBEROS_HOME>/data/kdc/krb5.conf
+    topic, group = _names()
+    plain.create_topic(topic)
+    values = plain.produce(topic, 10)
+    options = {**gssapi(kerberos_kafka, kdc), JAAS: "com.sun.security.auth.module."
+               "Krb5LoginModule required useTicketCache=true;", "subscribe": topic,
+               "kafka.group.id": group, "startingOffsets": "earliest"}
+    kinit = Kdc(home).kinit("client", ccache=_ccache())
+    assert kinit.returncode == 0, kinit.stderr
+    try:
+        assert sorted(_run(spark, options, str(tmp_path / "ckpt"))) == sorted(values)
+        assert plain.group_offsets(group) == {(topic, 0): 5, (topic, 1): 5}
+    finally:
+        _kdestroy()
+    err = _view_error(options)
+    assert err.option == JAAS
+    assert "no valid Kerberos ticket" in str(err) and "run kinit" in str(err)
+    assert "keyTab" in str(err)
