@@ -13,7 +13,10 @@ Listeners (free ports, chosen at every start):
 * ``SASL_PLAINTEXT://localhost:<p>`` -- GSSAPI only, service principal
   ``kafka/localhost``. Advertised as ``localhost``, not ``127.0.0.1``: Kerberos
   clients derive the service principal from the host name they connect to, and the
-  KDC knows ``kafka/localhost`` only (docs/kerberos-devstack.md, probe c).
+  KDC knows ``kafka/localhost`` only (docs/kerberos-devstack.md, probe c);
+* ``SASL_SSL://localhost:<p>`` -- the same login over TLS; the server certificate
+  (CN and subjectAltName ``localhost``, ``127.0.0.1``) is signed by a CA made at every
+  start (``ca_pem`` in the endpoints; ``_certs``, as the stack's secured listeners).
 
 No authorizer: every authenticated principal may do everything (the tests are about
 logging in, not ACLs). ``up`` returns when a GSSAPI login with the client keytab
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -34,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._exceptions import DevstackError
-from . import _kafka
+from . import _certs, _kafka
 from ._config import Paths
 from ._jvm import find_java, write_log4j_config
 from ._kdc import KdcManifest
@@ -67,6 +71,8 @@ class KerberosKafkaEndpoints:
 
     plaintext: str  # "127.0.0.1:<port>"
     sasl_plaintext: str  # "localhost:<port>"
+    sasl_ssl: str  # "localhost:<port>"
+    ca_pem: str  # the CA of the SASL_SSL listener's certificate
     service_name: str = SERVICE
 
 
@@ -85,8 +91,19 @@ def _free_ports(count: int) -> list[int]:
             sock.close()
 
 
+def _tls(data: Path) -> tuple[Path, Path, str]:
+    """A fresh CA and server key store for the SASL_SSL listener: (ca.pem, server.p12,
+    its random password)."""
+    tls = _certs.private_dir(data / "tls")
+    ca = _certs.make_ca(tls, "ca")
+    server = _certs.issue(ca, tls, "server", common_name="localhost",
+                          usage=_certs.Usage.SERVER, dns=["localhost"], ips=["127.0.0.1"])
+    password = secrets.token_urlsafe(18)
+    return ca.cert_pem, _certs.write_pkcs12(server, tls / "server.p12", password), password
+
+
 def _server_properties(data: Path, kdc: KdcManifest, plain: int, controller: int,
-                       sasl: int) -> str:
+                       sasl: int, ssl: int, keystore: Path, password: str) -> str:
     principal, keytab = kdc.keytab("kafka")
     jaas = ("com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true "
             f'storeKey=true keyTab="{keytab}" principal="{principal}";')
@@ -95,15 +112,22 @@ def _server_properties(data: Path, kdc: KdcManifest, plain: int, controller: int
         "node.id": 1,
         "controller.quorum.voters": f"1@127.0.0.1:{controller}",
         "listeners": f"PLAINTEXT://127.0.0.1:{plain},CONTROLLER://127.0.0.1:{controller},"
-                     f"SASL_PLAINTEXT://localhost:{sasl}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plain},SASL_PLAINTEXT://localhost:{sasl}",
+                     f"SASL_PLAINTEXT://localhost:{sasl},SASL_SSL://localhost:{ssl}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plain},"
+                                f"SASL_PLAINTEXT://localhost:{sasl},SASL_SSL://localhost:{ssl}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map":
-            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+            "SASL_SSL:SASL_SSL",
         "sasl.enabled.mechanisms": "GSSAPI",
         "sasl.kerberos.service.name": SERVICE,
         "listener.name.sasl_plaintext.gssapi.sasl.jaas.config": jaas,
+        "listener.name.sasl_ssl.gssapi.sasl.jaas.config": jaas,
+        "listener.name.sasl_ssl.ssl.keystore.location": keystore,
+        "listener.name.sasl_ssl.ssl.keystore.type": "PKCS12",
+        "listener.name.sasl_ssl.ssl.keystore.password": password,
+        "listener.name.sasl_ssl.ssl.key.password": password,
         "log.dirs": data / "logs",
         "num.partitions": 1,
         "default.replication.factor": 1,
@@ -143,7 +167,9 @@ class KerberosKafka:
         if record is None or not is_ours(record):
             return None
         return KerberosKafkaEndpoints(plaintext=f"127.0.0.1:{record.ports['plaintext']}",
-                                      sasl_plaintext=f"localhost:{record.ports['sasl']}")
+                                      sasl_plaintext=f"localhost:{record.ports['sasl']}",
+                                      sasl_ssl=f"localhost:{record.ports['sasl_ssl']}",
+                                      ca_pem=str(self.data / "tls" / "ca.pem"))
 
     def down(self) -> bool:
         """Stop the broker; idempotent. True if it was running."""
@@ -173,12 +199,16 @@ class KerberosKafka:
     def _start(self) -> KerberosKafkaEndpoints:
         java = find_java(self._environ)
         classpath = resolve_classpath("kafka", self.paths, java)
-        plain, controller, sasl = _free_ports(3)
+        plain, controller, sasl, ssl = _free_ports(4)
         data = self.data
         shutil.rmtree(data, ignore_errors=True)
         data.mkdir(parents=True)
+        ca_pem, keystore, password = _tls(data)
         config = data / "server.properties"
-        config.write_text(_server_properties(data, self._kdc, plain, controller, sasl))
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a store password
+        with os.fdopen(fd, "w") as out:
+            out.write(_server_properties(data, self._kdc, plain, controller, sasl, ssl,
+                                         keystore, password))
         log4j = write_log4j_config(data)
         options = (*_kafka._JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}",
                    f"-Djava.security.krb5.conf={self._kdc.krb5_conf}",
@@ -203,13 +233,14 @@ class KerberosKafka:
         proc = spawn(cmd, log_path=log_path, cwd=data, env=env)
         record = ProcessRecord(name=NAME, pid=proc.pid, marker=marker, log=str(log_path),
                                ports={"plaintext": plain, "controller": controller,
-                                      "sasl": sasl}, started_at=time.time())
+                                      "sasl": sasl, "sasl_ssl": ssl}, started_at=time.time())
         record.save(self.paths.run)
         endpoints = KerberosKafkaEndpoints(plaintext=f"127.0.0.1:{plain}",
-                                           sasl_plaintext=f"localhost:{sasl}")
+                                           sasl_plaintext=f"localhost:{sasl}",
+                                           sasl_ssl=f"localhost:{ssl}", ca_pem=str(ca_pem))
         deadline = time.monotonic() + self._start_timeout_s
         try:
-            for port in (plain, sasl):
+            for port in (plain, sasl, ssl):
                 wait_for_port(port, deadline=deadline, proc=proc, name=NAME, log_path=log_path)
             self._probe(endpoints, deadline, proc, log_path)
         except BaseException:

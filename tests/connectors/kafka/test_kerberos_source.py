@@ -215,3 +215,61 @@ def test_ticket_cache_login_after_kinit_then_kdestroy_is_a_clear_error(
     assert err.option == JAAS
     assert "no valid Kerberos ticket" in str(err) and "run kinit" in str(err)
     assert "keyTab" in str(err)
+
+
+@pytest.mark.spark
+def test_gssapi_over_sasl_ssl_reads_and_commits(spark, kdc, kerberos_kafka, plain: KafkaTool,
+                                                tmp_path: Path) -> None:
+    topic, group = _names()
+    plain.create_topic(topic)
+    values = plain.produce(topic, 10)
+    options = {**gssapi(kerberos_kafka, kdc), "kafka.security.protocol": "SASL_SSL",
+               "kafka.bootstrap.servers": kerberos_kafka.sasl_ssl,
+               "kafka.ssl.truststore.location": kerberos_kafka.ca_pem,
+               "kafka.ssl.truststore.type": "PEM", "subscribe": topic,
+               "kafka.group.id": group, "startingOffsets": "earliest"}
+    assert sorted(_run(spark, options, str(tmp_path / "ckpt"))) == sorted(values)
+    assert plain.group_offsets(group) == {(topic, 0): 5, (topic, 1): 5}
+
+
+def _kinit(kdc: Any, *args: str) -> None:
+    principal, keytab = kdc.keytab("client")
+    tool = shutil.which("kinit") or "/usr/bin/kinit"
+    done = subprocess.run([tool, *args, "-k", "-t", keytab, principal], env=dict(os.environ),
+                          capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+def test_expired_ticket_without_keytab_is_a_clear_error(kdc, kerberos_kafka) -> None:
+    from polling import wait_for
+
+    options = {**gssapi(kerberos_kafka, kdc), JAAS: "com.sun.security.auth.module."
+               "Krb5LoginModule required useTicketCache=true;"}
+    _kinit(kdc, "-l", "2s")
+    klist = shutil.which("klist") or "/usr/bin/klist"
+    try:  # klist -s: exit status 1 once the cache holds no valid ticket
+        wait_for(lambda: subprocess.run([klist, "-s"], env=dict(os.environ), timeout=30,
+                                        check=False).returncode != 0, 30, "the ticket to expire")
+        err = _view_error(options)
+    finally:
+        _kdestroy()
+    assert err.option == JAAS
+    assert "no valid Kerberos ticket" in str(err) and "run kinit" in str(err), str(err)
+
+
+def test_ticket_cache_first_then_the_keytab_as_in_java(kdc, kerberos_kafka, plain) -> None:
+    from sparkbarrier.connectors.kafka._cluster import ClusterView
+
+    principal, keytab = kdc.keytab("client")
+    topic, _ = _names()
+    plain.create_topic(topic)
+    _kdestroy()  # no ticket: the keytab must step in, and the default cache stay untouched
+    options = {**gssapi(kerberos_kafka, kdc), "subscribe": topic, "kafka.group.id": "g",
+               JAAS: "com.sun.security.auth.module.Krb5LoginModule required useTicketCache=true "
+                     f'useKeyTab=true keyTab="{keytab}" principal="{principal}";'}
+    view = ClusterView(parse_source_options(options))
+    try:
+        assert {tp.topic for tp in view.discover()} == {topic}
+    finally:
+        view.close()
+    assert not _ccache().exists()
