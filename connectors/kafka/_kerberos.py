@@ -173,8 +173,8 @@ def credentials(kerberos: Kerberos) -> Any:
         store = {"ccache": kerberos.ticket_cache} if kerberos.ticket_cache else None
         try:
             creds = gssapi.Credentials(name=name, usage="initiate", store=store)
-            if creds.lifetime > 0:  # raises ExpiredCredentialsError when expired
-                return creds
+            creds.lifetime  # noqa: B018 -- raises ExpiredCredentialsError when expired
+            return creds
         except gssapi.exceptions.GSSError:
             if kerberos.keytab is None:
                 raise

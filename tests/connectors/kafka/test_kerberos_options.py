@@ -53,12 +53,19 @@ def test_keytab_login_as_spark_users_write_it(keytab: str) -> None:
     assert "sasl_plain_password" not in py
 
 
-def test_auto_reads_gssapi_with_kafka_python_and_says_why(keytab: str, caplog) -> None:
-    caplog.set_level(logging.INFO)
-    o = parse_source_options(_gssapi(keytab))
-    assert o.consumer_client is ConsumerClient.KAFKA_PYTHON
-    assert o.librdkafka_configs == {}
-    assert "GSSAPI" in librdkafka_gssapi()
+def test_auto_reads_gssapi_with_kafka_python_and_says_why_once(keytab: str, caplog) -> None:
+    from sparkbarrier.connectors.kafka import _reader_choice
+
+    _reader_choice._tell_gssapi_choice.cache_clear()
+    caplog.set_level(logging.INFO, logger=_reader_choice.__name__)
+    for _ in range(2):
+        o = parse_source_options(_gssapi(keytab))
+        assert o.consumer_client is ConsumerClient.KAFKA_PYTHON
+        assert o.librdkafka_configs == {}
+    lines = [r.getMessage() for r in caplog.records if "reads with kafka-python" in r.getMessage()]
+    assert len(lines) == 1 and "built without GSSAPI" in lines[0]
+    explicit = parse_source_options(_gssapi(keytab, **{"kafkaConsumer.client": "kafka-python"}))
+    assert explicit.consumer_client is ConsumerClient.KAFKA_PYTHON
 
 
 @pytest.mark.parametrize("client", ["native", "confluent"])
