@@ -146,21 +146,25 @@ class Security:
         return out
 
 
-def _jaas_fields(raw: str, mechanism: str) -> dict[str, str]:
+def _jaas_fields(raw: str, mechanism: str, *, defaulted: bool = False) -> dict[str, str]:
     """The option fields of a JAAS line whose login module fits ``mechanism`` (values
-    unescaped); errors never quote the line."""
+    unescaped); errors never quote the line. ``defaulted``: the mechanism was not set
+    (Java's default, GSSAPI), which the error then says."""
     key = "kafka.sasl.jaas.config"
     match = _JAAS_RE.match(raw)
     if match is None:
+        form = ('useKeyTab=true keyTab="..." principal="..."' if mechanism == "GSSAPI"
+                else 'username="..." password="..."')
         raise ConfigError(f"option {key!r} is not a JAAS line of the form '<LoginModule class> "
-                          f'required username="..." password="...";\'', option=key)
+                          f"required {form};'", option=key)
     module = match.group(1).rsplit(".", 1)[-1]
     expected = _MECHANISMS[mechanism]
     if module != expected:
         where = ("com.sun.security.auth.module." if expected == "Krb5LoginModule"
                  else "org.apache.kafka.common.security.*.")
-        raise ConfigError(f"option {key!r} names {module}, but kafka.sasl.mechanism={mechanism} "
-                          f"needs {where}{expected}", option=key)
+        unset = " (unset: Java's default; set kafka.sasl.mechanism)" if defaulted else ""
+        raise ConfigError(f"option {key!r} names {module}, but kafka.sasl.mechanism={mechanism}"
+                          f"{unset} needs {where}{expected}", option=key)
     unescape = lambda s: re.sub(r"\\(.)", r"\1", s)  # noqa: E731
     return {m.group(1): unescape(m.group(2)) if m.group(2) is not None else m.group(3)
             for m in _JAAS_OPTION_RE.finditer(match.group(3))}
@@ -368,7 +372,8 @@ def _kerberos(opts: Mapping[str, str], *, explicit: bool) -> Kerberos:
         raise ConfigError(f"GSSAPI{unset} needs 'kafka.sasl.jaas.config' with "
                           f"com.sun.security.auth.module.Krb5LoginModule required "
                           f'useKeyTab=true keyTab="..." principal="...";', option=key)
-    kerberos = parse_krb5_jaas(_jaas_fields(opts["sasl.jaas.config"], "GSSAPI"),
+    kerberos = parse_krb5_jaas(_jaas_fields(opts["sasl.jaas.config"], "GSSAPI",
+                                            defaulted=not explicit),
                                opts.get("sasl.kerberos.service.name"))
     check_keytab(kerberos)
     return kerberos

@@ -123,6 +123,10 @@ def test_escaped_quotes_in_a_keytab_path_are_unescaped(tmp_path: Path) -> None:
     ({"kafka.sasl.kerberos.name": "kafka@h"}, "kafka.sasl.kerberos.name",
      "kafka.sasl.kerberos.service.name"),
     ({"kafka.sasl.mechanism": None, JAAS: None}, JAAS, "Java's default is GSSAPI"),
+    ({"kafka.sasl.mechanism": None, JAAS: 'org.apache.kafka.common.security.scram.'
+      'ScramLoginModule required username="u" password="p";'}, JAAS,
+     "mechanism=GSSAPI \\(unset: Java's default; set kafka.sasl.mechanism\\)"),
+    ({JAAS: "Krb5LoginModule"}, JAAS, 'required useKeyTab=true keyTab="..." principal="..."'),
 ])
 def test_kerberos_mistakes_fail_at_query_start_naming_the_option(
         keytab: str, extra: dict[str, str | None], option: str, words: str) -> None:
