@@ -243,6 +243,13 @@ class KerberosKafka:
             for port in (plain, sasl, ssl):
                 wait_for_port(port, deadline=deadline, proc=proc, name=NAME, log_path=log_path)
             self._probe(endpoints, deadline, proc, log_path)
+            # PLAINTEXT round trip with a group commit, as the stack's broker: creates
+            # __consumer_offsets now, so a test's first group commit does not race it.
+            def alive() -> None:
+                if proc.poll() is not None:
+                    raise died(NAME, proc.returncode, log_path)
+
+            _kafka.probe(endpoints.plaintext, deadline=deadline, check=alive)
         except BaseException:
             stop_processes([record], grace_s=_STOP_GRACE_S)
             if proc.poll() is None:

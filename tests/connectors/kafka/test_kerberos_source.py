@@ -276,3 +276,32 @@ def test_ticket_cache_first_then_the_keytab_as_in_java(kdc, kerberos_kafka, plai
     finally:
         view.close()
     assert not _ccache().exists()
+
+
+def test_status_cli_reads_the_group_over_gssapi_and_refuses_a_stale_keytab(
+        kdc, kerberos_kafka, plain: KafkaTool, tmp_path: Path, capsys) -> None:
+    from sparkbarrier.__main__ import main
+
+    topic, group = _names()
+    plain.create_topic(topic)
+    plain.produce(topic, 6)
+    plain.commit_group(group, {(topic, 0): 2, (topic, 1): 3})
+    for role in ("client", "stale"):
+        principal, keytab = kdc.keytab(role)
+        props = tmp_path / f"{role}.properties"
+        props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n"
+                         "sasl.kerberos.service.name=kafka\n"
+                         f"sasl.jaas.config={_keytab_jaas(principal, keytab)}\n")
+        began = time.monotonic()
+        code = main(["status", "--group", group, "--bootstrap", kerberos_kafka.sasl_plaintext,
+                     "--command-config", str(props), "--json"])
+        out, err = capsys.readouterr()
+        assert time.monotonic() - began < 30
+        if role == "client":
+            assert code == 0, err
+            assert {f"{topic}:0": 2, f"{topic}:1": 3}.items() <= \
+                {f"{p['topic']}:{p['partition']}": p["committed"]
+                 for p in json.loads(out)["group"]["partitions"]}.items(), out
+        else:
+            assert code == 1 and "Preauthentication failed" in err, err
+        assert "Krb5LoginModule" not in out + err
