@@ -305,3 +305,34 @@ def test_status_cli_reads_the_group_over_gssapi_and_refuses_a_stale_keytab(
         else:
             assert code == 1 and "Preauthentication failed" in err, err
         assert "Krb5LoginModule" not in out + err
+
+
+def test_no_kdc_answering_names_the_krb5_conf(kdc, tmp_path: Path) -> None:
+    """A krb5.conf whose KDC port is closed: run in a child, whose KRB5_CONFIG is its own."""
+    import socket
+    import sys
+
+    with socket.socket() as sock:  # a port nobody listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        dead = sock.getsockname()[1]
+    conf = tmp_path / "krb5.conf"
+    conf.write_text(Path(kdc.krb5_conf).read_text().replace(kdc.kdc, f"127.0.0.1:{dead}"))
+    principal, keytab = kdc.keytab("client")
+    code = ("import sys\nfrom sparkbarrier.connectors.kafka._kerberos import Kerberos\n"
+            "from sparkbarrier.connectors.kafka._kerberos_check import check_kerberos\n"
+            "check_kerberos(Kerberos('kafka', sys.argv[1], sys.argv[2]), 'localhost:9')\n")
+    env = {**os.environ, "KRB5_CONFIG": str(conf), "KRB5CCNAME": f"FILE:{tmp_path / 'cc'}"}
+    done = subprocess.run([sys.executable, "-c", code, principal, keytab], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert "no KDC answered" in done.stderr and str(conf) in done.stderr, done.stderr
+
+
+def test_a_keytab_missing_where_a_client_logs_in_names_the_option(tmp_path: Path) -> None:
+    """What an executor without the shipped keytab reports (the driver had it)."""
+    from sparkbarrier.connectors.kafka._kerberos import Kerberos, credentials
+
+    gone = tmp_path / "shipped.keytab"
+    with pytest.raises(ConfigError, match="cannot read keyTab .*--files") as err:
+        credentials(Kerberos("kafka", "c@R", str(gone)))
+    assert err.value.option == JAAS
