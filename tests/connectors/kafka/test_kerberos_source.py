@@ -336,3 +336,42 @@ def test_a_keytab_missing_where_a_client_logs_in_names_the_option(tmp_path: Path
     with pytest.raises(ConfigError, match="cannot read keyTab .*--files") as err:
         credentials(Kerberos("kafka", "c@R", str(gone)))
     assert err.value.option == JAAS
+
+
+def test_keytab_login_logs_in_again_once_its_ticket_expired(kdc, tmp_path: Path) -> None:
+    """Long queries outlive tickets: with a 3 s ticket lifetime (a child with its own
+    krb5.conf), a login after expiry gets a fresh ticket from the keytab by itself."""
+    import sys
+
+    conf = tmp_path / "krb5.conf"
+    conf.write_text(Path(kdc.krb5_conf).read_text().replace("ticket_lifetime = 24h",
+                                                            "ticket_lifetime = 3s"))
+    principal, keytab = kdc.keytab("client")
+    code = """
+import sys, time
+import gssapi
+from sparkbarrier.connectors.kafka._kerberos import Kerberos, _private_ccache, credentials
+k = Kerberos("kafka", sys.argv[1], sys.argv[2])
+name = gssapi.Name("kafka@localhost", gssapi.NameType.hostbased_service)
+def login():
+    creds = credentials(k)
+    gssapi.SecurityContext(name=name, usage="initiate", creds=creds).step()
+    return creds.lifetime
+first = login()
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:   # poll until the first ticket has expired
+    try:
+        gssapi.Credentials(usage="initiate", store={"ccache": _private_ccache(k)}).lifetime
+    except gssapi.exceptions.ExpiredCredentialsError:
+        break
+    time.sleep(0.2)
+else:
+    sys.exit("the ticket never expired")
+print(first, login())
+"""
+    env = {**os.environ, "KRB5_CONFIG": str(conf)}
+    done = subprocess.run([sys.executable, "-c", code, principal, keytab], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    first, second = (int(x) for x in done.stdout.split())
+    assert 0 < first <= 3 and 0 < second <= 3
