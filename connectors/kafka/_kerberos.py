@@ -41,7 +41,7 @@ from typing import Any
 
 from ..._exceptions import ConfigError
 
-__all__ = ["Kerberos", "KerberosLogin", "credentials", "install_gssapi_mechanism",
+__all__ = ["Kerberos", "KerberosLogin", "check_keytab", "credentials", "install_gssapi_mechanism",
            "kafka_python_settings", "librdkafka_gssapi", "parse_krb5_jaas"]
 
 log = logging.getLogger(__name__)

@@ -375,3 +375,28 @@ print(first, login())
     assert done.returncode == 0, done.stderr
     first, second = (int(x) for x in done.stdout.split())
     assert 0 < first <= 3 and 0 < second <= 3
+
+
+def test_other_kafka_python_gssapi_users_in_the_process_keep_upstream_behaviour(
+        kdc, kerberos_kafka) -> None:
+    """Our mechanism replaces kafka-python's GSSAPI class process-wide; without a
+    KerberosLogin it must be kafka-python's own (default credentials: the ticket cache)."""
+    from kafka.net.sasl import get_sasl_mechanism
+    from kafka.net.sasl.gssapi import SaslMechanismGSSAPI
+
+    from sparkbarrier.connectors.kafka._kerberos import install_gssapi_mechanism
+
+    install_gssapi_mechanism()
+    mechanism = get_sasl_mechanism("GSSAPI")
+    assert mechanism is not SaslMechanismGSSAPI and issubclass(mechanism, SaslMechanismGSSAPI)
+    _kinit(kdc)
+    try:
+        plain_user = mechanism(host="localhost", sasl_kerberos_service_name="kafka",
+                               sasl_kerberos_name=None, sasl_kerberos_domain_name=None)
+        assert plain_user.auth_id == "kafka@localhost"
+        assert plain_user.auth_bytes()  # a service ticket from the default ticket cache
+    finally:
+        _kdestroy()
+    with pytest.raises(Exception, match="No Kerberos credentials available"):
+        mechanism(host="localhost", sasl_kerberos_service_name="kafka",
+                  sasl_kerberos_name=None, sasl_kerberos_domain_name=None)
