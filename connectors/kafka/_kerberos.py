@@ -189,12 +189,17 @@ def credentials(kerberos: Kerberos) -> Any:
 class KerberosLogin:
     """kafka-python's ``sasl_kerberos_name`` for a query: carries its :class:`Kerberos`.
 
-    Created per client (never pickled: options carry the :class:`Kerberos`). ``str()``
-    is only the service name, so kafka-python's config log shows nothing more.
+    Created per client from the options' :class:`Kerberos`. ``str()`` is only the
+    service name, so kafka-python's config log shows nothing more. Unpickled (client
+    settings shipped to another process) it registers the mechanism there too, which
+    it needs to be used at all.
     """
 
     def __init__(self, kerberos: Kerberos) -> None:
         self.kerberos = kerberos
+
+    def __reduce__(self) -> tuple[Any, tuple[Kerberos]]:
+        return _login, (self.kerberos,)
 
     def __str__(self) -> str:
         return self.kerberos.service_name
@@ -234,6 +239,11 @@ def install_gssapi_mechanism() -> None:
             self._next_token = self._client_ctx.step(None)
 
     register_sasl_mechanism("GSSAPI", _QueryGSSAPI, overwrite=True)
+
+
+def _login(kerberos: Kerberos) -> KerberosLogin:
+    install_gssapi_mechanism()
+    return KerberosLogin(kerberos)
 
 
 def kafka_python_settings(kerberos: Kerberos) -> dict[str, Any]:

@@ -159,3 +159,19 @@ def test_jaas_line_never_reaches_the_safe_options_or_a_repr(keytab: str) -> None
     o = parse_source_options(_gssapi(keytab))
     assert o.safe_options[JAAS] == "***"
     assert "Krb5LoginModule" not in repr(o)
+
+
+def test_client_settings_survive_pickling_to_another_process(keytab: str) -> None:
+    """A fresh interpreter that unpickles the settings gets the mechanism registered."""
+    import pickle
+    import subprocess
+    import sys
+
+    settings = parse_source_options(_gssapi(keytab)).consumer_configs()
+    code = ("import pickle, sys\n"
+            "s = pickle.loads(sys.stdin.buffer.read())\n"
+            "from kafka.net.sasl import get_sasl_mechanism\n"
+            "print(get_sasl_mechanism('GSSAPI').__name__, s['sasl_kerberos_name'].kerberos.principal)\n")
+    done = subprocess.run([sys.executable, "-c", code], input=pickle.dumps(settings),
+                          capture_output=True, timeout=60, check=True)
+    assert done.stdout.decode().split() == ["_QueryGSSAPI", "client@EXAMPLE.COM"]
