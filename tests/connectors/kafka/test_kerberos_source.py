@@ -400,3 +400,16 @@ def test_other_kafka_python_gssapi_users_in_the_process_keep_upstream_behaviour(
     with pytest.raises(Exception, match="No Kerberos credentials available"):
         mechanism(host="localhost", sasl_kerberos_service_name="kafka",
                   sasl_kerberos_name=None, sasl_kerberos_domain_name=None)
+
+
+def test_sasl_ssl_with_an_untrusted_broker_certificate_fails_at_query_start(
+        kdc, kerberos_kafka, tmp_path: Path) -> None:
+    from sparkbarrier.devstack import _certs
+
+    other = _certs.make_ca(_certs.private_dir(tmp_path / "other"), "other-ca")
+    err = _view_error({**gssapi(kerberos_kafka, kdc), "kafka.security.protocol": "SASL_SSL",
+                       "kafka.bootstrap.servers": kerberos_kafka.sasl_ssl,
+                       "kafka.ssl.truststore.location": str(other.cert_pem),
+                       "kafka.ssl.truststore.type": "PEM"})
+    assert "TLS handshake" in str(err) and "not signed by a CA in the truststore" in str(err)
+    assert err.option == "kafka.ssl.truststore.location"
