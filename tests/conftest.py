@@ -223,6 +223,14 @@ def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
     return make
 
 
+def _kerberos_env() -> dict[str, str]:
+    """The environment of the Kerberized servers: no other stack's home or ports, but the
+    shared download cache (so no Maven run)."""
+    keep = ("SPARKBARRIER_DEVSTACK_CACHE", "SPARKBARRIER_DEVSTACK_MAVEN_REPO",
+            "SPARKBARRIER_DEVSTACK_MAVEN_SETTINGS")
+    return {k: v for k, v in os.environ.items() if not k.startswith("SPARKBARRIER_DEVSTACK_") or k in keep}
+
+
 @pytest.fixture(scope="session")
 def kerberos_hbase(kdc) -> Iterator[object]:
     """A Kerberos-secured HBase (``devstack/_hbase_kerberos.py``) in ``KERBEROS_HOME``; yields
@@ -230,9 +238,22 @@ def kerberos_hbase(kdc) -> Iterator[object]:
     auth, all on host ``localhost``). Stopped at session end, before the KDC."""
     from sparkbarrier.devstack._hbase_kerberos import KerberosHBase
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKBARRIER_DEVSTACK_")}
-    hbase = KerberosHBase(KERBEROS_HOME, kdc, environ=env)
+    hbase = KerberosHBase(KERBEROS_HOME, kdc, environ=_kerberos_env())
     try:
         yield hbase.up()
     finally:
         hbase.down()
+
+
+@pytest.fixture(scope="session")
+def kerberos_kafka(kdc) -> Iterator[object]:  # noqa: ANN001 -- the session's KdcManifest
+    """A Kerberized Kafka broker (``devstack/_kafka_kerberos.py``) in ``KERBEROS_HOME``:
+    a PLAINTEXT listener for setup and a SASL_PLAINTEXT/GSSAPI one on ``localhost``;
+    yields its ``KerberosKafkaEndpoints`` and stops it before the KDC goes."""
+    from sparkbarrier.devstack._kafka_kerberos import KerberosKafka
+
+    broker = KerberosKafka(KERBEROS_HOME, kdc, environ=_kerberos_env())
+    try:
+        yield broker.up()
+    finally:
+        broker.down()

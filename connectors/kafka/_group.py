@@ -150,13 +150,22 @@ def group_status(bootstrap: str, group: str, topics: list[str] | None = None,
     status CLI compares it with Spark's checkpoint: commits may be failing).
 
     Raises SourceError when Kafka is unreachable, the group has no committed offsets
-    (unknown group, or no checkpoint completed yet) or a requested topic does not exist.
+    (unknown group, or no checkpoint completed yet) or a requested topic does not exist;
+    ConfigError naming the option when a Kerberos (GSSAPI) login is refused (checked
+    with the KDC first: kafka-python would only time out bootstrapping).
     """
     from kafka import KafkaAdminClient, KafkaConsumer
     from kafka import TopicPartition as KafkaTP
     from kafka.errors import KafkaError
 
+    from ._kerberos import KerberosLogin
+
     extra = dict(settings or {})
+    login = extra.get("sasl_kerberos_name")
+    if isinstance(login, KerberosLogin):
+        from ._kerberos_check import check_kerberos
+
+        check_kerberos(login.kerberos, bootstrap, extra.get("sasl_kerberos_domain_name"))
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=_TIMEOUT_MS,
                                  **{k: v for k, v in extra.items()

@@ -32,6 +32,7 @@ from .._options import (
     redact,
 )
 from ._client_config import ConsumerClient, kafka_python_configs, librdkafka_configs
+from ._reader_choice import client_at_query_start
 from ._positions import PartitionStart, StartKind, TopicPartition, start_from_spark_json
 from ._security import Security, parse_security
 
@@ -275,16 +276,8 @@ def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
     if min_rows is not None and max_rows is not None and min_rows > max_rows:
         raise ConfigError("'minOffsetsPerTrigger' must not exceed 'maxOffsetsPerTrigger'",
                           option="minOffsetsPerTrigger")
-    client = values["kafkaConsumer.client"]
-    if client is ConsumerClient.NATIVE:
-        from ._native_reader import available
-
-        if (reason := available()) is not None:
-            raise ConfigError(
-                f"option 'kafkaConsumer.client' is native, but {reason}; install librdkafka's "
-                f"headers (Debian: apt-get install librdkafka-dev) and reinstall sparkbarrier, "
-                f"or set kafkaConsumer.client=auto", option="kafkaConsumer.client")
     security = parse_security(passthrough)
+    client = client_at_query_start(values["kafkaConsumer.client"], security)
     configs = kafka_python_configs(passthrough)
     return KafkaSourceOptions(
         bootstrap_servers=values["kafka.bootstrap.servers"],

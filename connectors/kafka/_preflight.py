@@ -90,7 +90,20 @@ def _raise_tls(options: KafkaSourceOptions, reason: str, host: bool) -> None:
 def check_access(options: KafkaSourceOptions, topics: list[str] | tuple[str, ...] = ()) -> None:
     """Raise :class:`ConfigError` naming the option when the login or TLS handshake is
     refused, or when a named topic is not authorized; return otherwise (also when
-    the brokers cannot be reached: that is for the lookups' retries to judge)."""
+    the brokers cannot be reached: that is for the lookups' retries to judge).
+
+    GSSAPI: librdkafka cannot log in with Kerberos here, so the login is checked with
+    the KDC instead (:mod:`._kerberos_check`) and, with SASL_SSL, the TLS handshake with
+    Python's ``ssl`` (what kafka-python uses); kafka-python's metadata request follows.
+    """
+    if options.security.kerberos is not None:
+        from ._kerberos_check import check_kerberos
+
+        check_kerberos(options.security.kerberos, options.bootstrap_servers,
+                       options.client_configs.get("sasl_kerberos_domain_name"))
+        if options.security.tls:
+            _check_tls_handshake(options)
+        return
     settings = options.librdkafka_settings()
     scrub = SecretScrubber(settings, log)
     errors = _Errors(scrub)
@@ -130,3 +143,32 @@ def check_access(options: KafkaSourceOptions, topics: list[str] | tuple[str, ...
                 f"{who!s} may not read topic {topic!r} (TOPIC_AUTHORIZATION_FAILED from "
                 f"{options.bootstrap_servers}); grant it READ and DESCRIBE on the topic, or "
                 f"change 'subscribe'/'assign'", option="subscribe" if options.topics else "assign")
+
+
+_HOSTNAME_MISMATCH = 62  # X509_V_ERR_HOSTNAME_MISMATCH
+
+
+def _check_tls_handshake(options: KafkaSourceOptions) -> None:
+    """A TLS handshake with each bootstrap server, with the query's CA, client
+    certificate and hostname rule; a refused certificate fails like librdkafka's
+    preflight. Unreachable servers are left to the lookups' retries."""
+    import socket
+    import ssl
+
+    pem = options.security.pem()
+    context = ssl.create_default_context(cafile=pem.cafile)
+    context.check_hostname = options.security.check_hostname
+    if pem.certfile is not None:
+        context.load_cert_chain(pem.certfile, pem.keyfile, pem.key_password)
+    for server in options.bootstrap_servers.split(","):
+        host, _, port = server.strip().rpartition(":")
+        host = host.strip("[]")
+        try:
+            with socket.create_connection((host, int(port)), timeout=10) as sock, \
+                    context.wrap_socket(sock, server_hostname=host):
+                pass
+        except ssl.SSLCertVerificationError as exc:
+            _raise_tls(options, exc.verify_message or str(exc),
+                       exc.verify_code == _HOSTNAME_MISMATCH)
+        except (OSError, ValueError) as exc:
+            log.debug("barrier-kafka: preflight TLS handshake with %s: %s", server, exc)

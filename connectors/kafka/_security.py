@@ -15,8 +15,9 @@ Rules, checked at query start with the option named in every error:
 
 * a security setting that would not be used (a truststore on PLAINTEXT, credentials
   without SASL) is an error, not silently ignored: the user believes it protects them;
-* SASL mechanisms PLAIN and SCRAM-SHA-256/512 work; GSSAPI (Kerberos) and OAUTHBEARER
-  fail with an error saying so, as does a JAAS login module that does not match;
+* SASL mechanisms PLAIN, SCRAM-SHA-256/512 and GSSAPI (Kerberos, see ``_kerberos``)
+  work; OAUTHBEARER fails with an error saying so, as does a JAAS login module that
+  does not match the mechanism;
 * hostname verification is on unless ``ssl.endpoint.identification.algorithm`` is
   empty, as in Java;
 * no secret value ever appears in an error or a repr.
@@ -31,15 +32,19 @@ from typing import Any
 
 from ..._exceptions import ConfigError
 from .._options import parse_bool
+from ._kerberos import Kerberos, check_keytab, kafka_python_settings, parse_krb5_jaas
 from ._keystores import PemFiles, Store, StoreType, pem_files
 
 __all__ = ["Security", "parse_security"]
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _MECHANISMS = {"PLAIN": "PlainLoginModule", "SCRAM-SHA-256": "ScramLoginModule",
-               "SCRAM-SHA-512": "ScramLoginModule"}
-_NOT_YET = {"GSSAPI": "Kerberos (GSSAPI) is not supported by barrier-kafka yet",
-            "OAUTHBEARER": "OAUTHBEARER is not supported by barrier-kafka yet"}
+               "SCRAM-SHA-512": "ScramLoginModule", "GSSAPI": "Krb5LoginModule"}
+_NOT_YET = {"OAUTHBEARER": "OAUTHBEARER is not supported by barrier-kafka yet"}
+# Java's Kerberos relogin tuning: MIT Kerberos renews from the keytab on its own, so
+# these are accepted with GSSAPI and have no effect (docs/secured-kafka.md).
+_KERBEROS_TUNING = ("sasl.kerberos.min.time.before.relogin", "sasl.kerberos.ticket.renew.jitter",
+                    "sasl.kerberos.ticket.renew.window.factor")
 # Java-only TLS knobs: accepted at the values OpenSSL's defaults already honour
 # (TLS 1.2 or 1.3 negotiated, standard key and trust managers); anything else is refused.
 _JAVA_TLS_DEFAULTS = {
@@ -55,6 +60,8 @@ _JAAS_OPTION_RE = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
 # Every dotted name (after ``kafka.``) this module owns.
 OWNED = frozenset({
     "security.protocol", "sasl.mechanism", "sasl.jaas.config",
+    "sasl.kerberos.service.name", "sasl.kerberos.name", "sasl.kerberos.kinit.cmd",
+    *_KERBEROS_TUNING,
     "sasl.plain.username", "sasl.plain.password",
     "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type",
     "ssl.truststore.certificates",
@@ -81,6 +88,7 @@ class Security:
     certfile: str | None = None
     keyfile: str | None = None
     check_hostname: bool = True
+    kerberos: Kerberos | None = None
 
     @property
     def tls(self) -> bool:
@@ -100,7 +108,9 @@ class Security:
     def kafka_python(self) -> dict[str, Any]:
         """kafka-python keyword arguments (driver; executors with kafka-python)."""
         out: dict[str, Any] = {"security_protocol": self.protocol}
-        if self.sasl:
+        if self.kerberos is not None:
+            out.update(kafka_python_settings(self.kerberos))
+        elif self.sasl:
             out.update(sasl_mechanism=self.mechanism, sasl_plain_username=self.username,
                        sasl_plain_password=self.password)
         if self.tls:
@@ -113,7 +123,13 @@ class Security:
         return out
 
     def librdkafka(self) -> dict[str, Any]:
-        """librdkafka settings (executors: the compiled reader and confluent-kafka)."""
+        """librdkafka settings (executors: the compiled reader and confluent-kafka).
+
+        Never asked for with GSSAPI: option parsing sends those queries to kafka-python
+        (``_kerberos.librdkafka_gssapi`` says why).
+        """
+        if self.kerberos is not None:
+            raise AssertionError("GSSAPI runs on kafka-python; no librdkafka settings")
         out: dict[str, Any] = {"security.protocol": self.protocol}
         if self.sasl:
             out.update({"sasl.mechanism": self.mechanism, "sasl.username": self.username,
@@ -130,28 +146,38 @@ class Security:
         return out
 
 
-def _jaas(raw: str, mechanism: str) -> tuple[str, str]:
-    """(username, password) from a Plain/Scram JAAS line; errors never quote the line."""
+def _jaas_fields(raw: str, mechanism: str, *, defaulted: bool = False) -> dict[str, str]:
+    """The option fields of a JAAS line whose login module fits ``mechanism`` (values
+    unescaped); errors never quote the line. ``defaulted``: the mechanism was not set
+    (Java's default, GSSAPI), which the error then says."""
     key = "kafka.sasl.jaas.config"
     match = _JAAS_RE.match(raw)
     if match is None:
+        form = ('useKeyTab=true keyTab="..." principal="..."' if mechanism == "GSSAPI"
+                else 'username="..." password="..."')
         raise ConfigError(f"option {key!r} is not a JAAS line of the form '<LoginModule class> "
-                          f'required username="..." password="...";\'', option=key)
+                          f"required {form};'", option=key)
     module = match.group(1).rsplit(".", 1)[-1]
-    if module == "Krb5LoginModule":
-        raise ConfigError(f"option {key!r} names Krb5LoginModule: {_NOT_YET['GSSAPI']}; use "
-                          f"SCRAM-SHA-512, SCRAM-SHA-256 or PLAIN", option=key)
     expected = _MECHANISMS[mechanism]
     if module != expected:
-        raise ConfigError(f"option {key!r} names {module}, but kafka.sasl.mechanism={mechanism} "
-                          f"needs org.apache.kafka.common.security.*.{expected}", option=key)
-    fields = {m.group(1): (m.group(2) if m.group(2) is not None else m.group(3))
-              for m in _JAAS_OPTION_RE.finditer(match.group(3))}
+        where = ("com.sun.security.auth.module." if expected == "Krb5LoginModule"
+                 else "org.apache.kafka.common.security.*.")
+        unset = " (unset: Java's default; set kafka.sasl.mechanism)" if defaulted else ""
+        raise ConfigError(f"option {key!r} names {module}, but kafka.sasl.mechanism={mechanism}"
+                          f"{unset} needs {where}{expected}", option=key)
+    unescape = lambda s: re.sub(r"\\(.)", r"\1", s)  # noqa: E731
+    return {m.group(1): unescape(m.group(2)) if m.group(2) is not None else m.group(3)
+            for m in _JAAS_OPTION_RE.finditer(match.group(3))}
+
+
+def _jaas(raw: str, mechanism: str) -> tuple[str, str]:
+    """(username, password) from a Plain/Scram JAAS line; errors never quote the line."""
+    key = "kafka.sasl.jaas.config"
+    fields = _jaas_fields(raw, mechanism)
     if not fields.get("username") or "password" not in fields:
         raise ConfigError(f'option {key!r} must give username="..." and password="..."',
                           option=key)
-    unescape = lambda s: re.sub(r"\\(.)", r"\1", s)  # noqa: E731
-    return unescape(fields["username"]), unescape(fields["password"])
+    return fields["username"], fields["password"]
 
 
 def _store_type(key: str, raw: str | None, default: StoreType) -> StoreType:
@@ -246,18 +272,21 @@ def parse_security(passthrough: MutableMapping[str, str]) -> Security:
                           option="kafka.security.protocol")
     sasl = protocol.startswith("SASL_")
     tls = protocol.endswith("SSL")
-    username = password = mechanism = None
+    username = password = mechanism = kerberos = None
     if sasl:
         # Java's default mechanism is GSSAPI; say so rather than guess another one.
         mechanism = opts.get("sasl.mechanism", "GSSAPI").strip().upper()
         if mechanism in _NOT_YET:
-            raise ConfigError(f"option 'kafka.sasl.mechanism' is {mechanism} (Java's default "
-                              f"when unset): {_NOT_YET[mechanism]}; use SCRAM-SHA-512, "
+            raise ConfigError(f"option 'kafka.sasl.mechanism' is {mechanism}: "
+                              f"{_NOT_YET[mechanism]}; use GSSAPI, SCRAM-SHA-512, "
                               f"SCRAM-SHA-256 or PLAIN", option="kafka.sasl.mechanism")
         if mechanism not in _MECHANISMS:
-            raise ConfigError(f"option 'kafka.sasl.mechanism' must be PLAIN, SCRAM-SHA-256 or "
-                              f"SCRAM-SHA-512, got {mechanism!r}", option="kafka.sasl.mechanism")
-        if "sasl.jaas.config" in opts:
+            raise ConfigError(f"option 'kafka.sasl.mechanism' must be PLAIN, SCRAM-SHA-256, "
+                              f"SCRAM-SHA-512 or GSSAPI, got {mechanism!r}",
+                              option="kafka.sasl.mechanism")
+        if mechanism == "GSSAPI":
+            kerberos = _kerberos(opts, explicit="sasl.mechanism" in opts)
+        elif "sasl.jaas.config" in opts:
             if "sasl.plain.username" in opts or "sasl.plain.password" in opts:
                 raise ConfigError("set either 'kafka.sasl.jaas.config' (Java's name) or "
                                   "'kafka.sasl.plain.username'/'password' (kafka-python's), "
@@ -269,13 +298,20 @@ def parse_security(passthrough: MutableMapping[str, str]) -> Security:
                 raise ConfigError(f"kafka.security.protocol={protocol} needs credentials: set "
                                   f"'kafka.sasl.jaas.config' (as for Spark's Kafka source)",
                                   option="kafka.sasl.jaas.config")
-    else:
+    if mechanism != "GSSAPI":
         unused = [k for k in ("sasl.mechanism", "sasl.jaas.config", "sasl.plain.username",
-                              "sasl.plain.password") if k in opts]
-        if unused:
+                              "sasl.plain.password") if k in opts and not sasl]
+        unused += [k for k in ("sasl.kerberos.service.name", "sasl.kerberos.name",
+                               "sasl.kerberos.kinit.cmd", *_KERBEROS_TUNING) if k in opts]
+        if unused and not sasl:
             raise ConfigError(f"option 'kafka.{unused[0]}' is set, but kafka.security.protocol="
                               f"{protocol} does not use SASL, so it would be ignored; set "
                               f"kafka.security.protocol to SASL_SSL or SASL_PLAINTEXT",
+                              option=f"kafka.{unused[0]}")
+        if unused:
+            raise ConfigError(f"option 'kafka.{unused[0]}' is a Kerberos setting, but "
+                              f"kafka.sasl.mechanism is {mechanism}, so it would be ignored; "
+                              f"set kafka.sasl.mechanism=GSSAPI to log in with Kerberos",
                               option=f"kafka.{unused[0]}")
     tls_set = [k for k in opts if k.startswith("ssl.")]
     if tls_set and not tls:
@@ -296,7 +332,7 @@ def parse_security(passthrough: MutableMapping[str, str]) -> Security:
     security = Security(protocol=protocol, mechanism=mechanism, username=username,
                         password=password, truststore=truststore, keystore=keystore,
                         key_password=key_password, certfile=certfile, keyfile=keyfile,
-                        check_hostname=check)
+                        check_hostname=check, kerberos=kerberos)
     if tls:
         security.pem()  # open the stores now: wrong passwords fail at query start
     return security
@@ -317,3 +353,27 @@ def _hostname_check(opts: Mapping[str, str]) -> bool:
     raise ConfigError("option 'kafka.ssl.endpoint.identification.algorithm' must be https "
                       f"(verify the broker's host name, the default) or empty (don't), got "
                       f"{java!r}", option="kafka.ssl.endpoint.identification.algorithm")
+
+
+def _kerberos(opts: Mapping[str, str], *, explicit: bool) -> Kerberos:
+    """GSSAPI: the Krb5LoginModule line and the service name, checked at query start
+    (the keytab must be readable here; executors check again where they log in)."""
+    key = "kafka.sasl.jaas.config"
+    for name, fix in (("sasl.kerberos.name", "set 'kafka.sasl.kerberos.service.name'"),
+                      ("sasl.kerberos.kinit.cmd", "barrier-kafka logs in without kinit (from "
+                       "the keytab, or the ticket cache with useTicketCache=true)"),
+                      ("sasl.plain.username", "give the principal in 'kafka.sasl.jaas.config'"),
+                      ("sasl.plain.password", "GSSAPI logs in with a keytab or ticket cache")):
+        if name in opts:
+            raise ConfigError(f"option 'kafka.{name}' does not apply to GSSAPI: {fix}",
+                              option=f"kafka.{name}")
+    if "sasl.jaas.config" not in opts:
+        unset = "" if explicit else " (kafka.sasl.mechanism is unset: Java's default is GSSAPI)"
+        raise ConfigError(f"GSSAPI{unset} needs 'kafka.sasl.jaas.config' with "
+                          f"com.sun.security.auth.module.Krb5LoginModule required "
+                          f'useKeyTab=true keyTab="..." principal="...";', option=key)
+    kerberos = parse_krb5_jaas(_jaas_fields(opts["sasl.jaas.config"], "GSSAPI",
+                                            defaulted=not explicit),
+                               opts.get("sasl.kerberos.service.name"))
+    check_keytab(kerberos)
+    return kerberos

@@ -147,11 +147,16 @@ def test_kafka_python_spellings_keep_working(stores) -> None:
 
 
 @pytest.mark.parametrize("extra,option,words", [
-    ({"kafka.sasl.mechanism": "GSSAPI"}, "kafka.sasl.mechanism", "Kerberos"),
+    ({"kafka.sasl.mechanism": "GSSAPI"}, "kafka.sasl.jaas.config",
+     "ScramLoginModule, but kafka.sasl.mechanism=GSSAPI needs .*Krb5LoginModule"),
     ({"kafka.sasl.mechanism": "OAUTHBEARER"}, "kafka.sasl.mechanism", "OAUTHBEARER"),
-    ({"kafka.sasl.mechanism": None}, "kafka.sasl.mechanism", "Java's default"),
+    ({"kafka.sasl.mechanism": None, "kafka.sasl.jaas.config": None}, "kafka.sasl.jaas.config",
+     "Java's default is GSSAPI"),
     ({"kafka.sasl.jaas.config": 'com.sun.security.auth.module.Krb5LoginModule required '
-      'useKeyTab=true keyTab="/k" principal="p@R";'}, "kafka.sasl.jaas.config", "Kerberos"),
+      'useKeyTab=true keyTab="/k" principal="p@R";'}, "kafka.sasl.jaas.config",
+     "names Krb5LoginModule, but kafka.sasl.mechanism=SCRAM-SHA-512"),
+    ({"kafka.sasl.kerberos.service.name": "kafka"}, "kafka.sasl.kerberos.service.name",
+     "Kerberos setting, but kafka.sasl.mechanism is SCRAM-SHA-512"),
     ({"kafka.sasl.mechanism": "PLAIN"}, "kafka.sasl.jaas.config", "PlainLoginModule"),
     ({"kafka.sasl.jaas.config": f"broken {SECRET}"}, "kafka.sasl.jaas.config", "JAAS line"),
     ({"kafka.sasl.jaas.config": None}, "kafka.sasl.jaas.config", "credentials"),

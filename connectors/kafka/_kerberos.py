@@ -1,0 +1,308 @@
+"""Kafka over SASL/GSSAPI (Kerberos): Java's options -> one login, for kafka-python.
+
+Users write what Spark's Kafka source takes (``kafka.sasl.mechanism=GSSAPI``,
+``kafka.sasl.kerberos.service.name``, and a ``Krb5LoginModule`` line in
+``kafka.sasl.jaas.config``). :func:`parse_krb5_jaas` turns the JAAS fields into a
+:class:`Kerberos` value (nothing secret in it: a keytab *path* and a principal).
+
+Why kafka-python runs every GSSAPI connection (driver and executors): the librdkafka
+in the confluent-kafka wheel, which the compiled reader links too, is built without
+GSSAPI, and librdkafka's own Kerberos login runs ``kinit`` into the process's
+default ticket cache, so two principals in one process would overwrite each other
+(docs/kerberos-devstack.md). See :func:`librdkafka_gssapi` for the check.
+
+Credentials (:func:`credentials`) come from the ``gssapi`` package's credential-store
+extension (``gss_acquire_cred_from``): with a keytab, MIT Kerberos logs in from it
+into a *private* ticket cache of this process (in the 0700 directory of
+``_keystores``), one per principal and keytab, and renews from the keytab when the
+ticket nears its end. The process-wide default cache (``KRB5CCNAME``) and the
+environment are never changed, so queries with different principals can share the
+long-lived driver. ``useTicketCache=true`` without a keytab reads the default cache
+(or ``ticketCache="..."``), as Java does.
+
+How kafka-python gets them: it builds its SASL mechanism from the client's settings
+and hands ``sasl_kerberos_name`` through unchanged. :func:`kafka_python_settings`
+puts a :class:`KerberosLogin` there, and :class:`_QueryGSSAPI` (registered for
+``GSSAPI`` in place of kafka-python's own class) uses its credentials; for any
+other ``sasl_kerberos_name`` it *is* kafka-python's class, so other code in the
+process that uses kafka-python's GSSAPI behaves exactly as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from ..._exceptions import ConfigError
+
+__all__ = ["Kerberos", "KerberosLogin", "check_keytab", "credentials", "install_gssapi_mechanism",
+           "kafka_python_settings", "librdkafka_gssapi", "parse_krb5_jaas"]
+
+log = logging.getLogger(__name__)
+
+JAAS = "kafka.sasl.jaas.config"
+SERVICE = "kafka.sasl.kerberos.service.name"
+_BOOLS = ("useKeyTab", "useTicketCache", "storeKey", "doNotPrompt", "renewTGT",
+          "refreshKrb5Config", "isInitiator", "debug")
+_TEXTS = ("keyTab", "principal", "ticketCache", "serviceName")
+# Java's password-prompt options: a job has no one to type a password.
+_PASSWORD = ("useFirstPass", "tryFirstPass", "storePass", "clearPass")
+_KEYTAB_MAGIC = (b"\x05\x01", b"\x05\x02")
+
+
+@dataclass(frozen=True)
+class Kerberos:
+    """One query's Kerberos login, as parsed at query start (no secret inside).
+
+    ``keytab`` is the path the user gave: read on every machine whose client logs in
+    (driver and executors), like the TLS stores (``--files`` or a path on every node).
+    """
+
+    service_name: str
+    principal: str | None = None
+    keytab: str | None = None
+    use_ticket_cache: bool = False
+    ticket_cache: str | None = None
+
+
+def _bool(name: str, raw: str) -> bool:
+    low = raw.strip().lower()
+    if low not in ("true", "false"):
+        raise ConfigError(f"option {JAAS!r}: {name} must be true or false, got {raw!r}",
+                          option=JAAS)
+    return low == "true"
+
+
+def parse_krb5_jaas(fields: Mapping[str, str], service_name: str | None) -> Kerberos:
+    """A :class:`Kerberos` from the fields of a ``Krb5LoginModule`` JAAS line and
+    ``kafka.sasl.kerberos.service.name``; raises :class:`ConfigError` naming the option.
+
+    Java's rules where they apply: ``serviceName`` in the JAAS line stands in for the
+    service-name option; ``storeKey``, ``doNotPrompt``, ``renewTGT`` and
+    ``refreshKrb5Config`` are accepted (a client never needs its key stored, nothing is
+    ever prompted, MIT renews from the keytab, krb5.conf is read afresh). A login Java
+    would have to prompt for, or a keytab or cache that would be ignored, is an error.
+    """
+    unknown = sorted(set(fields) - set(_BOOLS) - set(_TEXTS) - set(_PASSWORD))
+    if unknown:
+        raise ConfigError(f"option {JAAS!r}: Krb5LoginModule has no option {unknown[0]!r}; "
+                          f"known: {', '.join(sorted(_BOOLS + _TEXTS))}", option=JAAS)
+    password = [k for k in _PASSWORD if k in fields]
+    if password:
+        raise ConfigError(f"option {JAAS!r}: {password[0]} asks for a password login, which "
+                          f"a job cannot answer; use useKeyTab=true keyTab=\"...\" "
+                          f"principal=\"...\" or useTicketCache=true", option=JAAS)
+    flags = {k: _bool(k, fields[k]) for k in _BOOLS if k in fields}
+    if flags.get("isInitiator") is False:
+        raise ConfigError(f"option {JAAS!r}: isInitiator=false cannot log in to Kafka as a "
+                          f"client; remove it", option=JAAS)
+    use_keytab, use_cache = flags.get("useKeyTab", False), flags.get("useTicketCache", False)
+    keytab, principal = fields.get("keyTab"), fields.get("principal")
+    ticket_cache = fields.get("ticketCache")
+    if keytab is not None and not use_keytab:
+        raise ConfigError(f"option {JAAS!r} gives keyTab but not useKeyTab=true, so Java "
+                          f"would ignore the keytab; add useKeyTab=true", option=JAAS)
+    if ticket_cache is not None and not use_cache:
+        raise ConfigError(f"option {JAAS!r} gives ticketCache but not useTicketCache=true, "
+                          f"so Java would ignore it; add useTicketCache=true", option=JAAS)
+    if use_keytab and (not keytab or not principal):
+        raise ConfigError(f'option {JAAS!r}: useKeyTab=true needs keyTab="<path>" and '
+                          f'principal="<name>@<REALM>"', option=JAAS)
+    if not use_keytab and not use_cache:
+        raise ConfigError(f'option {JAAS!r}: Krb5LoginModule needs useKeyTab=true with '
+                          f'keyTab="..." and principal="...", or useTicketCache=true (after '
+                          f'kinit); without either Java would prompt for a password',
+                          option=JAAS)
+    service = (service_name or "").strip() or (fields.get("serviceName") or "").strip()
+    if not service:
+        raise ConfigError(f"option {SERVICE!r} is required with GSSAPI (as in Java): the "
+                          f"Kerberos service name of the brokers, usually 'kafka' (their "
+                          f"principal is kafka/<broker host>@<REALM>)", option=SERVICE)
+    return Kerberos(service_name=service, principal=principal,
+                    keytab=keytab if use_keytab else None, use_ticket_cache=use_cache,
+                    ticket_cache=ticket_cache)
+
+
+def check_keytab(kerberos: Kerberos) -> None:
+    """Raise :class:`ConfigError` naming the JAAS option when this machine cannot read
+    the keytab (only its two-byte format header is read, never logged)."""
+    if kerberos.keytab is None:
+        return
+    try:
+        with open(kerberos.keytab, "rb") as handle:
+            head = handle.read(2)
+    except OSError as exc:
+        raise ConfigError(
+            f"option {JAAS!r}: cannot read keyTab {kerberos.keytab!r} ({exc.strerror}); the "
+            f"file must exist at that path on the driver and on every executor (ship it with "
+            f"--files or put it on a shared path)", option=JAAS) from None
+    if head not in _KEYTAB_MAGIC:
+        raise ConfigError(f"option {JAAS!r}: {kerberos.keytab!r} is not a Kerberos keytab "
+                          f"file (create one with ktutil or kadmin ktadd)", option=JAAS)
+
+
+_lock = threading.Lock()
+
+
+def _private_ccache(kerberos: Kerberos) -> str:
+    """A ticket cache of this process for one principal and keytab (never the default)."""
+    from ._keystores import _private_dir
+
+    tag = hashlib.sha256(f"{kerberos.principal}\0{kerberos.keytab}".encode()).hexdigest()[:16]
+    return f"FILE:{_private_dir() / f'krb5cc-{tag}'}"
+
+
+def credentials(kerberos: Kerberos) -> Any:
+    """``gssapi.Credentials`` for initiating contexts as this query's principal.
+
+    Called for every connection (cheap: MIT reads the private cache, and logs in from
+    the keytab only when it holds no valid ticket). Raises ``gssapi`` errors unchanged:
+    :mod:`._kerberos_check` turns them into messages at query start.
+    """
+    import gssapi
+
+    name = (gssapi.Name(kerberos.principal, gssapi.NameType.kerberos_principal)
+            if kerberos.principal else None)
+    if kerberos.use_ticket_cache:
+        store = {"ccache": kerberos.ticket_cache} if kerberos.ticket_cache else None
+        try:
+            creds = gssapi.Credentials(name=name, usage="initiate", store=store)
+            creds.lifetime  # noqa: B018 -- raises ExpiredCredentialsError when expired
+            return creds
+        except gssapi.exceptions.GSSError:
+            if kerberos.keytab is None:
+                raise
+        # Java: useTicketCache first, then the keytab (useKeyTab=true) when it holds nothing
+    check_keytab(kerberos)
+    with _lock:
+        ccache = _private_ccache(kerberos)
+    return gssapi.Credentials(name=name, usage="initiate",
+                              store={"client_keytab": kerberos.keytab, "ccache": ccache})
+
+
+class KerberosLogin:
+    """kafka-python's ``sasl_kerberos_name`` for a query: carries its :class:`Kerberos`.
+
+    Created per client from the options' :class:`Kerberos`. ``str()`` is only the
+    service name, so kafka-python's config log shows nothing more. Unpickled (client
+    settings shipped to another process) it registers the mechanism there too, which
+    it needs to be used at all.
+    """
+
+    def __init__(self, kerberos: Kerberos) -> None:
+        self.kerberos = kerberos
+
+    def __reduce__(self) -> tuple[Any, tuple[Kerberos]]:
+        return _login, (self.kerberos,)
+
+    def __str__(self) -> str:
+        return self.kerberos.service_name
+
+    def __repr__(self) -> str:
+        return f"KerberosLogin(service={self.kerberos.service_name!r}, " \
+               f"principal={self.kerberos.principal!r})"
+
+
+@cache
+def install_gssapi_mechanism() -> None:
+    """Register :class:`_QueryGSSAPI` as kafka-python's GSSAPI mechanism (once per process)."""
+    from kafka.net.sasl import get_sasl_mechanism, register_sasl_mechanism
+
+    upstream = get_sasl_mechanism("GSSAPI")
+
+    class _QueryGSSAPI(upstream):  # type: ignore[misc, valid-type]
+        """kafka-python's GSSAPI client, with the query's credentials when
+        ``sasl_kerberos_name`` is a :class:`KerberosLogin`; upstream otherwise."""
+
+        def __init__(self, **config: Any) -> None:
+            login = config.get("sasl_kerberos_name")
+            if not isinstance(login, KerberosLogin):
+                super().__init__(**config)
+                return
+            import gssapi
+
+            host = config.get("sasl_kerberos_domain_name") or config.get("host", "")
+            self._is_done = False
+            self._is_authenticated = False
+            # As upstream with sasl_kerberos_service_name: also the authorization id.
+            self.auth_id = f"{login.kerberos.service_name}@{host}"
+            self.gssapi_name = gssapi.Name(self.auth_id, gssapi.NameType.hostbased_service
+                                           ).canonicalize(gssapi.MechType.kerberos)
+            self._client_ctx = gssapi.SecurityContext(
+                name=self.gssapi_name, usage="initiate", creds=credentials(login.kerberos))
+            self._next_token = self._client_ctx.step(None)
+
+    register_sasl_mechanism("GSSAPI", _QueryGSSAPI, overwrite=True)
+
+
+def _login(kerberos: Kerberos) -> KerberosLogin:
+    install_gssapi_mechanism()
+    return KerberosLogin(kerberos)
+
+
+def kafka_python_settings(kerberos: Kerberos) -> dict[str, Any]:
+    """kafka-python keyword arguments for a GSSAPI login (with the protocol's own)."""
+    install_gssapi_mechanism()
+    return {"sasl_mechanism": "GSSAPI", "sasl_kerberos_service_name": kerberos.service_name,
+            "sasl_kerberos_name": KerberosLogin(kerberos)}
+
+
+@cache
+def librdkafka_gssapi() -> str:
+    """Why the executors cannot read GSSAPI with librdkafka here (always a reason).
+
+    Read once per process from librdkafka's ``builtin.features`` (no client is created,
+    so no ``kinit`` runs). Even a build with ``sasl_gssapi`` is not used: its login
+    runs ``kinit`` into the process's default ticket cache (shared by every query of
+    the process) and is untested here, so barrier-kafka does not hand it Kerberos
+    settings.
+    """
+    import confluent_kafka
+
+    version = confluent_kafka.libversion()[0]
+    features = _builtin_features()
+    if features is not None and "sasl_gssapi" not in features.split(","):
+        return (f"the librdkafka {version} of confluent-kafka {confluent_kafka.version()[0]} "
+                f"(which the compiled reader links too) is built without GSSAPI "
+                f"(builtin.features: {features})")
+    return (f"barrier-kafka does not hand Kerberos logins to librdkafka {version} (its "
+            f"login runs kinit into the process's one default ticket cache)")
+
+
+def _builtin_features() -> str | None:
+    """``builtin.features`` of the librdkafka confluent-kafka loaded, through ctypes."""
+    import ctypes
+
+    import confluent_kafka.cimpl  # noqa: F401 -- loads the library
+
+    path = None
+    try:
+        with open(f"/proc/{os.getpid()}/maps") as maps:
+            for line in maps:
+                if "librdkafka" in line and ".so" in line:
+                    path = line.split()[-1]
+                    break
+    except OSError:
+        return None
+    if path is None:
+        return None
+    try:
+        lib = ctypes.CDLL(path)
+        lib.rd_kafka_conf_new.restype = ctypes.c_void_p
+        lib.rd_kafka_conf_get.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p,
+                                          ctypes.POINTER(ctypes.c_size_t)]
+        lib.rd_kafka_conf_destroy.argtypes = [ctypes.c_void_p]
+        conf = lib.rd_kafka_conf_new()
+        size = ctypes.c_size_t(512)
+        buf = ctypes.create_string_buffer(512)
+        ok = lib.rd_kafka_conf_get(conf, b"builtin.features", buf, ctypes.byref(size)) == 0
+        lib.rd_kafka_conf_destroy(conf)
+    except (OSError, AttributeError):
+        return None
+    return buf.value.decode() if ok else None

@@ -1,0 +1,95 @@
+"""Which client reads records on the executors (``kafkaConsumer.client``): one place.
+
+Two moments decide it:
+
+* query start, on the driver (:func:`client_at_query_start`, called by option
+  parsing): an explicit choice that cannot work fails ``load()`` with the reason and
+  the fix -- ``native`` where the compiled module does not load, ``native`` or
+  ``confluent`` with GSSAPI -- and ``auto`` with GSSAPI becomes ``kafka-python``
+  (the only client path here that logs in with Kerberos; see ``_kerberos``), so every
+  executor gets that answer with the options;
+* each task, on the executor (:func:`reader_for`): ``auto`` picks the compiled
+  reader where it loads on *that* machine, else confluent-kafka with a warning.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from functools import cache
+from typing import TYPE_CHECKING
+
+from ..._exceptions import ConfigError
+from ._client_config import ConsumerClient
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ._options import KafkaSourceOptions
+    from ._range import KafkaRangePartition
+    from ._security import Security
+
+__all__ = ["client_at_query_start", "reader_for"]
+
+log = logging.getLogger(__name__)
+OPTION = "kafkaConsumer.client"
+
+
+def client_at_query_start(client: ConsumerClient, security: Security) -> ConsumerClient:
+    """The client the executors will use; raises :class:`ConfigError` naming
+    ``kafkaConsumer.client`` when the explicit choice cannot work (driver, query start)."""
+    if security.kerberos is not None:
+        from ._kerberos import librdkafka_gssapi
+
+        if client in (ConsumerClient.NATIVE, ConsumerClient.CONFLUENT):
+            raise ConfigError(
+                f"option {OPTION!r} is {client.value}, but kafka.sasl.mechanism=GSSAPI and "
+                f"{librdkafka_gssapi()}; set {OPTION}=auto or kafka-python (kafka-python "
+                f"logs in with Kerberos)", option=OPTION)
+        if client is ConsumerClient.AUTO:
+            _tell_gssapi_choice(librdkafka_gssapi())
+            return ConsumerClient.KAFKA_PYTHON
+        return client
+    if client is ConsumerClient.NATIVE:
+        from ._native_reader import available
+
+        if (reason := available()) is not None:
+            raise ConfigError(
+                f"option {OPTION!r} is native, but {reason}; install librdkafka's headers "
+                f"(Debian: apt-get install librdkafka-dev) and reinstall sparkbarrier, or set "
+                f"{OPTION}=auto", option=OPTION)
+    return client
+
+
+@cache
+def _tell_gssapi_choice(reason: str) -> None:
+    log.info("barrier-kafka: kafkaConsumer.client=auto reads with kafka-python because "
+             "kafka.sasl.mechanism=GSSAPI and %s", reason)
+
+
+Reader = Callable[["KafkaSourceOptions", "KafkaRangePartition", "pa.Schema"],
+                  Iterator["pa.RecordBatch"]]
+
+
+def reader_for(options: KafkaSourceOptions) -> Reader:
+    """The read path ``kafkaConsumer.client`` selects, resolving ``auto`` on this executor."""
+    client = options.consumer_client
+    if client is ConsumerClient.KAFKA_PYTHON:
+        from ._kafka_python_reader import read_records
+        return read_records
+    if client is not ConsumerClient.CONFLUENT:
+        from ._native_reader import available, read_records
+        if (reason := available()) is None:
+            return read_records
+        if client is ConsumerClient.NATIVE:  # checked at query start; this executor differs
+            raise ConfigError(f"option {OPTION!r} is native, but on this executor {reason}",
+                              option=OPTION)
+        _warn_fallback(reason)
+    from ._confluent_reader import read_records
+    return read_records
+
+
+@cache
+def _warn_fallback(reason: str) -> None:
+    log.warning("barrier-kafka: kafkaConsumer.client=auto reads with confluent-kafka because "
+                "%s (the native reader is faster)", reason)
