@@ -325,7 +325,7 @@ def sasl_transport(host: str, port: int, timeout_ms: int, settings: KerberosSett
     on the plain path, can sit on top: the pure-Python protocol costs ~2.5x client CPU),
     else (or with ``cython=False``) its pure-Python one. Pair it with :func:`sasl_protocol`.
     """
-    from thriftpy2.transport import TSocket
+    from thriftpy2.transport import TSocket, TTransportException
     from thriftpy2.transport import sasl as thrift_sasl
 
     pure = thrift_sasl.TSaslClientTransport
@@ -360,7 +360,7 @@ def sasl_transport(host: str, port: int, timeout_ms: int, settings: KerberosSett
             except KerberosError:
                 self.close()
                 raise
-            except Exception as exc:
+            except (TTransportException, OSError, EOFError) as exc:  # silence, hang-up or a SASL refusal
                 self.close()
                 raise _handshake_error(host, port, settings, exc) from None
 
