@@ -317,17 +317,19 @@ class GssapiSaslClient:
 
 
 # ---------------------------------------------------------------------------- transport
-def sasl_transport(host: str, port: int, timeout_ms: int, settings: KerberosSettings) -> Any:
+def sasl_transport(host: str, port: int, timeout_ms: int, settings: KerberosSettings, *,
+                   cython: bool = True) -> Any:
     """An unopened SASL/GSSAPI transport to ``host:port`` (thriftpy2's, with our mechanism).
 
     thriftpy2's Cython SASL transport where it is built (so the Cython binary protocol, as
     on the plain path, can sit on top: the pure-Python protocol costs ~2.5x client CPU),
-    else its pure-Python one. Pair it with :func:`sasl_protocol`.
+    else (or with ``cython=False``) its pure-Python one. Pair it with :func:`sasl_protocol`.
     """
-    from thriftpy2.transport import TSocket
+    from thriftpy2.transport import TSocket, TTransportException
     from thriftpy2.transport import sasl as thrift_sasl
 
-    base = getattr(thrift_sasl, "TCySaslClientTransport", thrift_sasl.TSaslClientTransport)
+    pure = thrift_sasl.TSaslClientTransport
+    base = getattr(thrift_sasl, "TCySaslClientTransport", pure) if cython else pure
     sock = TSocket(host=host, port=port, socket_timeout=timeout_ms, connect_timeout=timeout_ms)
 
     clients: list[GssapiSaslClient] = []
@@ -358,7 +360,7 @@ def sasl_transport(host: str, port: int, timeout_ms: int, settings: KerberosSett
             except KerberosError:
                 self.close()
                 raise
-            except Exception as exc:
+            except (TTransportException, OSError, EOFError) as exc:  # silence, hang-up or a SASL refusal
                 self.close()
                 raise _handshake_error(host, port, settings, exc) from None
 

@@ -172,8 +172,31 @@ def test_each_qop_round_trips_through_its_gateway(kdc, kerberos_hbase, unique_na
         value = os.urandom(300_000)  # larger than the server's 64 KiB SASL buffer: split frames
         assert _roundtrip(conn, unique_name("sasl"), value) == value
         assert conn.connection.transport.qop is qop
+        from thriftpy2.transport.cybase import CyTransportBase
+
+        assert isinstance(conn.connection.transport, CyTransportBase), "the fast (Cython) SASL path"
     finally:
         conn.close()
+
+
+@kerberos
+@pytest.mark.parametrize("gateway", ["thrift", "thrift_conf"])
+def test_pure_python_fallback_transport_round_trips(kdc, kerberos_hbase, gateway: str) -> None:
+    """Where thriftpy2 has no Cython build, the pure-Python SASL transport and protocol serve."""
+    from happybase.connection import Hbase
+    from thriftpy2.thrift import TClient
+
+    from sparkbarrier.connectors.hbase._sasl import sasl_protocol, sasl_transport
+
+    host, port = getattr(kerberos_hbase, gateway)
+    transport = sasl_transport(host, port, 30_000, _settings(kdc), cython=False)
+    transport.open()
+    try:
+        client = TClient(Hbase, sasl_protocol("binary", transport))
+        assert isinstance(client.getTableNames(), list)
+        assert transport.qop is (Qop.AUTH if gateway == "thrift" else Qop.AUTH_CONF)
+    finally:
+        transport.close()
 
 
 @kerberos
