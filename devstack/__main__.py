@@ -1,4 +1,4 @@
-"""``python -m sparkbarrier.devstack up | down | status | env | kdc up|down|env``.
+"""``python -m sparkbarrier.devstack up | down | status | env | kdc up|down|env | kerberos up|down|env``.
 
 stdout carries only machine-usable output (``export`` lines, the status table);
 progress goes to stderr. Any ``DevstackError`` ends as ONE line on stderr
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -50,7 +51,54 @@ def _parser() -> argparse.ArgumentParser:
     kdc.add_argument("action", choices=("up", "down", "env"))
     kdc.add_argument(Port.KDC.flag, type=int, dest=Port.KDC.key, metavar="N",
                      help=f"KDC port for `up` (default {Port.KDC.default}, env {Port.KDC.env})")
+    krb = sub.add_parser("kerberos", help="the KDC plus a Kerberized Kafka broker and a Kerberized "
+                         "HBase with SASL Thrift gateways: up (idempotent) | down | env")
+    krb.add_argument("action", choices=("up", "down", "env"))
     return parser
+
+
+def _run_kerberos(args: argparse.Namespace) -> int:
+    """``kerberos up`` starts the KDC, then the Kerberized broker and HBase that log in
+    with it (docs/kerberos-devstack.md); ``env`` prints their export lines; ``down``
+    stops the three (the KDC last: the servers renew their tickets from it)."""
+    from ._hbase_kerberos import KerberosHBase
+    from ._kafka_kerberos import KerberosKafka
+
+    kdc = Kdc(args.home)
+    home = kdc.paths.home
+    if args.action == "down":
+        manifest = kdc.manifest()
+        stopped = []
+        if manifest is not None:
+            stopped += KerberosHBase(home, manifest).down()
+            stopped += ["kafka-kerberos"] if KerberosKafka(home, manifest).down() else []
+        stopped += ["kdc"] if kdc.down() else []
+        print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"), file=sys.stderr)
+        return 0
+    manifest = kdc.up() if args.action == "up" else kdc.manifest()
+    if manifest is None:
+        print("devstack: the KDC is not running; fix: python -m sparkbarrier.devstack kerberos up",
+              file=sys.stderr)
+        return EXIT_NOT_RUNNING
+    kafka, hbase = KerberosKafka(home, manifest), KerberosHBase(home, manifest)
+    broker = kafka.up() if args.action == "up" else kafka.endpoints()
+    gateways = hbase.up() if args.action == "up" else hbase.endpoints()
+    if broker is None or gateways is None:
+        print("devstack: the Kerberized servers are not running; fix: python -m sparkbarrier.devstack "
+              "kerberos up", file=sys.stderr)
+        return EXIT_NOT_RUNNING
+    lines = {
+        "SPARKBARRIER_KERBEROS_KAFKA_PLAINTEXT": broker.plaintext,
+        "SPARKBARRIER_KERBEROS_KAFKA_SASL_PLAINTEXT": broker.sasl_plaintext,
+        "SPARKBARRIER_KERBEROS_KAFKA_SASL_SSL": broker.sasl_ssl,
+        "SPARKBARRIER_KERBEROS_KAFKA_CA": broker.ca_pem,
+        "SPARKBARRIER_KERBEROS_HBASE_THRIFT": "{}:{}".format(*gateways.thrift),
+        "SPARKBARRIER_KERBEROS_HBASE_THRIFT_AUTH_INT": "{}:{}".format(*gateways.thrift_int),
+        "SPARKBARRIER_KERBEROS_HBASE_THRIFT_AUTH_CONF": "{}:{}".format(*gateways.thrift_conf),
+        "SPARKBARRIER_KERBEROS_HBASE_THRIFT2": "{}:{}".format(*gateways.thrift2),
+    }
+    print(kdc.exports(manifest) + "".join(f"export {k}={shlex.quote(v)}\n" for k, v in lines.items()), end="")
+    return 0
 
 
 def _run_kdc(args: argparse.Namespace) -> int:
@@ -84,6 +132,8 @@ def _print_status(status: StackStatus) -> None:
 def _run(args: argparse.Namespace) -> int:
     if args.command == "kdc":
         return _run_kdc(args)
+    if args.command == "kerberos":
+        return _run_kerberos(args)
     if args.command == "up":
         ports = {p: v for p in Port if (v := getattr(args, p.key, None)) is not None}
         stack = Devstack(args.home, ports=ports, start_timeout_s=args.timeout)

@@ -62,7 +62,7 @@ THRIFT_INT = "krb-hbase-thrift-int"
 THRIFT2 = "krb-hbase-thrift2"
 _GATEWAYS = {THRIFT: ("auth", _hbase.THRIFT_MAIN), THRIFT_CONF: ("auth-conf", _hbase.THRIFT_MAIN),
              THRIFT_INT: ("auth-int", _hbase.THRIFT_MAIN), THRIFT2: ("auth", _hbase.THRIFT2_MAIN)}
-_NAMES = (MASTER, *_GATEWAYS)
+NAMES = _NAMES = (MASTER, *_GATEWAYS)  # NAMES: what `devstack down` stops too
 MASTER_HEAP = "768m"
 THRIFT_HEAP = "192m"
 _COMPONENT = "krb-hbase"

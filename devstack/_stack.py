@@ -35,7 +35,7 @@ from .._endpoints import (
     KAFKA_SECURITY_ENV,
 )
 from .._exceptions import DevstackError
-from . import _hbase, _kafka, _kafka_security, _kdc
+from . import _hbase, _hbase_kerberos, _kafka, _kafka_kerberos, _kafka_security, _kdc
 from ._config import Paths, Port, port_requests
 from ._jvm import find_java
 from ._maven import resolve_classpath
@@ -213,9 +213,11 @@ class Devstack:
         """
         with stack_lock(self.paths.run):
             records = [r for r in self._records().values() if r is not None]
-            # The optional KDC (`kdc up`, see _kdc) of this home goes down with the stack.
-            if (kdc := ProcessRecord.load(self.paths.run, _kdc.NAME)) is not None:
-                records.append(kdc)
+            # The optional Kerberized servers and KDC (`kerberos up` / `kdc up`) of this
+            # home go down with the stack, the KDC with the others (they only renew from it).
+            for name in (*_hbase_kerberos.NAMES, _kafka_kerberos.NAME, _kdc.NAME):
+                if (record := ProcessRecord.load(self.paths.run, name)) is not None:
+                    records.append(record)
             stopped = stop_processes(records, grace_by_name=_STOP_GRACE_S)
             for record in records:
                 ProcessRecord.remove(self.paths.run, record.name)

@@ -116,3 +116,9 @@ def test_cached_classpath_needs_no_maven(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("PATH", str(tmp_path))
     classpath = resolve_classpath("kafka", paths, java)
     assert any(jar.name.startswith("kafka_2.13-4.") for jar in classpath.jars)
+
+
+def test_kerberos_env_without_a_kdc_says_how_to_start_it(scratch_env: dict[str, str]) -> None:
+    result = run_cli("kerberos", "env", env=scratch_env)
+    assert result.returncode == 3 and result.stdout == ""
+    assert "fix: python -m sparkbarrier.devstack kerberos up" in result.stderr
