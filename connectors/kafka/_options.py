@@ -111,7 +111,8 @@ SPECS: tuple[OptionSpec, ...] = (
                "Executor: the client that reads records. `native`: librdkafka through "
                "sparkbarrier's compiled module, straight into Arrow buffers (fastest); "
                "`confluent`: confluent-kafka (librdkafka, one Python object per record); "
-               "`auto`: `native` where the module was built, else `confluent`; "
+               "`auto`: `native` where the module was built, else `confluent`, and "
+               "`kafka-python` for GSSAPI (the bundled librdkafka has no Kerberos); "
                "`kafka-python`: pure Python, honours every kafka-python setting (slowest).",
                choices=enum_choices(ConsumerClient)),
     OptionSpec("fetchOffset.numRetries", parse_non_negative_int, 3,
