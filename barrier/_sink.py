@@ -45,7 +45,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import pyarrow as pa
 
-__all__ = ["SinkContext", "CompletedCheckpoint", "CheckpointedSink", "TwoPhaseCommitSink"]
+__all__ = ["SinkContext", "CompletedCheckpoint", "CheckpointedSink", "TwoPhaseCommitSink", "merge_offsets"]
 
 Txn = TypeVar("Txn")
 
@@ -77,6 +77,20 @@ class CompletedCheckpoint:
     handles: tuple[Any, ...] = ()
     source_offsets: Mapping[str, int] = field(default_factory=dict)
     source_checkpoints: tuple[int, ...] = ()
+
+
+def merge_offsets(*sources: Mapping[str, int]) -> dict[str, int]:
+    """Next offset per channel over several reports: the furthest wins.
+
+    The one merge of source offsets (tasks of a batch, a batch on top of the previous
+    commit): offsets mean "next to read", so the union with the maximum per channel is
+    what all the reports together cover. Inputs are not mutated.
+    """
+    merged: dict[str, int] = {}
+    for source in sources:
+        for channel, nxt in source.items():
+            merged[channel] = max(int(nxt), merged.get(channel, int(nxt)))
+    return merged
 
 
 @runtime_checkable

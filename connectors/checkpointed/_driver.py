@@ -31,7 +31,7 @@ from typing import Any
 
 from ..._exceptions import ConfigError
 from ..._faults import fault_point
-from ...barrier._sink import CheckpointedSink, CompletedCheckpoint
+from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, merge_offsets
 from ...state import PendingCheckpoints
 from ._task import TaskCommitMessage
 
@@ -76,13 +76,10 @@ def completed_checkpoint(messages: Sequence[Any], checkpoint_id: int,
 
     msgs = sorted((m for m in messages if isinstance(m, TaskCommitMessage)), key=lambda m: m.partition_id)
     planned = planned_batch(checkpoint_location, checkpoint_id)
-    offsets: dict[str, int] = dict(planned.offsets) if planned is not None else {}
+    offsets = merge_offsets(planned.offsets if planned is not None else {}, *(m.source_offsets for m in msgs))
     checkpoints = {c for m in msgs for c in m.source_checkpoints}
     if planned is not None and planned.checkpoint_id is not None:
         checkpoints.add(planned.checkpoint_id)
-    for m in msgs:
-        for channel, nxt in m.source_offsets.items():
-            offsets[channel] = max(nxt, offsets.get(channel, nxt))
     return CompletedCheckpoint(
         checkpoint_id=checkpoint_id, query_id=msgs[0].query_id if msgs else "",
         handles=tuple(h for m in msgs for h in m.handles), source_offsets=offsets,

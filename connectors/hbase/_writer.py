@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..._exceptions import SinkError
-from ..._faults import fault_point
 from ...barrier._sink import SinkContext
 from ._buffer import MutationBuffer
 from ._committer import HBaseCommitMessage, plan_attempt
@@ -89,12 +88,11 @@ class HBaseTaskWriter:
     def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
         """Flush (Flink's snapshot at the barrier: unconditional) and report what is written so far."""
         assert self._msg is not None and self._clock is not None, "begin() first"
-        fault_point("sink.before_flush")
         if self._buf is not None:
             self._buf.flush(final=final)
             if self._buf.max_round is not None:
                 self._msg.ts_end = self._clock.end(self._buf.max_round)
-        return replace(self._msg, offsets=dict(self._msg.offsets))
+        return replace(self._msg)
 
     def close(self) -> None:
         self._conn.close()
@@ -108,10 +106,7 @@ class HBaseTaskWriter:
         ident = self._id
         context = SinkContext("barrier-hbase", ident.query_id, ident.batch_id, ident.partition_id, 0, {})
         report = run_task(HBaseSinkFunction.around(self), context, batches, mode=CheckpointingMode.EXACTLY_ONCE)
-        msg = report.handles[-1]
-        msg.offsets = dict(report.source_offsets)
-        msg.source_checkpoints = list(report.source_checkpoints)
-        return msg
+        return report.handles[-1]
 
     def _layout_for(self, schema: pa.Schema) -> SinkLayout:
         if self._layout is None:

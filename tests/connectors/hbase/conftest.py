@@ -9,10 +9,25 @@ import happybase
 import pyarrow as pa
 import pytest
 
+from sparkbarrier.barrier import CheckpointingMode
+from sparkbarrier.barrier._sink import SinkContext
+from sparkbarrier.connectors.checkpointed._driver import completed_checkpoint
+from sparkbarrier.connectors.checkpointed._task import TaskCommitMessage, run_task
 from sparkbarrier.connectors.hbase import parse_sink_options
 from sparkbarrier.connectors.hbase._committer import HBaseCommitMessage
 from sparkbarrier.connectors.hbase._function import HBaseSinkFunction
 from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
+
+
+def run_writer(writer: HBaseTaskWriter, batches: Any) -> TaskCommitMessage:
+    """One write task over ``batches`` (marker rows allowed), as the checkpointed-sink adapter runs it.
+
+    The report's last handle is the task's :class:`HBaseCommitMessage`; its source
+    offsets and checkpoints are what the adapter's driver merges for the commit.
+    """
+    ident = writer._id
+    context = SinkContext("barrier-hbase", ident.query_id, ident.batch_id, ident.partition_id, 0, {})
+    return run_task(HBaseSinkFunction.around(writer), context, iter(batches), mode=CheckpointingMode.EXACTLY_ONCE)
 
 
 def spark_schema(arrow_schema: pa.Schema) -> Any:
@@ -36,15 +51,23 @@ class Sink:
         self.driver = HBaseSinkFunction()
         self.driver.validate(raw, spark_schema(schema))
         self.driver.start(raw, spark_schema(schema))
+        self._reports: dict[int, TaskCommitMessage] = {}  # id(message) → its task's report
 
     def task(self, rows: Sequence[dict[str, Any]] | Sequence[pa.RecordBatch], *, batch: int,
              query: str = "q1", partition: int = 0) -> HBaseCommitMessage:
         batches = rows if rows and isinstance(rows[0], pa.RecordBatch) else [
             pa.RecordBatch.from_pylist(list(rows), schema=self.schema)]
-        return HBaseTaskWriter(self.opts, TaskIdentity(query, batch, partition)).run(iter(batches))
+        report = run_writer(HBaseTaskWriter(self.opts, TaskIdentity(query, batch, partition)), batches)
+        msg = report.handles[-1]
+        self._reports[id(msg)] = report
+        return msg
 
     def commit(self, messages: Sequence[HBaseCommitMessage], batch: int) -> Any:
-        return self.driver.committer().commit(messages, batch)
+        """Commit as the adapter's driver does: offsets merged from the tasks' reports."""
+        reports = [self._reports[id(m)] for m in messages if id(m) in self._reports]
+        completed = completed_checkpoint(reports, batch)
+        return self.driver.committer().commit(messages, batch, offsets=completed.source_offsets,
+                                              source_checkpoints=completed.source_checkpoints)
 
     def read(self, **as_of: Any) -> list[dict[str, Any]]:
         """The committed (or, with ``as_of_batch``/``as_of_ms``, as-of) view, sorted by id."""
