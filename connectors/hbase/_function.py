@@ -53,7 +53,7 @@ class HBaseSinkFunction:
 
     @classmethod
     def around(cls, writer: HBaseTaskWriter) -> HBaseSinkFunction:
-        """A function over an existing writer (``HBaseTaskWriter.run``)."""
+        """A function over an existing writer: tests and benchmarks run one task without Spark."""
         fn = cls()
         fn._writer = writer
         return fn

@@ -12,7 +12,6 @@ families, a null with ``sink.ignore-null-value=false`` removes that cell.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +19,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..._exceptions import SinkError
-from ...barrier._sink import SinkContext
 from ._buffer import MutationBuffer
 from ._committer import HBaseCommitMessage, plan_attempt
 from ._connection import HBaseConnection
@@ -45,8 +43,8 @@ class HBaseTaskWriter:
     """Writes one task's rows: :meth:`begin`, :meth:`add` per data batch, :meth:`snapshot` per barrier.
 
     Driven by :class:`~._function.HBaseSinkFunction` under the checkpointed-sink adapter
-    (which splits markers and calls the snapshots); :meth:`run` drives it directly over
-    batches that may carry marker rows (tests, benchmarks) and returns one merged message.
+    (which splits markers and calls the snapshots); this module does not know that
+    function, so the two do not import each other.
     """
 
     def __init__(self, opts: HBaseSinkOptions, identity: TaskIdentity) -> None:
@@ -96,17 +94,6 @@ class HBaseTaskWriter:
 
     def close(self) -> None:
         self._conn.close()
-
-    def run(self, batches: Iterator[pa.RecordBatch]) -> HBaseCommitMessage:
-        """Write ``batches`` (marker rows allowed) as one task; the merged commit message."""
-        from ...barrier import CheckpointingMode
-        from ..checkpointed._task import run_task
-        from ._function import HBaseSinkFunction
-
-        ident = self._id
-        context = SinkContext("barrier-hbase", ident.query_id, ident.batch_id, ident.partition_id, 0, {})
-        report = run_task(HBaseSinkFunction.around(self), context, batches, mode=CheckpointingMode.EXACTLY_ONCE)
-        return report.handles[-1]
 
     def _layout_for(self, schema: pa.Schema) -> SinkLayout:
         if self._layout is None:

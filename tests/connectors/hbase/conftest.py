@@ -9,25 +9,13 @@ import happybase
 import pyarrow as pa
 import pytest
 
-from sparkbarrier.barrier import CheckpointingMode
-from sparkbarrier.barrier._sink import SinkContext
+from hbase_tasks import run_writer
 from sparkbarrier.connectors.checkpointed._driver import completed_checkpoint
-from sparkbarrier.connectors.checkpointed._task import TaskCommitMessage, run_task
+from sparkbarrier.connectors.checkpointed._task import TaskCommitMessage
 from sparkbarrier.connectors.hbase import parse_sink_options
 from sparkbarrier.connectors.hbase._committer import HBaseCommitMessage
 from sparkbarrier.connectors.hbase._function import HBaseSinkFunction
 from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
-
-
-def run_writer(writer: HBaseTaskWriter, batches: Any) -> TaskCommitMessage:
-    """One write task over ``batches`` (marker rows allowed), as the checkpointed-sink adapter runs it.
-
-    The report's last handle is the task's :class:`HBaseCommitMessage`; its source
-    offsets and checkpoints are what the adapter's driver merges for the commit.
-    """
-    ident = writer._id
-    context = SinkContext("barrier-hbase", ident.query_id, ident.batch_id, ident.partition_id, 0, {})
-    return run_task(HBaseSinkFunction.around(writer), context, iter(batches), mode=CheckpointingMode.EXACTLY_ONCE)
 
 
 def spark_schema(arrow_schema: pa.Schema) -> Any:
