@@ -47,7 +47,7 @@ def checkpoint_location(options: Mapping[str, str]) -> str | None:
 
 def state_directory(options: Mapping[str, str], sink_name: str) -> Path | None:
     """Where the ledger lives: the option, else under Spark's checkpoint location (local paths)."""
-    from ..kafka._checkpoint_log import local_checkpoint_dir
+    from .._checkpoint_log import local_checkpoint_dir
 
     explicit = options.get("checkpoint.state.location")
     if explicit:
@@ -72,7 +72,7 @@ def completed_checkpoint(messages: Sequence[Any], checkpoint_id: int,
     ``barrier-kafka`` planned for it): so a sink records the Kafka offsets of every
     batch whatever the transformations in between dropped, with or without markers.
     """
-    from ..kafka._checkpoint_log import planned_batch
+    from .._checkpoint_log import planned_batch
 
     msgs = sorted((m for m in messages if isinstance(m, TaskCommitMessage)), key=lambda m: m.partition_id)
     planned = planned_batch(checkpoint_location, checkpoint_id)

@@ -163,14 +163,14 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
 def _warn_if_offsets_unrecordable(name: str, schema: StructType, location: str | None) -> None:
     """Say at query start when the sink could not learn the Kafka offsets of its batches."""
     from ...barrier import MARKER_COLUMNS
-    from ..kafka._checkpoint_log import local_checkpoint_dir
+    from .._checkpoint_log import local_checkpoint_dir
 
     if set(MARKER_COLUMNS) <= set(schema.names) or local_checkpoint_dir(location) is not None:
         return
     log.warning("sink %r cannot record the Kafka offsets of its batches: the stream has no barrier marker "
                 "columns and the checkpoint location %r is not a local path. If it reads barrier-kafka, set "
                 ".option('barrierMarkers', 'true') on the source and keep the columns "
-                "(sparkbarrier.connectors.hbase.keep_markers) to record them", name, location)
+                "(sparkbarrier.connectors.checkpointed.keep_markers) to record them", name, location)
 
 
 def _reports(messages: Sequence[WriterCommitMessage | None]) -> list[TaskCommitMessage]:
