@@ -14,13 +14,13 @@ Spark calls ``DataSource.streamWriter`` anew for every batch in a write-planning
 neither the writer instance nor "the driver's function" survives from one call to the
 next: only module state of a reused worker process does. Hence:
 
-* ``validate(options, schema)`` (optional) runs in the planning worker, on the first
+* ``validate(options, schema)`` (a hook, no-op by default) runs in the planning worker, on the first
   batch's planning, at most once per process and sink (same options and schema): the
   checks that must fail the query before its first batch (bad options, a missing
   table). pyspark builds the planning worker's DataSource from its class for every
   batch, so that worker cannot tell a restart from the next batch: a restart in the
   same Spark application validates again only in planning workers that never saw it;
-* ``start(options, schema)`` (optional) runs in the commit worker, lazily, once per
+* ``start(options, schema)`` (a hook, no-op by default) runs in the commit worker, lazily, once per
   query run and process, before that process's first ``notify_checkpoint_*`` call; the
   started instance is kept in :mod:`._runs` and every later commit and abort of the run
   in that process calls it. A query run is one ``DataSource`` instance: Spark creates
@@ -42,7 +42,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from ..._exceptions import SinkError
+from ..._exceptions import ConfigError, SinkError
 from .._options import OptionSpec, enum_choices, enum_parser, parse_bool, parse_options, parse_stripped
 from ...barrier import CheckpointingMode
 from ...barrier._sink import CheckpointedSink, SinkContext
@@ -119,16 +119,13 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
         self.allow_mismatch = adapter["checkpoint.state.allowMismatch"]
         self.run = RunKey(run_id or new_run_id(), name, self.options.get("sink.id", ""),
                           checkpoint_location(self.options) or "")
-        self.uses_ledger = getattr(factory(), "uses_ledger", True)  # constructing is cheap; start is not
+        self.uses_ledger = _checked(factory(), name).uses_ledger  # constructing is cheap; start is not
         self.state_dir = state_directory(self.options, name) if self.uses_ledger else None
 
     def validate_at_query_start(self) -> None:
         """Planning worker: the function's ``validate`` and our own warning, once per run and process."""
         def check() -> None:
-            probe = self.factory()
-            validate = getattr(probe, "validate", None)
-            if validate is not None:
-                validate(self.options, self.schema)
+            self.factory().validate(self.options, self.schema)
             _warn_if_offsets_unrecordable(self.name, self.schema, checkpoint_location(self.options))
 
         # The planning worker builds its DataSource from the class and options for every
@@ -171,6 +168,15 @@ def _warn_if_offsets_unrecordable(name: str, schema: StructType, location: str |
                 "columns and the checkpoint location %r is not a local path. If it reads barrier-kafka, set "
                 ".option('barrierMarkers', 'true') on the source and keep the columns "
                 "(sparkbarrier.connectors.checkpointed.keep_markers) to record them", name, location)
+
+
+def _checked(fn: Any, name: str) -> CheckpointedSink:
+    """``fn`` if it subclasses CheckpointedSink, whose defaults the adapter relies on."""
+    if not isinstance(fn, CheckpointedSink):
+        raise ConfigError(f"sink {name!r}: the factory returned a {type(fn).__name__}, not a subclass of "
+                          "sparkbarrier.barrier.CheckpointedSink (or TwoPhaseCommitSink), which declares "
+                          "the hooks the adapter calls")
+    return fn
 
 
 def _reports(messages: Sequence[WriterCommitMessage | None]) -> list[TaskCommitMessage]:

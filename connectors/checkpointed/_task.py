@@ -5,8 +5,9 @@ once with the batch, partition and attempt; every Arrow batch is split at marker
 and fed to an :class:`~sparkbarrier.barrier.InputProcessor` (exactly-once alignment or
 at-least-once tracking, option ``checkpoint.mode``), which hands data to ``invoke`` and
 calls ``snapshot_state`` when a checkpoint's barriers are in. At the end of the input
-the processor releases what it still buffers and the task takes a last snapshot if
-data arrived after the previous one. Every snapshot's handle goes back to the driver
+the processor releases what it still buffers, the function hears ``end_of_input`` and
+the task takes a last snapshot if data arrived after the previous one (or always, when
+``end_of_input`` asked for it); ``close`` runs whatever happened. Every snapshot's handle goes back to the driver
 in the task's commit message, with the source offsets the barriers carried.
 
 Channels. A data row's channel is ``"<topic>:<partition>"`` when the input has the
@@ -133,9 +134,7 @@ def run_task(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.Re
     try:
         _run(fn, context, batches, msg, mode)
     finally:
-        close = getattr(fn, "close", None)
-        if close is not None:
-            close()
+        fn.close()
     return msg
 
 
@@ -165,8 +164,6 @@ def _run(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.Record
                                 checkpoint_id=context.checkpoint_id)
             feeder.feed(channel, piece)
     feeder.end()
-    end_of_input = getattr(fn, "end_of_input", None)
-    if end_of_input is not None:
-        end_of_input()  # the function asked to hear it: its last snapshot follows, always
-    if shim.dirty or not msg.handles or end_of_input is not None:
+    always = fn.end_of_input()  # True: the function holds data back, its last snapshot follows always
+    if shim.dirty or not msg.handles or always:
         shim.take()

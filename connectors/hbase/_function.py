@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..._exceptions import SinkError
-from ...barrier._sink import CompletedCheckpoint, SinkContext
+from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext
 from ._admin import prepare_table
 from ._commit_table import ensure_commit_table
 from ._committer import Committer, HBaseCommitMessage
@@ -38,7 +38,7 @@ def _arrow_schema(schema: Any) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-class HBaseSinkFunction:
+class HBaseSinkFunction(CheckpointedSink):
     """The ``CheckpointedSink`` behind ``writeStream.format("barrier-hbase")``."""
 
     uses_ledger = False
@@ -135,9 +135,13 @@ class HBaseSinkFunction:
         assert self._writer is not None
         return self._writer.snapshot(final=self._ended)
 
-    def end_of_input(self) -> None:
-        """The task's input is done: the next snapshot is the last one and writes everything."""
+    def end_of_input(self) -> bool:
+        """The task's input is done: the next snapshot is the last one and writes everything.
+
+        True: that snapshot must run even without new data, to write the keys held back.
+        """
         self._ended = True
+        return True
 
     def close(self) -> None:
         if self._writer is not None:

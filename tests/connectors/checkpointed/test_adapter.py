@@ -108,3 +108,40 @@ def test_query_start_says_when_kafka_offsets_cannot_be_learned(caplog: pytest.Lo
         _warn_if_offsets_unrecordable("s", schema, "hdfs://nn/ckpt")    # neither markers nor log
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 1 and "barrierMarkers" in warned[0] and "hdfs://nn/ckpt" in warned[0]
+
+
+class _HoldsBack(Recorder):
+    """Asks for a last snapshot at the end of the input even without new data."""
+
+    def end_of_input(self) -> bool:
+        self.calls.append(("end_of_input",))
+        return True
+
+    def snapshot_state(self, checkpoint_id: int) -> Any:
+        self.calls.append(("snapshot", checkpoint_id))
+        return super().snapshot_state(checkpoint_id)
+
+
+def test_end_of_input_asking_for_it_gets_a_last_snapshot_without_new_data() -> None:
+    schema = with_marker_columns(KAFKA)
+    data = pa.RecordBatch.from_pylist([{"topic": "t", "partition": 0, "v": 1}], schema=schema)
+    marks = marker_batch([CheckpointBarrier(9, 0, "t:0", 1)], schema)
+    plain, holds = Recorder(), _HoldsBack()
+    for fn in (plain, holds):
+        run_task(fn, _ctx(), iter([data, marks]), mode=CheckpointingMode.EXACTLY_ONCE)
+    assert plain.calls == [("pre_commit", (1,))]  # the default hooks: no extra snapshot
+    assert holds.calls == [("snapshot", 5), ("pre_commit", (1,)), ("end_of_input",), ("snapshot", 5)]
+
+
+def test_a_sink_that_does_not_subclass_checkpointed_sink_is_a_config_error() -> None:
+    from pyspark.sql.types import StructType
+
+    from sparkbarrier._exceptions import ConfigError
+    from sparkbarrier.connectors.checkpointed._source import CheckpointedStreamWriter
+
+    class Duck:
+        def invoke(self, batch: Any) -> None:
+            pass
+
+    with pytest.raises(ConfigError, match="not a subclass of sparkbarrier.barrier.CheckpointedSink"):
+        CheckpointedStreamWriter("duck", Duck, {}, StructType([]))

@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 
 from polling import wait_for
+from sparkbarrier.barrier import CheckpointedSink
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(400)]
 
 BATCHES = 20
 
 
-class CountingSink:
+class CountingSink(CheckpointedSink):
     """Records every driver-side call, its process and its instance, into ``record.path``."""
 
     uses_ledger = False
