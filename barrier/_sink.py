@@ -6,8 +6,11 @@ checkpoint's barrier arrives (``snapshot_state``), *commit* once the checkpoint 
 complete everywhere (``notify_checkpoint_complete``), *abort* when it never will.
 
 The protocol is engine-neutral; ``sparkbarrier.connectors.checkpointed`` runs it in
-Spark, where a micro-batch is the checkpoint: the checkpoint id a sink sees is the Spark
-batch id, on the executors (``snapshot_state``) and on the driver (the notifications).
+Spark, where a micro-batch is the checkpoint. Two ids, each with one name: a sink sees
+Spark's micro-batch number as ``batch_id``, on the executors (``snapshot_state``) and
+on the driver (the notifications); the source's own checkpoint counter (``barrier-kafka``'s
+``checkpointId``, carried by its barriers) reaches the sink only as
+``CompletedCheckpoint.source_checkpoints``.
 
 Call order in Spark (who calls, where):
 
@@ -17,17 +20,17 @@ Call order in Spark (who calls, where):
    partition, attempt and the sink's options;
 2. executor: ``invoke(batch)`` for every Arrow batch of data rows (marker columns
    stripped), in input order per channel;
-3. executor: ``snapshot_state(checkpoint_id)`` when the barriers of every channel the
+3. executor: ``snapshot_state(batch_id)`` when the barriers of every channel the
    task reads have arrived (exactly-once alignment) and once more at the end of the
    task if data arrived after the last one; each returns a picklable *handle* of what
    it pre-committed, which travels to the driver in the task's commit message. At the
    end of the input ``end_of_input()`` (Flink's ``endInput``), then one last
    ``snapshot_state`` if data arrived since the previous one (or always, if
    ``end_of_input`` returned True); ``close()`` when the task ends;
-4. driver: ``notify_checkpoint_complete(checkpoint_id, completed)`` when Spark commits
-   the batch, with every task's handles; ``notify_checkpoint_aborted(checkpoint_id,
-   completed)`` when Spark aborts it (executors also get it, without handles, when an
-   alignment is declined).
+4. driver: ``notify_checkpoint_complete(batch_id, completed)`` when Spark commits
+   the batch, with every task's handles; ``notify_checkpoint_aborted(batch_id,
+   completed)`` when Spark aborts it. (An alignment declined on an executor is not
+   passed on: its data goes into the task's next snapshot of the same batch.)
 
 What Spark guarantees: a failed task is retried with the same input; a failed batch is
 replayed with the same batch id and the same input after a restart; the driver commits
@@ -59,7 +62,7 @@ class SinkContext:
 
     sink_name: str
     query_id: str
-    checkpoint_id: int
+    batch_id: int
     partition_id: int
     attempt: int
     options: Mapping[str, str] = field(default_factory=dict)
@@ -75,7 +78,7 @@ class CompletedCheckpoint:
     batch carried, merged over tasks; empty when the input has no barrier markers.
     """
 
-    checkpoint_id: int
+    batch_id: int
     query_id: str
     handles: tuple[Any, ...] = ()
     source_offsets: Mapping[str, int] = field(default_factory=dict)
@@ -148,7 +151,7 @@ class CheckpointedSink(ABC):
         """Executor: consume one Arrow batch of data rows."""
 
     @abstractmethod
-    def snapshot_state(self, checkpoint_id: int) -> Any:
+    def snapshot_state(self, batch_id: int) -> Any:
         """Executor: pre-commit everything invoked so far; return a picklable handle (or None)."""
 
     def end_of_input(self) -> bool:
@@ -167,12 +170,12 @@ class CheckpointedSink(ABC):
     # -- driver --------------------------------------------------------------
 
     @abstractmethod
-    def notify_checkpoint_complete(self, checkpoint_id: int, completed: CompletedCheckpoint) -> None:
+    def notify_checkpoint_complete(self, batch_id: int, completed: CompletedCheckpoint) -> None:
         """Driver: the checkpoint is complete; publish its handles. Idempotent."""
 
     @abstractmethod
-    def notify_checkpoint_aborted(self, checkpoint_id: int, completed: CompletedCheckpoint | None = None) -> None:
-        """Driver (Spark abort, with handles) or executor (declined alignment, none): discard."""
+    def notify_checkpoint_aborted(self, batch_id: int, completed: CompletedCheckpoint | None = None) -> None:
+        """Driver: Spark aborted the batch (or it was applied before and this is a replay); discard its handles."""
 
 
 class TwoPhaseCommitSink(CheckpointedSink, Generic[Txn]):
@@ -209,7 +212,7 @@ class TwoPhaseCommitSink(CheckpointedSink, Generic[Txn]):
             self._txn = self.begin_transaction()
         self.write(self._txn, batch)
 
-    def snapshot_state(self, checkpoint_id: int) -> Any:
+    def snapshot_state(self, batch_id: int) -> Any:
         if self._txn is None:
             return None
         txn, self._txn = self._txn, None
@@ -221,12 +224,12 @@ class TwoPhaseCommitSink(CheckpointedSink, Generic[Txn]):
     def commit(self, handles: Sequence[Any], completed: CompletedCheckpoint) -> None:
         """Publish every pre-committed handle of the checkpoint. Must be idempotent."""
 
-    def abort(self, handles: Sequence[Any], checkpoint_id: int) -> None:
+    def abort(self, handles: Sequence[Any], batch_id: int) -> None:
         """Discard pre-committed handles of a checkpoint that will never complete."""
 
-    def notify_checkpoint_complete(self, checkpoint_id: int, completed: CompletedCheckpoint) -> None:
+    def notify_checkpoint_complete(self, batch_id: int, completed: CompletedCheckpoint) -> None:
         self.commit(completed.handles, completed)
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int, completed: CompletedCheckpoint | None = None) -> None:
+    def notify_checkpoint_aborted(self, batch_id: int, completed: CompletedCheckpoint | None = None) -> None:
         if completed is not None:
-            self.abort(completed.handles, checkpoint_id)
+            self.abort(completed.handles, batch_id)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from sparkbarrier.barrier import CheckpointingMode
+from sparkbarrier.barrier import DeliveryGuarantee
 from sparkbarrier.barrier._sink import SinkContext
 from sparkbarrier.connectors.checkpointed._task import run_task
 from sparkbarrier.connectors.hbase._committer import HBaseCommitMessage
@@ -48,5 +48,5 @@ def write_task(opts: HBaseSinkOptions, identity: TaskIdentity,
     """
     context = SinkContext("barrier-hbase", identity.query_id, identity.batch_id, identity.partition_id, 0, {})
     report = run_task(HBaseSinkFunction.around(HBaseTaskWriter(opts, identity)), context, iter(batches),
-                      mode=CheckpointingMode.EXACTLY_ONCE)
+                      guarantee=DeliveryGuarantee.EXACTLY_ONCE)
     return report.handles[-1]

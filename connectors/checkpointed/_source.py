@@ -4,8 +4,8 @@
 ``my-store``; ``df.writeStream.format("my-store")`` then runs ``MyFunction`` under the
 checkpoint protocol (see ``sparkbarrier.barrier._sink`` for the call order). The sink's
 options reach the function in its :class:`SinkContext`; keys starting with
-``checkpoint.`` are the adapter's own, declared in :data:`ADAPTER_SPECS` (the README
-table is generated from them).
+``checkpoint.`` and ``delivery.guarantee`` are the adapter's own, declared in
+:data:`ADAPTER_SPECS` (the README table is generated from them).
 
 Which process runs what (pyspark 4.3; pinned by ``tests/connectors/checkpointed/test_start_once.py``):
 Spark calls ``DataSource.streamWriter`` anew for every batch in a write-planning worker
@@ -30,7 +30,6 @@ next: only module state of a reused worker process does. Hence:
 from __future__ import annotations
 
 import dataclasses
-import enum
 import hashlib
 import json
 import logging
@@ -43,9 +42,9 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 from pyspark.sql.types import StructType
 
 from ..._exceptions import ConfigError, SinkError
-from .._options import OptionSpec, enum_choices, enum_parser, parse_bool, parse_options, parse_stripped
-from ...barrier import CheckpointingMode
+from .._options import OptionSpec, parse_bool, parse_options, parse_stripped
 from ...barrier._sink import CheckpointedSink, SinkContext
+from ._options import DELIVERY_GUARANTEE, RENAMED_SINK_OPTIONS
 from ._driver import Completion, checkpoint_location, state_directory
 from ._runs import RunKey, new_run_id, started_function, validate_once
 from ._task import TaskCommitMessage, run_task
@@ -53,23 +52,11 @@ from ._task import TaskCommitMessage, run_task
 log = logging.getLogger(__name__)
 
 __all__ = ["CheckpointedStreamWriter", "sink_data_source", "checkpointed_sink", "ADAPTER_OPTIONS", "ADAPTER_SPECS",
-           "SinkCheckpointMode", "checkpointed_options_table"]
-
-class SinkCheckpointMode(str, enum.Enum):
-    EXACTLY_ONCE = "exactly-once"
-    AT_LEAST_ONCE = "at-least-once"
-
-    @property
-    def processing(self) -> CheckpointingMode:
-        return {SinkCheckpointMode.EXACTLY_ONCE: CheckpointingMode.EXACTLY_ONCE,
-                SinkCheckpointMode.AT_LEAST_ONCE: CheckpointingMode.AT_LEAST_ONCE}[self]
-
+           "checkpointed_options_table"]
 
 ADAPTER_PREFIX = "checkpoint."
 ADAPTER_SPECS: tuple[OptionSpec, ...] = (
-    OptionSpec("checkpoint.mode", enum_parser(SinkCheckpointMode), SinkCheckpointMode.EXACTLY_ONCE,
-               "`exactly-once`: a write task aligns the barriers of its channels before a snapshot; "
-               "`at-least-once`: it tracks them without blocking", choices=enum_choices(SinkCheckpointMode)),
+    DELIVERY_GUARANTEE,
     OptionSpec("checkpoint.state.location", parse_stripped, "",
                "local driver directory of the applied-checkpoint ledger; default "
                "`<checkpointLocation>/sparkbarrier/<name>`"),
@@ -87,9 +74,11 @@ class _Message(WriterCommitMessage):
 
 
 def _adapter_options(options: dict[str, str], name: str) -> dict[str, Any]:
-    """Parse the ``checkpoint.*`` keys (the rest belongs to the function)."""
-    own = {k: v for k, v in options.items() if k.lower().startswith(ADAPTER_PREFIX)}
-    values, _ = parse_options(own, ADAPTER_SPECS, source_name=f"checkpointed sink {name!r}")
+    """Parse the adapter's keys: ``delivery.guarantee`` and ``checkpoint.*`` (the rest belongs to the function)."""
+    own = {k: v for k, v in options.items()
+           if k.lower().startswith(ADAPTER_PREFIX) or k.lower() == DELIVERY_GUARANTEE.key}
+    values, _ = parse_options(own, ADAPTER_SPECS, source_name=f"checkpointed sink {name!r}",
+                              renamed=RENAMED_SINK_OPTIONS)
     return values
 
 
@@ -115,7 +104,7 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
                  schema: StructType, run_id: str = "") -> None:
         self.name, self.factory, self.options, self.schema = name, factory, _lower_keys(options), schema
         adapter = _adapter_options(self.options, name)
-        self.mode = adapter["checkpoint.mode"].processing
+        self.guarantee = adapter[DELIVERY_GUARANTEE.key]
         self.allow_mismatch = adapter["checkpoint.state.allowMismatch"]
         self.run = RunKey(run_id or new_run_id(), name, self.options.get("sink.id", ""),
                           checkpoint_location(self.options) or "")
@@ -142,7 +131,7 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
         if ctx is None or batch is None or query is None:
             raise SinkError(f"sink {self.name!r} is a streaming sink: no micro-batch id in the task context")
         context = SinkContext(self.name, query, int(batch), ctx.partitionId(), ctx.attemptNumber(), self.options)
-        return _Message(run_task(self.factory(), context, iterator, mode=self.mode))
+        return _Message(run_task(self.factory(), context, iterator, guarantee=self.guarantee))
 
     def _completion(self) -> Completion:
         identity = {"sink": self.name, "sink.id": self.options.get("sink.id", "")}

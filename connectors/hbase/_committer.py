@@ -158,13 +158,13 @@ class Committer:
         if len(keys) != 1:
             raise FencedError(
                 f"batch {batch_id}: write tasks disagree on the timestamp base {sorted(map(str, keys))}; "
-                "another writer is using the same sink.id", checkpoint_id=batch_id)
+                "another writer is using the same sink.id", batch_id=batch_id)
         state = read_state(self._conn, self._commit_table, first.sink_id)
         current = state.commit
         if current is not None and current.query_id == first.query_id and current.batch_id == first.batch_id:
             if current.ts_lo != first.base_ms:
                 raise FencedError(f"sink {first.sink_id!r}: batch {batch_id} is committed at timestamp base "
-                                  f"{current.ts_lo}, the tasks wrote at {first.base_ms}", checkpoint_id=batch_id)
+                                  f"{current.ts_lo}, the tasks wrote at {first.base_ms}", batch_id=batch_id)
             put_history(self._conn, self._commit_table, current)  # the first try may have died before it
             log.info("sink %s batch %d already committed (seq %d); commit is a no-op",
                      first.sink_id, batch_id, current.seq)
@@ -175,7 +175,7 @@ class Committer:
                 f"sink {first.sink_id!r}: expected last committed sequence {first.prev_seq}, found "
                 f"{current_seq} (query {current.query_id if current else None}, batch "
                 f"{current.batch_id if current else None}); another writer uses this sink.id",
-                checkpoint_id=batch_id)
+                batch_id=batch_id)
         covered = merge_offsets(current.offsets if current is not None else {}, offsets or {})
         if first.gap is not None:
             self._roll_back(first.gap)
@@ -195,7 +195,7 @@ class Committer:
         elif not check_and_put(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN,
                                state.commit_raw, record.to_bytes()):
             raise FencedError(f"sink {first.sink_id!r}: the commit record changed while committing "
-                              f"batch {batch_id}; another writer uses this sink.id", checkpoint_id=batch_id)
+                              f"batch {batch_id}; another writer uses this sink.id", batch_id=batch_id)
         put_history(self._conn, self._commit_table, record)
         log.info("sink %s committed batch %d as sequence %d (%d rows, timestamps %d..%d)", first.sink_id,
                  batch_id, record.seq, sum(m.rows for m in msgs), record.ts_lo, record.ts_hi)

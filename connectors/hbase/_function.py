@@ -122,7 +122,7 @@ class HBaseSinkFunction(CheckpointedSink):
     def initialize_state(self, context: SinkContext) -> None:
         if self._writer is None:
             opts = parse_sink_options(context.options)
-            self._writer = HBaseTaskWriter(opts, TaskIdentity(context.query_id, context.checkpoint_id,
+            self._writer = HBaseTaskWriter(opts, TaskIdentity(context.query_id, context.batch_id,
                                                               context.partition_id))
         self._writer.begin()
 
@@ -130,7 +130,7 @@ class HBaseSinkFunction(CheckpointedSink):
         assert self._writer is not None
         self._writer.add(batch)
 
-    def snapshot_state(self, checkpoint_id: int) -> HBaseCommitMessage:
+    def snapshot_state(self, batch_id: int) -> HBaseCommitMessage:
         """Flush at a barrier; after :meth:`end_of_input`, flush everything (held keys too)."""
         assert self._writer is not None
         return self._writer.snapshot(final=self._ended)
@@ -156,14 +156,14 @@ class HBaseSinkFunction(CheckpointedSink):
                          fenced=self.opts.exactly_once, schema_json=self.schema_json, rowkey=self.opts.rowkey,
                          columns=columns, thrift2=self._thrift2())
 
-    def notify_checkpoint_complete(self, checkpoint_id: int, completed: CompletedCheckpoint) -> None:
+    def notify_checkpoint_complete(self, batch_id: int, completed: CompletedCheckpoint) -> None:
         committer = self.committer()
         try:
-            committer.commit(list(completed.handles), checkpoint_id, offsets=completed.source_offsets,
+            committer.commit(list(completed.handles), batch_id, offsets=completed.source_offsets,
                              source_checkpoints=completed.source_checkpoints)
         finally:
             committer.close()
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int, completed: CompletedCheckpoint | None = None) -> None:
+    def notify_checkpoint_aborted(self, batch_id: int, completed: CompletedCheckpoint | None = None) -> None:
         if completed is not None:
-            self.committer().abort(list(completed.handles), checkpoint_id)  # writes nothing
+            self.committer().abort(list(completed.handles), batch_id)  # writes nothing

@@ -80,7 +80,7 @@ class HBaseTaskWriter:
             self._buf = MutationBuffer(self._conn, o.table, self._clock,
                                        families=self._layout_for(data.schema).families,
                                        max_rows=self._plan.max_rows, max_size=self._plan.max_size,
-                                       checkpoint_id=self._id.batch_id)
+                                       batch_id=self._id.batch_id)
         self._msg.rows += self._add(data, self._buf)
 
     def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
@@ -109,14 +109,14 @@ class HBaseTaskWriter:
         key_arr = data.column(layout.rowkey)
         if key_arr.null_count:
             raise SinkError(f"column {layout.rowkey!r} (the row key) is null in {key_arr.null_count} row(s)",
-                            checkpoint_id=self._id.batch_id)
+                            batch_id=self._id.batch_id)
         keys = encode_column(key_arr)
         if layout.op_column is not None:
             ops = pc.utf8_lower(data.column(layout.op_column)).to_pylist()
             bad = set(ops) - {None, "upsert", "delete"}
             if bad:
                 raise SinkError(f"column {layout.op_column!r} holds {sorted(bad)}; allowed: upsert, delete "
-                                "(null means upsert)", checkpoint_id=self._id.batch_id)
+                                "(null means upsert)", batch_id=self._id.batch_id)
         else:
             ops = None
         cols = [(t.column, encode_column(data.column(t.name))) for t in layout.targets]

@@ -53,14 +53,14 @@ class CountingSink(CheckpointedSink):
     def invoke(self, batch: Any) -> None:
         pass
 
-    def snapshot_state(self, checkpoint_id: int) -> Any:
+    def snapshot_state(self, batch_id: int) -> Any:
         return None
 
-    def notify_checkpoint_complete(self, checkpoint_id: int, completed: Any) -> None:
-        self._record(self.options, call="commit", batch=checkpoint_id, run=self.run, started_in=self.started_in)
+    def notify_checkpoint_complete(self, batch_id: int, completed: Any) -> None:
+        self._record(self.options, call="commit", batch=batch_id, run=self.run, started_in=self.started_in)
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int, completed: Any = None) -> None:
-        self._record(self.options, call="abort", batch=checkpoint_id, run=self.run, started_in=self.started_in)
+    def notify_checkpoint_aborted(self, batch_id: int, completed: Any = None) -> None:
+        self._record(self.options, call="abort", batch=batch_id, run=self.run, started_in=self.started_in)
 
 
 def _calls(path: Path) -> list[dict[str, Any]]:

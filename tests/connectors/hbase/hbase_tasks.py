@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from sparkbarrier.barrier import CheckpointingMode
+from sparkbarrier.barrier import DeliveryGuarantee
 from sparkbarrier.barrier._sink import SinkContext
 from sparkbarrier.connectors.checkpointed._task import TaskCommitMessage, run_task
 from sparkbarrier.connectors.hbase._committer import HBaseCommitMessage
@@ -22,7 +22,7 @@ def run_writer(writer: HBaseTaskWriter, batches: Iterable[pa.RecordBatch]) -> Ta
     """
     ident = writer._id
     context = SinkContext("barrier-hbase", ident.query_id, ident.batch_id, ident.partition_id, 0, {})
-    return run_task(HBaseSinkFunction.around(writer), context, iter(batches), mode=CheckpointingMode.EXACTLY_ONCE)
+    return run_task(HBaseSinkFunction.around(writer), context, iter(batches), guarantee=DeliveryGuarantee.EXACTLY_ONCE)
 
 
 def write_task(writer: HBaseTaskWriter, batches: Iterable[pa.RecordBatch]) -> HBaseCommitMessage:
