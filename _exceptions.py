@@ -91,11 +91,11 @@ class DataLossError(SourceError):
 
 
 class SinkError(SparkBarrierError):
-    """The HBase sink cannot continue."""
+    """A sink cannot continue; ``batch_id`` is the Spark batch it was writing or committing."""
 
-    def __init__(self, message: str, *, checkpoint_id: int | None = None) -> None:
+    def __init__(self, message: str, *, batch_id: int | None = None) -> None:
         super().__init__(message)
-        self.checkpoint_id = checkpoint_id
+        self.batch_id = batch_id
 
 
 class FencedError(SinkError):

@@ -35,8 +35,11 @@ The points (name → where it sits):
                                            committed the batch, the applied ledger not yet
 =========================================  ===============================================
 
-Checkpointed sinks (``sparkbarrier.checkpointed_sink``) pass the two driver ``sink.*``
-points too: before the function's ``notify_checkpoint_complete`` and after the ledger.
+Each point has one owner, so ``@N`` counts real hits: the ``sink.*`` points and
+``checkpointed.*`` sit in the checkpointed-sink adapter
+(``sparkbarrier.connectors.checkpointed``) that runs every sink, ``barrier-hbase``
+included: ``sink.before_flush`` before each ``snapshot_state``, the driver points
+before the function's ``notify_checkpoint_complete`` and after the ledger.
 """
 
 from __future__ import annotations

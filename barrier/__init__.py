@@ -12,7 +12,8 @@ from __future__ import annotations
 from ._aligner import CheckpointBarrierAligner
 from ._functions import CheckpointedFunction, CheckpointListener, InitializationContext
 from ._handler import AbortReason, BarrierHandler, CheckpointTarget
-from ._processor import CheckpointingMode, Downstream, InputProcessor
+from ._guarantee import DeliveryGuarantee
+from ._processor import Downstream, InputProcessor
 from ._sink import CheckpointedSink, CompletedCheckpoint, SinkContext, TwoPhaseCommitSink
 from ._tracker import MAX_CHECKPOINTS_TO_TRACK, CheckpointBarrierTracker
 from .markers import (
@@ -40,7 +41,7 @@ __all__ = [
     "CheckpointedFunction",
     "CheckpointedSink",
     "CompletedCheckpoint",
-    "CheckpointingMode",
+    "DeliveryGuarantee",
     "Downstream",
     "EndOfPartition",
     "InitializationContext",

@@ -46,7 +46,13 @@ class CheckpointListener(Protocol):
 
 @runtime_checkable
 class CheckpointedFunction(CheckpointListener, Protocol):
-    """Operator state that is snapshotted at barriers."""
+    """Operator state that is snapshotted at barriers (one process: the InputProcessor's).
+
+    Sinks in Spark implement :class:`~sparkbarrier.barrier.CheckpointedSink` instead:
+    its snapshot returns a handle for the driver and its notifications run there. The
+    checkpointed-sink adapter presents each write task's sink to the InputProcessor as
+    a ``CheckpointedFunction``.
+    """
 
     def initialize_state(self, context: InitializationContext) -> None:
         """Restore (or create) state. Called once, before any data or barrier."""

@@ -16,7 +16,6 @@ positions with zero-copy slices.
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -27,11 +26,12 @@ from .._exceptions import ProtocolError
 from ._aligner import CheckpointBarrierAligner
 from ._channels import ChannelBook
 from ._functions import CheckpointedFunction, InitializationContext
+from ._guarantee import DeliveryGuarantee
 from ._handler import AbortReason, BarrierHandler
 from ._tracker import CheckpointBarrierTracker
 from .markers import CancelCheckpointMarker, CheckpointBarrier, EndOfPartition, Marker, split_markers
 
-__all__ = ["CheckpointingMode", "InputProcessor", "Downstream"]
+__all__ = ["InputProcessor", "Downstream"]
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +39,6 @@ Downstream = Callable[[Hashable, pa.RecordBatch], None]
 """Receives ``(channel, data batch)`` in processing order."""
 
 Element = pa.RecordBatch | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition
-
-
-class CheckpointingMode(str, enum.Enum):
-    EXACTLY_ONCE = "exactly_once"
-    """Align barriers: block channels that delivered barrier *n* until all did."""
-    AT_LEAST_ONCE = "at_least_once"
-    """Track barriers without blocking."""
 
 
 class InputProcessor:
@@ -78,7 +71,7 @@ class InputProcessor:
         function: CheckpointedFunction,
         downstream: Downstream,
         *,
-        mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE,
+        guarantee: DeliveryGuarantee = DeliveryGuarantee.EXACTLY_ONCE,
         max_buffered_bytes: int | None = None,
         context: InitializationContext | None = None,
     ) -> None:
@@ -86,9 +79,9 @@ class InputProcessor:
             raise ProtocolError(f"max_buffered_bytes must be >= 0, got {max_buffered_bytes}")
         self._function = function
         self._downstream = downstream
-        self._mode = CheckpointingMode(mode)
+        self._guarantee = DeliveryGuarantee(guarantee)
         self._handler: BarrierHandler
-        if self._mode is CheckpointingMode.EXACTLY_ONCE:
+        if self._guarantee is DeliveryGuarantee.EXACTLY_ONCE:
             self._handler = CheckpointBarrierAligner(channels, self)
         else:
             self._handler = CheckpointBarrierTracker(channels, self)

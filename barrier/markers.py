@@ -42,6 +42,7 @@ from .._exceptions import ProtocolError
 __all__ = [
     "MARKER_VERSION",
     "MARKER_COLUMNS",
+    "MARKER_KIND_COLUMN",
     "MARKER_FIELDS",
     "MARKER_DDL",
     "MarkerKind",
@@ -66,6 +67,7 @@ MARKER_FIELDS: tuple[pa.Field, ...] = (
     pa.field("_barrier_next_offset", pa.int64()),
 )
 MARKER_COLUMNS: tuple[str, ...] = tuple(f.name for f in MARKER_FIELDS)
+MARKER_KIND_COLUMN = MARKER_FIELDS[0].name  # not null exactly on marker rows
 # Spark SQL DDL names of the Arrow types used above; a new marker field with a type
 # missing here fails at import, so the DDL can never drift from MARKER_FIELDS.
 _DDL_TYPES: dict[pa.DataType, str] = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint"}

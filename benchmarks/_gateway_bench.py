@@ -24,13 +24,14 @@ from typing import Any
 
 import happybase
 
+from _hbase_rows import make_rows, spark_schema_json, write_task
 from sparkbarrier.connectors.hbase import parse_sink_options
 from sparkbarrier.connectors.hbase._options import parse_read_options
 from sparkbarrier.connectors.hbase._commit_table import ensure_commit_table
 from sparkbarrier.connectors.hbase._committer import Committer
 from sparkbarrier.connectors.hbase._connection import HBaseConnection
 from sparkbarrier.connectors.hbase._reader import find_commit, iter_committed
-from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
+from sparkbarrier.connectors.hbase._writer import TaskIdentity
 from sparkbarrier.devstack import Devstack
 
 COMMITS = "sparkbarrier_commits_bench"
@@ -73,8 +74,7 @@ def _new_table(first: str) -> str:
 
 
 def _write_task(raw: dict[str, str], i: int, data: Any) -> Any:
-    return HBaseTaskWriter(parse_sink_options(raw), TaskIdentity("bench", 0, i)).run(
-        iter(data.to_batches(max_chunksize=10_000)))
+    return write_task(parse_sink_options(raw), TaskIdentity("bench", 0, i), data.to_batches(max_chunksize=10_000))
 
 
 def _read_task(raw: dict[str, str], i: int, record: Any, key_range: tuple[bytes, bytes]) -> int:
@@ -86,8 +86,6 @@ def _read_task(raw: dict[str, str], i: int, record: Any, key_range: tuple[bytes,
 
 
 def run(kind: str, rows: int, tasks: int) -> None:
-    from bench_hbase_sink import make_rows
-
     configs, pids = _configs()
     data = make_rows(rows)
     plain = configs["1 gateway"]["hbase.thrift.host"]
@@ -104,9 +102,7 @@ def run(kind: str, rows: int, tasks: int) -> None:
         with multiprocessing.get_context("fork").Pool(tasks) as pool:
             msgs = pool.starmap(_write_task, [(raw, i, s) for i, s in enumerate(slices)])
         conn = _conn(plain)
-        from bench_hbase_read import _spark_schema_json
-
-        Committer(conn, COMMITS, read_table, fenced=True, schema_json=_spark_schema_json(data.schema), rowkey="id",
+        Committer(conn, COMMITS, read_table, fenced=True, schema_json=spark_schema_json(data.schema), rowkey="id",
                   columns=[[f, "d", f] for f in data.schema.names[1:]]).commit(msgs, 0)
         record = find_commit(conn, COMMITS, read_table, read_table)
         conn.close()

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from sparkbarrier.barrier import (
     CheckpointBarrier,
-    CheckpointingMode,
+    DeliveryGuarantee,
     InitializationContext,
     InputProcessor,
     marker_batch,
@@ -126,13 +126,13 @@ def main() -> None:
 
         t_plain = best_of(args.repeats, passthrough)
         t_split = best_of(args.repeats, split_only)
-        for mode in (CheckpointingMode.EXACTLY_ONCE, CheckpointingMode.AT_LEAST_ONCE):
+        for mode in (DeliveryGuarantee.EXACTLY_ONCE, DeliveryGuarantee.AT_LEAST_ONCE):
             fn = NullFunction()
 
             def pipeline() -> None:
                 fn.snapshots = 0
                 sink[0] = 0
-                proc = InputProcessor(list(range(args.channels)), fn, count, mode=mode)
+                proc = InputProcessor(list(range(args.channels)), fn, count, guarantee=mode)
                 for ch, batch in feed:
                     proc.process_batch(ch, batch)
                 assert sink[0] == total, (sink[0], total)

@@ -26,14 +26,14 @@ import uuid
 
 import happybase
 
-from bench_hbase_sink import make_rows
+from _hbase_rows import make_rows, spark_schema_json, write_task
 from sparkbarrier.connectors.hbase import parse_sink_options
 from sparkbarrier.connectors.hbase._commit_table import ensure_commit_table
 from sparkbarrier.connectors.hbase._committer import Committer
 from sparkbarrier.connectors.hbase._connection import HBaseConnection
 from sparkbarrier.connectors.hbase._reader import find_commit, iter_committed
 from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells, Thrift2Admin
-from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
+from sparkbarrier.connectors.hbase._writer import TaskIdentity
 
 COMMITS = "sparkbarrier_commits_bench"
 
@@ -50,18 +50,12 @@ def fill(host: str, port: int, thrift2_port: int, n: int, regions: int) -> str:
     conn = HBaseConnection(host, port)
     ensure_commit_table(conn, COMMITS)
     data = make_rows(n)
-    msg = HBaseTaskWriter(opts, TaskIdentity("bench", 0, 0)).run(iter(data.to_batches(max_chunksize=10_000)))
+    msg = write_task(opts, TaskIdentity("bench", 0, 0), data.to_batches(max_chunksize=10_000))
     columns = [[f, "d", f] for f in data.schema.names[1:]]
-    Committer(conn, COMMITS, table, fenced=True, schema_json=_spark_schema_json(data.schema), rowkey="id",
+    Committer(conn, COMMITS, table, fenced=True, schema_json=spark_schema_json(data.schema), rowkey="id",
               columns=columns).commit([msg], 0)
     conn.close()
     return table
-
-
-def _spark_schema_json(schema: object) -> str:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(schema).json()
 
 
 def measure(fn: object) -> tuple[float, float, int]:

@@ -28,24 +28,13 @@ import uuid
 from collections.abc import Callable
 
 import happybase
-import pyarrow as pa
 import pyarrow.parquet as pq
 
+from _hbase_rows import make_rows, write_task
 from sparkbarrier.connectors.hbase import parse_sink_options, register
 from sparkbarrier.connectors.hbase._commit_table import ensure_commit_table
 from sparkbarrier.connectors.hbase._connection import HBaseConnection
-from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
-
-SCHEMA = pa.schema([("id", pa.string())] + [(f"i{k}", pa.int64()) for k in range(3)]
-                   + [(f"f{k}", pa.float64()) for k in range(3)] + [(f"s{k}", pa.string()) for k in range(3)])
-
-
-def make_rows(n: int) -> pa.Table:
-    ids = pa.array([f"row{i:09d}" for i in range(n)])
-    cols = [ids] + [pa.array(range(k, n + k), pa.int64()) for k in range(3)]
-    cols += [pa.array([i * 0.5 + k for i in range(n)], pa.float64()) for k in range(3)]
-    cols += [pa.array([f"value-{k}-{i % 1000}" for i in range(n)]) for k in range(3)]
-    return pa.Table.from_arrays(cols, schema=SCHEMA)
+from sparkbarrier.connectors.hbase._writer import TaskIdentity
 
 
 def new_table(host: str, port: int) -> str:
@@ -102,8 +91,8 @@ def main() -> None:
                                "table": new_table(host, port), "rowkey": "id",
                                "commit.table": "sparkbarrier_commits_bench"})
     ensure_commit_table(HBaseConnection(host, port), opts.commit_table)
-    results["task writer"] = n / timed(lambda: HBaseTaskWriter(opts, TaskIdentity("bench", 0, 0)).run(
-        iter(data.to_batches(max_chunksize=10_000))))
+    results["task writer"] = n / timed(lambda: write_task(opts, TaskIdentity("bench", 0, 0),
+                                                           data.to_batches(max_chunksize=10_000)))
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -228,13 +228,16 @@ def parse_options(
     prefixes: Iterable[str] = (),
     ignored: Iterable[str] = ("path",),
     source_name: str = "data source",
+    renamed: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Validate ``raw`` against ``specs``.
 
     Returns ``(values, passthrough)``: ``values`` maps every spec key to its parsed
     value (or default); ``passthrough`` holds the keys that start with one of
     ``prefixes`` (e.g. ``kafka.``), lower-cased, copied untouched. Keys are matched
-    case-insensitively because Spark's option map is case-insensitive.
+    case-insensitively because Spark's option map is case-insensitive. A key in
+    ``renamed`` (old -> new) is an error naming the new key: silently ignoring it would
+    run the sink with the default.
     """
     by_key = {s.key.lower(): s for s in specs}
     prefixes = tuple(p.lower() for p in prefixes)
@@ -242,8 +245,12 @@ def parse_options(
     values: dict[str, Any] = {s.key: s.default for s in by_key.values()}
     passthrough: dict[str, str] = {}
     seen: set[str] = set()
+    renamed_keys = {k.lower(): v for k, v in (renamed or {}).items()}
     for key, value in raw.items():
         low = key.lower()
+        if low in renamed_keys:
+            raise ConfigError(f"option {key!r} of {source_name} is now {renamed_keys[low]!r} (same values); "
+                              f"set {renamed_keys[low]!r} instead", option=key)
         if low in ignored_keys:
             continue
         spec = by_key.get(low)

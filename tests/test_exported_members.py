@@ -25,8 +25,8 @@ INTENDED: dict[str, list[str]] = {
     "sparkbarrier.barrier": [
         "AbortReason", "BarrierHandler", "CancelCheckpointMarker", "CheckpointBarrier",
         "CheckpointBarrierAligner", "CheckpointBarrierTracker", "CheckpointListener",
-        "CheckpointTarget", "CheckpointedFunction", "CheckpointedSink", "CheckpointingMode",
-        "CompletedCheckpoint", "Downstream", "EndOfPartition", "InitializationContext",
+        "CheckpointTarget", "CheckpointedFunction", "CheckpointedSink",
+        "CompletedCheckpoint", "DeliveryGuarantee", "Downstream", "EndOfPartition", "InitializationContext",
         "InputProcessor", "MARKER_COLUMNS", "MAX_CHECKPOINTS_TO_TRACK", "Marker", "MarkerKind",
         "SinkContext", "TwoPhaseCommitSink", "has_marker_columns", "marker_batch",
         "split_markers", "with_marker_columns",
@@ -49,7 +49,7 @@ INTENDED: dict[str, list[str]] = {
     ],
     "sparkbarrier.connectors.checkpointed": [
         "CheckpointedSink", "CompletedCheckpoint", "SinkContext", "TwoPhaseCommitSink",
-        "checkpointed_sink", "sink_data_source",
+        "checkpointed_sink", "keep_markers", "sink_data_source",
     ],
     "sparkbarrier.devstack": [
         "Devstack", "DevstackError", "ENV_CACHE", "ENV_HOME", "ENV_MAVEN_REPO",

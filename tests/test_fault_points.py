@@ -76,3 +76,29 @@ def test_kill_takes_down_the_java_ancestor_and_the_caller(tmp_path: Path) -> Non
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _fault_point_calls() -> list[tuple[str, str]]:
+    """(point name, file) for every ``fault_point("...")`` call with a literal name in the package."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    calls = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] in ("tests", ".venv", "build") or rel.name == "_faults.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "fault_point" and node.args
+                    and isinstance(node.args[0], ast.Constant)):
+                calls.append((node.args[0].value, str(rel)))
+    return calls
+
+
+def test_each_fault_point_has_one_owner() -> None:
+    # A point placed in two layers of one path (the adapter and the sink it runs) fires
+    # twice per step, and ``@N`` then counts both.
+    calls = _fault_point_calls()
+    names = [name for name, _ in calls]
+    assert {"sink.before_flush", "sink.after_flush_before_commit", "sink.after_commit_before_commitlog"} <= set(names)
+    assert [c for c in calls if names.count(c[0]) > 1] == []

@@ -9,6 +9,7 @@ the adapter runs them.
 from __future__ import annotations
 
 from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext, TwoPhaseCommitSink
+from ._markers import keep_markers
 from ._source import checkpointed_sink, sink_data_source
 
 __all__ = [
@@ -17,5 +18,6 @@ __all__ = [
     "SinkContext",
     "TwoPhaseCommitSink",
     "checkpointed_sink",
+    "keep_markers",
     "sink_data_source",
 ]

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..._exceptions import ConfigError
 from ..._faults import fault_point
-from ...barrier._sink import CheckpointedSink, CompletedCheckpoint
+from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, merge_offsets
 from ...state import PendingCheckpoints
 from ._task import TaskCommitMessage
 
@@ -47,7 +47,7 @@ def checkpoint_location(options: Mapping[str, str]) -> str | None:
 
 def state_directory(options: Mapping[str, str], sink_name: str) -> Path | None:
     """Where the ledger lives: the option, else under Spark's checkpoint location (local paths)."""
-    from ..kafka._checkpoint_log import local_checkpoint_dir
+    from .._checkpoint_log import local_checkpoint_dir
 
     explicit = options.get("checkpoint.state.location")
     if explicit:
@@ -63,7 +63,7 @@ def state_directory(options: Mapping[str, str], sink_name: str) -> Path | None:
     return root / "sparkbarrier" / sink_name
 
 
-def completed_checkpoint(messages: Sequence[Any], checkpoint_id: int,
+def completed_checkpoint(messages: Sequence[Any], batch_id: int,
                          checkpoint_location: str | None = None) -> CompletedCheckpoint:
     """Merge the tasks' reports into what the function is told.
 
@@ -72,19 +72,16 @@ def completed_checkpoint(messages: Sequence[Any], checkpoint_id: int,
     ``barrier-kafka`` planned for it): so a sink records the Kafka offsets of every
     batch whatever the transformations in between dropped, with or without markers.
     """
-    from ..kafka._checkpoint_log import planned_batch
+    from .._checkpoint_log import planned_batch
 
     msgs = sorted((m for m in messages if isinstance(m, TaskCommitMessage)), key=lambda m: m.partition_id)
-    planned = planned_batch(checkpoint_location, checkpoint_id)
-    offsets: dict[str, int] = dict(planned.offsets) if planned is not None else {}
+    planned = planned_batch(checkpoint_location, batch_id)
+    offsets = merge_offsets(planned.offsets if planned is not None else {}, *(m.source_offsets for m in msgs))
     checkpoints = {c for m in msgs for c in m.source_checkpoints}
     if planned is not None and planned.checkpoint_id is not None:
         checkpoints.add(planned.checkpoint_id)
-    for m in msgs:
-        for channel, nxt in m.source_offsets.items():
-            offsets[channel] = max(nxt, offsets.get(channel, nxt))
     return CompletedCheckpoint(
-        checkpoint_id=checkpoint_id, query_id=msgs[0].query_id if msgs else "",
+        batch_id=batch_id, query_id=msgs[0].query_id if msgs else "",
         handles=tuple(h for m in msgs for h in m.handles), source_offsets=offsets,
         source_checkpoints=tuple(sorted(checkpoints)))
 
@@ -102,28 +99,28 @@ class Completion:
             return None
         return PendingCheckpoints.restore(self._dir, identity=self._identity, allow_mismatch=self._allow)
 
-    def commit(self, messages: Sequence[Any], checkpoint_id: int) -> bool:
+    def commit(self, messages: Sequence[Any], batch_id: int) -> bool:
         """Notify the function unless the batch was applied before; True when notified."""
-        completed = completed_checkpoint(messages, checkpoint_id, self._location)
+        completed = completed_checkpoint(messages, batch_id, self._location)
         ledger = self._ledger()
         if ledger is not None:
             pending = {e.checkpoint_id for e in ledger.pending}
-            if ledger.newest_id is not None and checkpoint_id <= ledger.newest_id and checkpoint_id not in pending:
-                log.info("checkpoint %d was applied before (ledger in %s); discarding the replay's "
-                         "pre-committed work instead of applying it again", checkpoint_id, self._dir)
-                self._fn.notify_checkpoint_aborted(checkpoint_id, completed)
+            if ledger.newest_id is not None and batch_id <= ledger.newest_id and batch_id not in pending:
+                log.info("batch %d was applied before (ledger in %s); discarding the replay's "
+                         "pre-committed work instead of applying it again", batch_id, self._dir)
+                self._fn.notify_checkpoint_aborted(batch_id, completed)
                 return False
-            if checkpoint_id not in pending:
-                ledger.add(checkpoint_id, completed.source_offsets, int(time.time() * 1000))
+            if batch_id not in pending:
+                ledger.add(batch_id, completed.source_offsets, int(time.time() * 1000))
                 ledger.save(self._dir)  # type: ignore[arg-type]
         fault_point("sink.after_flush_before_commit")
-        self._fn.notify_checkpoint_complete(checkpoint_id, completed)
+        self._fn.notify_checkpoint_complete(batch_id, completed)
         fault_point("checkpointed.after_store_commit_before_ledger")
         if ledger is not None:
-            ledger.complete(checkpoint_id)
+            ledger.complete(batch_id)
             ledger.save(self._dir)  # type: ignore[arg-type]
         fault_point("sink.after_commit_before_commitlog")
         return True
 
-    def abort(self, messages: Sequence[Any], checkpoint_id: int) -> None:
-        self._fn.notify_checkpoint_aborted(checkpoint_id, completed_checkpoint(messages, checkpoint_id, self._location))
+    def abort(self, messages: Sequence[Any], batch_id: int) -> None:
+        self._fn.notify_checkpoint_aborted(batch_id, completed_checkpoint(messages, batch_id, self._location))

@@ -64,9 +64,7 @@ def started_function(run: RunKey, factory: Callable[[], Any], options: Mapping[s
         if fn is not None:
             return fn
         fn = factory()
-        start = getattr(fn, "start", None)
-        if start is not None:
-            start(dict(options), schema)
+        fn.start(dict(options), schema)
         for old in [k for k in _started if k.same_sink(run)]:
             del _started[old]
         _started[run] = fn

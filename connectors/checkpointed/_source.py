@@ -4,8 +4,8 @@
 ``my-store``; ``df.writeStream.format("my-store")`` then runs ``MyFunction`` under the
 checkpoint protocol (see ``sparkbarrier.barrier._sink`` for the call order). The sink's
 options reach the function in its :class:`SinkContext`; keys starting with
-``checkpoint.`` are the adapter's own, declared in :data:`ADAPTER_SPECS` (the README
-table is generated from them).
+``checkpoint.`` and ``delivery.guarantee`` are the adapter's own, declared in
+:data:`ADAPTER_SPECS` (the README table is generated from them).
 
 Which process runs what (pyspark 4.3; pinned by ``tests/connectors/checkpointed/test_start_once.py``):
 Spark calls ``DataSource.streamWriter`` anew for every batch in a write-planning worker
@@ -14,13 +14,13 @@ Spark calls ``DataSource.streamWriter`` anew for every batch in a write-planning
 neither the writer instance nor "the driver's function" survives from one call to the
 next: only module state of a reused worker process does. Hence:
 
-* ``validate(options, schema)`` (optional) runs in the planning worker, on the first
+* ``validate(options, schema)`` (a hook, no-op by default) runs in the planning worker, on the first
   batch's planning, at most once per process and sink (same options and schema): the
   checks that must fail the query before its first batch (bad options, a missing
   table). pyspark builds the planning worker's DataSource from its class for every
   batch, so that worker cannot tell a restart from the next batch: a restart in the
   same Spark application validates again only in planning workers that never saw it;
-* ``start(options, schema)`` (optional) runs in the commit worker, lazily, once per
+* ``start(options, schema)`` (a hook, no-op by default) runs in the commit worker, lazily, once per
   query run and process, before that process's first ``notify_checkpoint_*`` call; the
   started instance is kept in :mod:`._runs` and every later commit and abort of the run
   in that process calls it. A query run is one ``DataSource`` instance: Spark creates
@@ -30,7 +30,6 @@ next: only module state of a reused worker process does. Hence:
 from __future__ import annotations
 
 import dataclasses
-import enum
 import hashlib
 import json
 import logging
@@ -42,10 +41,10 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from ..._exceptions import SinkError
-from .._options import OptionSpec, enum_choices, enum_parser, parse_bool, parse_options, parse_stripped
-from ...barrier import CheckpointingMode
+from ..._exceptions import ConfigError, SinkError
+from .._options import OptionSpec, parse_bool, parse_options, parse_stripped
 from ...barrier._sink import CheckpointedSink, SinkContext
+from ._options import DELIVERY_GUARANTEE, RENAMED_SINK_OPTIONS
 from ._driver import Completion, checkpoint_location, state_directory
 from ._runs import RunKey, new_run_id, started_function, validate_once
 from ._task import TaskCommitMessage, run_task
@@ -53,23 +52,11 @@ from ._task import TaskCommitMessage, run_task
 log = logging.getLogger(__name__)
 
 __all__ = ["CheckpointedStreamWriter", "sink_data_source", "checkpointed_sink", "ADAPTER_OPTIONS", "ADAPTER_SPECS",
-           "SinkCheckpointMode", "checkpointed_options_table"]
-
-class SinkCheckpointMode(str, enum.Enum):
-    EXACTLY_ONCE = "exactly-once"
-    AT_LEAST_ONCE = "at-least-once"
-
-    @property
-    def processing(self) -> CheckpointingMode:
-        return {SinkCheckpointMode.EXACTLY_ONCE: CheckpointingMode.EXACTLY_ONCE,
-                SinkCheckpointMode.AT_LEAST_ONCE: CheckpointingMode.AT_LEAST_ONCE}[self]
-
+           "checkpointed_options_table"]
 
 ADAPTER_PREFIX = "checkpoint."
 ADAPTER_SPECS: tuple[OptionSpec, ...] = (
-    OptionSpec("checkpoint.mode", enum_parser(SinkCheckpointMode), SinkCheckpointMode.EXACTLY_ONCE,
-               "`exactly-once`: a write task aligns the barriers of its channels before a snapshot; "
-               "`at-least-once`: it tracks them without blocking", choices=enum_choices(SinkCheckpointMode)),
+    DELIVERY_GUARANTEE,
     OptionSpec("checkpoint.state.location", parse_stripped, "",
                "local driver directory of the applied-checkpoint ledger; default "
                "`<checkpointLocation>/sparkbarrier/<name>`"),
@@ -87,9 +74,11 @@ class _Message(WriterCommitMessage):
 
 
 def _adapter_options(options: dict[str, str], name: str) -> dict[str, Any]:
-    """Parse the ``checkpoint.*`` keys (the rest belongs to the function)."""
-    own = {k: v for k, v in options.items() if k.lower().startswith(ADAPTER_PREFIX)}
-    values, _ = parse_options(own, ADAPTER_SPECS, source_name=f"checkpointed sink {name!r}")
+    """Parse the adapter's keys: ``delivery.guarantee`` and ``checkpoint.*`` (the rest belongs to the function)."""
+    own = {k: v for k, v in options.items()
+           if k.lower().startswith(ADAPTER_PREFIX) or k.lower() == DELIVERY_GUARANTEE.key}
+    values, _ = parse_options(own, ADAPTER_SPECS, source_name=f"checkpointed sink {name!r}",
+                              renamed=RENAMED_SINK_OPTIONS)
     return values
 
 
@@ -115,20 +104,17 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
                  schema: StructType, run_id: str = "") -> None:
         self.name, self.factory, self.options, self.schema = name, factory, _lower_keys(options), schema
         adapter = _adapter_options(self.options, name)
-        self.mode = adapter["checkpoint.mode"].processing
+        self.guarantee = adapter[DELIVERY_GUARANTEE.key]
         self.allow_mismatch = adapter["checkpoint.state.allowMismatch"]
         self.run = RunKey(run_id or new_run_id(), name, self.options.get("sink.id", ""),
                           checkpoint_location(self.options) or "")
-        self.uses_ledger = getattr(factory(), "uses_ledger", True)  # constructing is cheap; start is not
+        self.uses_ledger = _checked(factory(), name).uses_ledger  # constructing is cheap; start is not
         self.state_dir = state_directory(self.options, name) if self.uses_ledger else None
 
     def validate_at_query_start(self) -> None:
         """Planning worker: the function's ``validate`` and our own warning, once per run and process."""
         def check() -> None:
-            probe = self.factory()
-            validate = getattr(probe, "validate", None)
-            if validate is not None:
-                validate(self.options, self.schema)
+            self.factory().validate(self.options, self.schema)
             _warn_if_offsets_unrecordable(self.name, self.schema, checkpoint_location(self.options))
 
         # The planning worker builds its DataSource from the class and options for every
@@ -145,7 +131,7 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
         if ctx is None or batch is None or query is None:
             raise SinkError(f"sink {self.name!r} is a streaming sink: no micro-batch id in the task context")
         context = SinkContext(self.name, query, int(batch), ctx.partitionId(), ctx.attemptNumber(), self.options)
-        return _Message(run_task(self.factory(), context, iterator, mode=self.mode))
+        return _Message(run_task(self.factory(), context, iterator, guarantee=self.guarantee))
 
     def _completion(self) -> Completion:
         identity = {"sink": self.name, "sink.id": self.options.get("sink.id", "")}
@@ -163,14 +149,23 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
 def _warn_if_offsets_unrecordable(name: str, schema: StructType, location: str | None) -> None:
     """Say at query start when the sink could not learn the Kafka offsets of its batches."""
     from ...barrier import MARKER_COLUMNS
-    from ..kafka._checkpoint_log import local_checkpoint_dir
+    from .._checkpoint_log import local_checkpoint_dir
 
     if set(MARKER_COLUMNS) <= set(schema.names) or local_checkpoint_dir(location) is not None:
         return
     log.warning("sink %r cannot record the Kafka offsets of its batches: the stream has no barrier marker "
                 "columns and the checkpoint location %r is not a local path. If it reads barrier-kafka, set "
                 ".option('barrierMarkers', 'true') on the source and keep the columns "
-                "(sparkbarrier.connectors.hbase.keep_markers) to record them", name, location)
+                "(sparkbarrier.connectors.checkpointed.keep_markers) to record them", name, location)
+
+
+def _checked(fn: Any, name: str) -> CheckpointedSink:
+    """``fn`` if it subclasses CheckpointedSink, whose defaults the adapter relies on."""
+    if not isinstance(fn, CheckpointedSink):
+        raise ConfigError(f"sink {name!r}: the factory returned a {type(fn).__name__}, not a subclass of "
+                          "sparkbarrier.barrier.CheckpointedSink (or TwoPhaseCommitSink), which declares "
+                          "the hooks the adapter calls")
+    return fn
 
 
 def _reports(messages: Sequence[WriterCommitMessage | None]) -> list[TaskCommitMessage]:

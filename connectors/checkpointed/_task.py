@@ -3,10 +3,11 @@
 Per task (Spark's ``write(iterator)``): a fresh function instance, ``initialize_state``
 once with the batch, partition and attempt; every Arrow batch is split at marker rows
 and fed to an :class:`~sparkbarrier.barrier.InputProcessor` (exactly-once alignment or
-at-least-once tracking, option ``checkpoint.mode``), which hands data to ``invoke`` and
+at-least-once tracking, option ``delivery.guarantee``), which hands data to ``invoke`` and
 calls ``snapshot_state`` when a checkpoint's barriers are in. At the end of the input
-the processor releases what it still buffers and the task takes a last snapshot if
-data arrived after the previous one. Every snapshot's handle goes back to the driver
+the processor releases what it still buffers, the function hears ``end_of_input`` and
+the task takes a last snapshot if data arrived after the previous one (or always, when
+``end_of_input`` asked for it); ``close`` runs whatever happened. Every snapshot's handle goes back to the driver
 in the task's commit message, with the source offsets the barriers carried.
 
 Channels. A data row's channel is ``"<topic>:<partition>"`` when the input has the
@@ -31,7 +32,7 @@ import pyarrow.compute as pc
 
 from ..._exceptions import SinkError
 from ..._faults import fault_point
-from ...barrier import CheckpointBarrier, CheckpointingMode, InputProcessor, split_markers
+from ...barrier import CheckpointBarrier, DeliveryGuarantee, InputProcessor, split_markers
 from ...barrier._sink import CheckpointedSink, SinkContext
 
 __all__ = ["TaskCommitMessage", "run_task", "SINGLE_CHANNEL"]
@@ -46,7 +47,7 @@ class TaskCommitMessage:
     """One task's report to the driver (picklable; Spark wraps it as a WriterCommitMessage)."""
 
     query_id: str
-    checkpoint_id: int
+    batch_id: int
     partition_id: int
     attempt: int
     handles: list[Any] = field(default_factory=list)
@@ -72,17 +73,17 @@ class _Shim:
 
     def take(self) -> None:
         fault_point("sink.before_flush")
-        handle = self.fn.snapshot_state(self.msg.checkpoint_id)
+        handle = self.fn.snapshot_state(self.msg.batch_id)
         if handle is not None:
             self.msg.handles.append(handle)
         self.dirty = False
 
-    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # driver-side in Spark
+    def notify_checkpoint_complete(self, source_checkpoint_id: int) -> None:  # driver-side in Spark
         pass
 
     def notify_checkpoint_aborted(self, source_checkpoint_id: int) -> None:
         log.info("task %d: alignment of source checkpoint %d declined; its data goes into the next "
-                 "snapshot of batch %d", self.msg.partition_id, source_checkpoint_id, self.msg.checkpoint_id)
+                 "snapshot of batch %d", self.msg.partition_id, source_checkpoint_id, self.msg.batch_id)
 
     def downstream(self, _channel: Any, batch: pa.RecordBatch) -> None:
         self.fn.invoke(batch)
@@ -110,13 +111,13 @@ def _channel_runs(batch: pa.RecordBatch) -> list[tuple[str, pa.RecordBatch]]:
 class _Feeder:
     """Creates the InputProcessor with the first channel seen and adds later ones."""
 
-    def __init__(self, shim: _Shim, mode: CheckpointingMode) -> None:
-        self.shim, self.mode = shim, mode
+    def __init__(self, shim: _Shim, guarantee: DeliveryGuarantee) -> None:
+        self.shim, self.guarantee = shim, guarantee
         self.processor: InputProcessor | None = None
 
     def feed(self, channel: str, element: Any) -> None:
         if self.processor is None:
-            self.processor = InputProcessor([channel], self.shim, self.shim.downstream, mode=self.mode)
+            self.processor = InputProcessor([channel], self.shim, self.shim.downstream, guarantee=self.guarantee)
         else:
             self.processor.add_channel(channel)
         self.processor.process(channel, element)
@@ -127,23 +128,21 @@ class _Feeder:
 
 
 def run_task(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.RecordBatch], *,
-             mode: CheckpointingMode) -> TaskCommitMessage:
+             guarantee: DeliveryGuarantee) -> TaskCommitMessage:
     """Feed one task's input through ``fn``; returns the commit message for the driver."""
-    msg = TaskCommitMessage(context.query_id, context.checkpoint_id, context.partition_id, context.attempt)
+    msg = TaskCommitMessage(context.query_id, context.batch_id, context.partition_id, context.attempt)
     try:
-        _run(fn, context, batches, msg, mode)
+        _run(fn, context, batches, msg, guarantee)
     finally:
-        close = getattr(fn, "close", None)
-        if close is not None:
-            close()
+        fn.close()
     return msg
 
 
 def _run(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.RecordBatch], msg: TaskCommitMessage,
-         mode: CheckpointingMode) -> None:
+         guarantee: DeliveryGuarantee) -> None:
     fn.initialize_state(context)
     shim = _Shim(fn, msg)
-    feeder = _Feeder(shim, mode)
+    feeder = _Feeder(shim, guarantee)
     for batch in batches:
         single = not _has_channel_columns(batch.schema)
         for piece in split_markers(batch):
@@ -162,11 +161,9 @@ def _run(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.Record
             channel = SINGLE_CHANNEL if single else piece.channel
             if channel is None:
                 raise SinkError(f"a {type(piece).__name__} marker without a channel reached the sink",
-                                checkpoint_id=context.checkpoint_id)
+                                batch_id=context.batch_id)
             feeder.feed(channel, piece)
     feeder.end()
-    end_of_input = getattr(fn, "end_of_input", None)
-    if end_of_input is not None:
-        end_of_input()  # the function asked to hear it: its last snapshot follows, always
-    if shim.dirty or not msg.handles or end_of_input is not None:
+    always = fn.end_of_input()  # True: the function holds data back, its last snapshot follows always
+    if shim.dirty or not msg.handles or always:
         shim.take()

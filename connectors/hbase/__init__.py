@@ -12,7 +12,7 @@ from typing import Any
 
 from ._datasource import BarrierHBaseDataSource
 from ._lineage import CellLineage, lineage
-from ._markers import keep_markers
+from ..checkpointed._markers import keep_markers
 from ._options import (
     DEFAULT_COMMIT_TABLE,
     READ_OPTION_SPECS as _READ_OPTION_SPECS,

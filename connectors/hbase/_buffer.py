@@ -67,13 +67,13 @@ class MutationBuffer:
     """Netted row changes of one task with Flink's row/byte flush limits."""
 
     def __init__(self, conn: HBaseConnection, table: str, clock: TaskClock, *, families: tuple[bytes, ...],
-                 max_rows: int, max_size: int, checkpoint_id: int | None = None) -> None:
+                 max_rows: int, max_size: int, batch_id: int | None = None) -> None:
         self._conn = conn
         self._table = table.encode()
         self._clock = clock
         self._families = families
         self.max_rows, self.max_size = max_rows, max_size
-        self.checkpoint_id = checkpoint_id
+        self.batch_id = batch_id
         self._changes: dict[bytes, _RowChange] = {}
         self._held: dict[bytes, _RowChange] = {}  # keys in the last round, written at the end
         self._written: dict[bytes, tuple[int, bool]] = {}  # key -> (round, a put of it went out there)
@@ -141,7 +141,7 @@ class MutationBuffer:
         if len(self._written) >= FLUSHED_KEYS_LIMIT:
             self._floor = min(_LAST, max(r for r, _ in self._written.values()) + 1)
             self._written = {}
-        fault_point(FAULT_AFTER_PARTIAL_FLUSH, fail=lambda m: FlushError(m, checkpoint_id=self.checkpoint_id))
+        fault_point(FAULT_AFTER_PARTIAL_FLUSH, fail=lambda m: FlushError(m, batch_id=self.batch_id))
 
     def _write(self, round_: int, changes: list[tuple[bytes, _RowChange]]) -> None:
         Mutation, BatchMutation = _thrift_types()
@@ -175,7 +175,7 @@ class MutationBuffer:
             raise FlushError(
                 f"writing {len(mutations)} row(s) to HBase table {self._table.decode()!r} "
                 f"at timestamp {ts} failed: {_first_line(exc)}",
-                checkpoint_id=self.checkpoint_id,
+                batch_id=self.batch_id,
             ) from exc
 
 

@@ -26,13 +26,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
 from ..._exceptions import FencedError, ProtocolError
-from ..._faults import fault_point
+from ...barrier._sink import merge_offsets
 from ._commit_table import (
     ATTEMPT_COLUMN,
     put_history,
@@ -69,8 +69,6 @@ class HBaseCommitMessage(WriterCommitMessage):
     flush_bytes: int = 2 << 20
     rows: int = 0
     ts_end: int | None = None
-    offsets: dict[str, int] = field(default_factory=dict)
-    source_checkpoints: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -145,11 +143,12 @@ class Committer:
                source_checkpoints: Sequence[int] = ()) -> CommitRecord | None:
         """Record checkpoint ``batch_id`` atomically; idempotent for an already-committed batch.
 
-        ``offsets`` (next offset per source channel) and ``source_checkpoints`` come from
-        the barriers the batch carried (the adapter collects them); messages may carry
-        their own too (``HBaseTaskWriter.run``).
+        ``offsets`` (next offset per source channel) and ``source_checkpoints`` are the
+        batch's, merged over its tasks by the checkpointed-sink adapter (the one place
+        task reports are merged); the record carries the previous commit's offsets
+        forward for channels this batch did not read. The fault points around this call
+        are the adapter's too, so each fires once per batch.
         """
-        fault_point("sink.after_flush_before_commit")
         msgs = [m for m in messages if isinstance(m, HBaseCommitMessage)]
         if not msgs:
             log.info("batch %d: no write task reported; nothing to commit", batch_id)
@@ -159,13 +158,13 @@ class Committer:
         if len(keys) != 1:
             raise FencedError(
                 f"batch {batch_id}: write tasks disagree on the timestamp base {sorted(map(str, keys))}; "
-                "another writer is using the same sink.id", checkpoint_id=batch_id)
+                "another writer is using the same sink.id", batch_id=batch_id)
         state = read_state(self._conn, self._commit_table, first.sink_id)
         current = state.commit
         if current is not None and current.query_id == first.query_id and current.batch_id == first.batch_id:
             if current.ts_lo != first.base_ms:
                 raise FencedError(f"sink {first.sink_id!r}: batch {batch_id} is committed at timestamp base "
-                                  f"{current.ts_lo}, the tasks wrote at {first.base_ms}", checkpoint_id=batch_id)
+                                  f"{current.ts_lo}, the tasks wrote at {first.base_ms}", batch_id=batch_id)
             put_history(self._conn, self._commit_table, current)  # the first try may have died before it
             log.info("sink %s batch %d already committed (seq %d); commit is a no-op",
                      first.sink_id, batch_id, current.seq)
@@ -176,11 +175,8 @@ class Committer:
                 f"sink {first.sink_id!r}: expected last committed sequence {first.prev_seq}, found "
                 f"{current_seq} (query {current.query_id if current else None}, batch "
                 f"{current.batch_id if current else None}); another writer uses this sink.id",
-                checkpoint_id=batch_id)
-        covered = dict(current.offsets) if current is not None else {}
-        for source in [m.offsets for m in msgs] + [dict(offsets or {})]:
-            for channel, nxt in source.items():
-                covered[channel] = max(nxt, covered.get(channel, nxt))
+                batch_id=batch_id)
+        covered = merge_offsets(current.offsets if current is not None else {}, offsets or {})
         if first.gap is not None:
             self._roll_back(first.gap)
         ends = [m.ts_end for m in msgs if m.ts_end is not None]
@@ -189,7 +185,7 @@ class Committer:
             sink_id=first.sink_id, table=self._table, seq=(current_seq or 0) + 1, query_id=first.query_id,
             batch_id=first.batch_id, ts_lo=first.base_ms, ts_hi=ts_hi,
             read_bound=max(ts_hi, current.read_bound if current is not None else 0), offsets=covered,
-            source_checkpoints=sorted({c for m in msgs for c in m.source_checkpoints} | set(source_checkpoints)),
+            source_checkpoints=sorted(set(source_checkpoints)),
             gaps=_merge_gaps(current.gaps if current is not None else [], first.gap),
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
             committed_at_ms=int(time.time() * 1000), flush_rows=first.flush_rows, flush_bytes=first.flush_bytes,
@@ -199,9 +195,8 @@ class Committer:
         elif not check_and_put(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN,
                                state.commit_raw, record.to_bytes()):
             raise FencedError(f"sink {first.sink_id!r}: the commit record changed while committing "
-                              f"batch {batch_id}; another writer uses this sink.id", checkpoint_id=batch_id)
+                              f"batch {batch_id}; another writer uses this sink.id", batch_id=batch_id)
         put_history(self._conn, self._commit_table, record)
-        fault_point("sink.after_commit_before_commitlog")
         log.info("sink %s committed batch %d as sequence %d (%d rows, timestamps %d..%d)", first.sink_id,
                  batch_id, record.seq, sum(m.rows for m in msgs), record.ts_lo, record.ts_hi)
         return record

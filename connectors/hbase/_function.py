@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..._exceptions import SinkError
-from ...barrier._sink import CompletedCheckpoint, SinkContext
+from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext
 from ._admin import prepare_table
 from ._commit_table import ensure_commit_table
 from ._committer import Committer, HBaseCommitMessage
@@ -38,7 +38,7 @@ def _arrow_schema(schema: Any) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-class HBaseSinkFunction:
+class HBaseSinkFunction(CheckpointedSink):
     """The ``CheckpointedSink`` behind ``writeStream.format("barrier-hbase")``."""
 
     uses_ledger = False
@@ -53,7 +53,7 @@ class HBaseSinkFunction:
 
     @classmethod
     def around(cls, writer: HBaseTaskWriter) -> HBaseSinkFunction:
-        """A function over an existing writer (``HBaseTaskWriter.run``)."""
+        """A function over an existing writer: tests and benchmarks run one task without Spark."""
         fn = cls()
         fn._writer = writer
         return fn
@@ -130,7 +130,7 @@ class HBaseSinkFunction:
     def initialize_state(self, context: SinkContext) -> None:
         if self._writer is None:
             opts = parse_sink_options(context.options)
-            self._writer = HBaseTaskWriter(opts, TaskIdentity(context.query_id, context.checkpoint_id,
+            self._writer = HBaseTaskWriter(opts, TaskIdentity(context.query_id, context.batch_id,
                                                               context.partition_id))
         self._writer.begin()
 
@@ -138,14 +138,18 @@ class HBaseSinkFunction:
         assert self._writer is not None
         self._writer.add(batch)
 
-    def snapshot_state(self, checkpoint_id: int) -> HBaseCommitMessage:
+    def snapshot_state(self, batch_id: int) -> HBaseCommitMessage:
         """Flush at a barrier; after :meth:`end_of_input`, flush everything (held keys too)."""
         assert self._writer is not None
         return self._writer.snapshot(final=self._ended)
 
-    def end_of_input(self) -> None:
-        """The task's input is done: the next snapshot is the last one and writes everything."""
+    def end_of_input(self) -> bool:
+        """The task's input is done: the next snapshot is the last one and writes everything.
+
+        True: that snapshot must run even without new data, to write the keys held back.
+        """
         self._ended = True
+        return True
 
     def close(self) -> None:
         if self._writer is not None:
@@ -160,14 +164,14 @@ class HBaseSinkFunction:
                          fenced=self.opts.exactly_once, schema_json=self.schema_json, rowkey=self.opts.rowkey,
                          columns=columns, thrift2=self._thrift2())
 
-    def notify_checkpoint_complete(self, checkpoint_id: int, completed: CompletedCheckpoint) -> None:
+    def notify_checkpoint_complete(self, batch_id: int, completed: CompletedCheckpoint) -> None:
         committer = self.committer()
         try:
-            committer.commit(list(completed.handles), checkpoint_id, offsets=completed.source_offsets,
+            committer.commit(list(completed.handles), batch_id, offsets=completed.source_offsets,
                              source_checkpoints=completed.source_checkpoints)
         finally:
             committer.close()
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int, completed: CompletedCheckpoint | None = None) -> None:
+    def notify_checkpoint_aborted(self, batch_id: int, completed: CompletedCheckpoint | None = None) -> None:
         if completed is not None:
-            self.committer().abort(list(completed.handles), checkpoint_id)  # writes nothing
+            self.committer().abort(list(completed.handles), batch_id)  # writes nothing

@@ -29,6 +29,8 @@ from .._options import (
     parse_stripped,
     parse_timestamp_ms,
 )
+from ...barrier import DeliveryGuarantee
+from ..checkpointed._options import DELIVERY_GUARANTEE, RENAMED_SINK_OPTIONS
 from ._gateways import Gateway, parse_gateways
 from ._sasl import KerberosSettings, parse_qops
 from ._tls import TlsSettings
@@ -52,13 +54,8 @@ __all__ = [
 DEFAULT_COMMIT_TABLE = "sparkbarrier_commits"
 # Keys Spark itself puts into a sink's option map.
 # The checkpointed-sink adapter's own options (``checkpoint.*``) are the adapter's to check.
-_SPARK_KEYS = ("path", "checkpointLocation", "queryName", "checkpoint.mode", "checkpoint.state.location",
+_SPARK_KEYS = ("path", "checkpointLocation", "queryName", "checkpoint.state.location",
                "checkpoint.state.allowMismatch")
-
-
-class DeliveryGuarantee(str, enum.Enum):
-    EXACTLY_ONCE = "exactly-once"
-    AT_LEAST_ONCE = "at-least-once"
 
 
 class ThriftTransport(str, enum.Enum):
@@ -202,12 +199,7 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_
         "sink.buffer-flush.max-size", parse_positive_size, 2 * 1024 * 1024,
         "flush when the buffered mutations reach this size (e.g. `2mb`)", type_name="size",
     ),
-    OptionSpec(
-        "delivery.guarantee", enum_parser(DeliveryGuarantee), DeliveryGuarantee.EXACTLY_ONCE,
-        "`exactly-once` fences concurrent writers and makes replays identical; "
-        "`at-least-once` skips the fencing",
-        choices=enum_choices(DeliveryGuarantee),
-    ),
+    DELIVERY_GUARANTEE,  # the adapter's spec: one declaration, one name
 )
 
 READ_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_SPECS + (
@@ -346,7 +338,8 @@ def _kerberos(v: Mapping[str, Any]) -> KerberosSettings | None:
 
 def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
     """Validate Spark's option map for the sink (driver, at query start)."""
-    v, _ = parse_options(raw, SINK_OPTION_SPECS, source_name="barrier-hbase sink", ignored=_SPARK_KEYS)
+    v, _ = parse_options(raw, SINK_OPTION_SPECS, source_name="barrier-hbase sink", ignored=_SPARK_KEYS,
+                         renamed=RENAMED_SINK_OPTIONS)
     return HBaseSinkOptions(
         **_shared_fields(v),
         rowkey=v["rowkey"],

@@ -12,7 +12,6 @@ families, a null with ``sink.ignore-null-value=false`` removes that cell.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -20,8 +19,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..._exceptions import SinkError
-from ..._faults import fault_point
-from ...barrier._sink import SinkContext
 from ._buffer import MutationBuffer
 from ._committer import HBaseCommitMessage, plan_attempt
 from ._connection import HBaseConnection
@@ -46,8 +43,8 @@ class HBaseTaskWriter:
     """Writes one task's rows: :meth:`begin`, :meth:`add` per data batch, :meth:`snapshot` per barrier.
 
     Driven by :class:`~._function.HBaseSinkFunction` under the checkpointed-sink adapter
-    (which splits markers and calls the snapshots); :meth:`run` drives it directly over
-    batches that may carry marker rows (tests, benchmarks) and returns one merged message.
+    (which splits markers and calls the snapshots); this module does not know that
+    function, so the two do not import each other.
     """
 
     def __init__(self, opts: HBaseSinkOptions, identity: TaskIdentity) -> None:
@@ -83,35 +80,20 @@ class HBaseTaskWriter:
             self._buf = MutationBuffer(self._conn, o.table, self._clock,
                                        families=self._layout_for(data.schema).families,
                                        max_rows=self._plan.max_rows, max_size=self._plan.max_size,
-                                       checkpoint_id=self._id.batch_id)
+                                       batch_id=self._id.batch_id)
         self._msg.rows += self._add(data, self._buf)
 
     def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
         """Flush (Flink's snapshot at the barrier: unconditional) and report what is written so far."""
         assert self._msg is not None and self._clock is not None, "begin() first"
-        fault_point("sink.before_flush")
         if self._buf is not None:
             self._buf.flush(final=final)
             if self._buf.max_round is not None:
                 self._msg.ts_end = self._clock.end(self._buf.max_round)
-        return replace(self._msg, offsets=dict(self._msg.offsets))
+        return replace(self._msg)
 
     def close(self) -> None:
         self._conn.close()
-
-    def run(self, batches: Iterator[pa.RecordBatch]) -> HBaseCommitMessage:
-        """Write ``batches`` (marker rows allowed) as one task; the merged commit message."""
-        from ...barrier import CheckpointingMode
-        from ..checkpointed._task import run_task
-        from ._function import HBaseSinkFunction
-
-        ident = self._id
-        context = SinkContext("barrier-hbase", ident.query_id, ident.batch_id, ident.partition_id, 0, {})
-        report = run_task(HBaseSinkFunction.around(self), context, batches, mode=CheckpointingMode.EXACTLY_ONCE)
-        msg = report.handles[-1]
-        msg.offsets = dict(report.source_offsets)
-        msg.source_checkpoints = list(report.source_checkpoints)
-        return msg
 
     def _layout_for(self, schema: pa.Schema) -> SinkLayout:
         if self._layout is None:
@@ -127,14 +109,14 @@ class HBaseTaskWriter:
         key_arr = data.column(layout.rowkey)
         if key_arr.null_count:
             raise SinkError(f"column {layout.rowkey!r} (the row key) is null in {key_arr.null_count} row(s)",
-                            checkpoint_id=self._id.batch_id)
+                            batch_id=self._id.batch_id)
         keys = encode_column(key_arr)
         if layout.op_column is not None:
             ops = pc.utf8_lower(data.column(layout.op_column)).to_pylist()
             bad = set(ops) - {None, "upsert", "delete"}
             if bad:
                 raise SinkError(f"column {layout.op_column!r} holds {sorted(bad)}; allowed: upsert, delete "
-                                "(null means upsert)", checkpoint_id=self._id.batch_id)
+                                "(null means upsert)", batch_id=self._id.batch_id)
         else:
             ops = None
         cols = [(t.column, encode_column(data.column(t.name))) for t in layout.targets]

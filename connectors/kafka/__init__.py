@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._client_config import client_settings
-from ._checkpoint_log import CheckpointLogStatus, SparkBatch, checkpoint_log_status
+from .._checkpoint_log import CheckpointLogStatus, SparkBatch, checkpoint_log_status
 from ._group import CommittedOffset, GroupStatus, PartitionStatus, committed_offsets, group_status
 from ._jvm_commits import KafkaOffsetCommits, commit_kafka_offsets
 from ._options import KafkaSourceOptions, kafka_options_table, parse_source_options

@@ -15,7 +15,7 @@ class FileSink(TwoPhaseCommitSink):
 
     def begin_transaction(self):                    # executor: first data after a snapshot
         c = self.context                            # batch, partition, attempt, options
-        name = f".staged-{c.checkpoint_id}-{c.partition_id}-{uuid.uuid4().hex}.parquet"
+        name = f".staged-{c.batch_id}-{c.partition_id}-{uuid.uuid4().hex}.parquet"
         return [Path(c.options["path"]) / name, None]
 
     def write(self, txn, batch):                    # executor: Arrow batches, no markers
@@ -31,10 +31,10 @@ class FileSink(TwoPhaseCommitSink):
 
     def commit(self, handles, completed):           # driver: publish; idempotent
         for staged in handles:
-            final = staged.replace("/.staged-", f"/part-{completed.checkpoint_id:06d}-")
+            final = staged.replace("/.staged-", f"/part-{completed.batch_id:06d}-")
             if os.path.exists(staged):              # a repeat finds it renamed already
                 os.replace(staged, final)
 
-    def abort(self, handles, checkpoint_id):        # driver: discard
+    def abort(self, handles, batch_id):             # driver: discard
         for staged in handles:
             Path(staged).unlink(missing_ok=True)

@@ -75,7 +75,7 @@ class PostgresSink(TwoPhaseCommitSink[Any]):
     def begin_transaction(self) -> Any:
         ctx = self.context
         assert ctx is not None
-        prefix = _prefix(ctx.options["sink.id"], ctx.query_id, ctx.checkpoint_id)
+        prefix = _prefix(ctx.options["sink.id"], ctx.query_id, ctx.batch_id)
         conn = _connect(ctx.options["dsn"])
         gid = f"{prefix}{ctx.partition_id}:{uuid.uuid4().hex}"
         conn.tpc_begin(gid)
@@ -99,7 +99,7 @@ class PostgresSink(TwoPhaseCommitSink[Any]):
     # -- driver ----------------------------------------------------------------
 
     def commit(self, handles: Sequence[Any], completed: CompletedCheckpoint) -> None:
-        sink, query, batch = self.sink_id, completed.query_id, completed.checkpoint_id
+        sink, query, batch = self.sink_id, completed.query_id, completed.batch_id
         with _connect(self.dsn, autocommit=True) as conn:
             conn.execute(f"INSERT INTO {DECISIONS} VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                          (sink, query, batch, json.dumps(list(handles)), json.dumps(dict(completed.source_offsets))))
@@ -108,7 +108,7 @@ class PostgresSink(TwoPhaseCommitSink[Any]):
             for gid in _prepared(conn, _prefix(sink, query, batch)):
                 _finish(conn, gid, commit=gid in decided)
 
-    def abort(self, handles: Sequence[Any], checkpoint_id: int) -> None:
+    def abort(self, handles: Sequence[Any], batch_id: int) -> None:
         if not handles:
             return
         with _connect(self.dsn, autocommit=True) as conn:

@@ -11,7 +11,7 @@ from sparkbarrier.barrier import (
     AbortReason,
     CancelCheckpointMarker,
     CheckpointBarrier,
-    CheckpointingMode,
+    DeliveryGuarantee,
     EndOfPartition,
     InitializationContext,
     InputProcessor,
@@ -145,7 +145,7 @@ def test_whole_arrow_batches_with_marker_rows_are_split_and_aligned():
 
 
 def test_at_least_once_never_buffers():
-    proc, fn = make(mode=CheckpointingMode.AT_LEAST_ONCE)
+    proc, fn = make(guarantee=DeliveryGuarantee.AT_LEAST_ONCE)
     proc.process_all([("a", B(1)), ("a", rows(1)), ("b", rows(2)), ("b", B(1)), ("b", rows(3))])
     assert fn.events == [("data", "a", [1]), ("data", "b", [2]), ("snapshot", 1), ("data", "b", [3])]
     assert proc.buffered_bytes == 0
@@ -168,9 +168,9 @@ def test_negative_limit_is_rejected():
         make(max_buffered_bytes=-1)
 
 
-@pytest.mark.parametrize("mode", list(CheckpointingMode))
+@pytest.mark.parametrize("mode", list(DeliveryGuarantee))
 def test_data_after_end_of_partition_is_protocol_error_naming_the_channel(mode):
-    proc, fn = make(mode=mode)
+    proc, fn = make(guarantee=mode)
     proc.process_all([("b", rows(1)), ("b", EndOfPartition("b"))])
     with pytest.raises(ProtocolError, match="after its EndOfPartition") as info:
         proc.process("b", rows(2))
@@ -178,9 +178,9 @@ def test_data_after_end_of_partition_is_protocol_error_naming_the_channel(mode):
     assert ("data", "b", [2]) not in fn.events
 
 
-@pytest.mark.parametrize("mode", list(CheckpointingMode))
+@pytest.mark.parametrize("mode", list(DeliveryGuarantee))
 def test_data_from_unknown_channel_is_protocol_error_naming_the_channel(mode):
-    proc, fn = make(mode=mode)
+    proc, fn = make(guarantee=mode)
     with pytest.raises(ProtocolError, match="unknown channel 'zz'") as info:
         proc.process("zz", rows(1))
     assert info.value.channel == "zz" and fn.events == []
@@ -273,7 +273,7 @@ def test_end_of_input_is_idempotent_and_later_input_is_protocol_error():
 
 
 def test_end_of_input_in_at_least_once_mode_aborts_tracked_checkpoints():
-    proc, fn = make(mode=CheckpointingMode.AT_LEAST_ONCE)
+    proc, fn = make(guarantee=DeliveryGuarantee.AT_LEAST_ONCE)
     proc.process_all([("a", B(1)), ("a", rows(1)), ("a", B(2))])
     proc.end_of_input()
     assert fn.events == [("data", "a", [1]), ("aborted", 1), ("aborted", 2)]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from sparkbarrier.barrier import (
     CancelCheckpointMarker,
     CheckpointBarrier,
-    CheckpointingMode,
+    DeliveryGuarantee,
     EndOfPartition,
     InitializationContext,
     InputProcessor,
@@ -115,10 +115,10 @@ def values_before(script: list[object], checkpoint_id: int) -> list[int] | None:
     return None
 
 
-def run(sc: Scenario, mode: CheckpointingMode) -> Observer:
+def run(sc: Scenario, mode: DeliveryGuarantee) -> Observer:
     obs = Observer(len(sc.scripts))
     proc = InputProcessor(
-        list(range(len(sc.scripts))), obs, obs.downstream, mode=mode, max_buffered_bytes=sc.limit
+        list(range(len(sc.scripts))), obs, obs.downstream, guarantee=mode, max_buffered_bytes=sc.limit
     )
     for ch, element in sc.elements():
         proc.process(ch, element)
@@ -147,19 +147,19 @@ def check_exactly_once(sc: Scenario, obs: Observer) -> None:
 @FAST
 @given(scenarios(cancels=True, skips=True, limits=False))
 def test_exactly_once_snapshot_sees_exactly_the_records_before_its_barriers(sc):
-    check_exactly_once(sc, run(sc, CheckpointingMode.EXACTLY_ONCE))
+    check_exactly_once(sc, run(sc, DeliveryGuarantee.EXACTLY_ONCE))
 
 
 @FAST
 @given(scenarios(cancels=True, skips=True, limits=True))
 def test_exactly_once_byte_limit_loses_and_duplicates_nothing(sc):
-    check_exactly_once(sc, run(sc, CheckpointingMode.EXACTLY_ONCE))
+    check_exactly_once(sc, run(sc, DeliveryGuarantee.EXACTLY_ONCE))
 
 
 @FAST
 @given(scenarios(cancels=False, skips=False, limits=False))
 def test_exactly_once_every_checkpoint_fires_when_all_channels_deliver_it(sc):
-    obs = run(sc, CheckpointingMode.EXACTLY_ONCE)
+    obs = run(sc, DeliveryGuarantee.EXACTLY_ONCE)
     check_exactly_once(sc, obs)
     n_checkpoints = sum(isinstance(e, CheckpointBarrier) for e in sc.scripts[0])
     assert [cid for cid, _ in obs.snapshots] == list(range(1, n_checkpoints + 1))
@@ -169,7 +169,7 @@ def test_exactly_once_every_checkpoint_fires_when_all_channels_deliver_it(sc):
 @FAST
 @given(scenarios(cancels=True, skips=True, limits=False))
 def test_at_least_once_delivers_in_arrival_order_without_buffering(sc):
-    obs = run(sc, CheckpointingMode.AT_LEAST_ONCE)
+    obs = run(sc, DeliveryGuarantee.AT_LEAST_ONCE)
     assert obs.delivered == [values(s) for s in sc.scripts]
     ids = [cid for cid, _ in obs.snapshots]
     assert ids == sorted(set(ids))

@@ -48,8 +48,8 @@ def _scenario(tmp_path: Path, unique_name, bootstrap: str, thrift: tuple[str, in
 
 
 # Hit numbers put each crash mid-stream (after at least one committed batch where the
-# point allows it): two write tasks per batch, one sink commit and one completion
-# notice per batch.
+# point allows it): each point fires once per hit, in the checkpointed-sink adapter;
+# two write tasks per batch (one snapshot each), one sink commit per batch.
 KILL_POINTS = [
     "sink.before_flush@3",
     "sink.after_flush_before_commit@2",

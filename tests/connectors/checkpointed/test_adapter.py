@@ -11,7 +11,7 @@ import pytest
 from sparkbarrier._exceptions import StateCompatibilityError
 from sparkbarrier.barrier import (
     CheckpointBarrier,
-    CheckpointingMode,
+    DeliveryGuarantee,
     CompletedCheckpoint,
     SinkContext,
     TwoPhaseCommitSink,
@@ -41,10 +41,10 @@ class Recorder(TwoPhaseCommitSink[list]):
         return tuple(txn)
 
     def commit(self, handles: Any, completed: CompletedCheckpoint) -> None:
-        self.calls.append(("commit", completed.checkpoint_id, tuple(handles), dict(completed.source_offsets)))
+        self.calls.append(("commit", completed.batch_id, tuple(handles), dict(completed.source_offsets)))
 
-    def abort(self, handles: Any, checkpoint_id: int) -> None:
-        self.calls.append(("abort", checkpoint_id, tuple(handles)))
+    def abort(self, handles: Any, batch_id: int) -> None:
+        self.calls.append(("abort", batch_id, tuple(handles)))
 
 
 def _stream(rows: list[tuple[str, int, int]], barriers: list[tuple[str, int, int]]) -> pa.RecordBatch:
@@ -59,11 +59,11 @@ def _ctx(batch: int = 5) -> SinkContext:
     return SinkContext("rec", "q", batch, 0, 0, {})
 
 
-@pytest.mark.parametrize("mode", list(CheckpointingMode))
-def test_coalesced_partitions_snapshot_once_aligned_with_every_row(mode: CheckpointingMode) -> None:
+@pytest.mark.parametrize("mode", list(DeliveryGuarantee))
+def test_coalesced_partitions_snapshot_once_aligned_with_every_row(mode: DeliveryGuarantee) -> None:
     fn = Recorder()
     batches = [_stream([("t", 0, 1), ("t", 0, 2)], [("t:0", 9, 2)]), _stream([("t", 1, 3)], [("t:1", 9, 1)])]
-    msg = run_task(fn, _ctx(), iter(batches), mode=mode)
+    msg = run_task(fn, _ctx(), iter(batches), guarantee=mode)
     assert [v for h in msg.handles for v in h] == [1, 2, 3]
     assert msg.source_offsets == {"t:0": 2, "t:1": 1} and msg.source_checkpoints[0] == 9 and msg.rows == 3
 
@@ -73,14 +73,14 @@ def test_input_without_channel_columns_is_one_channel() -> None:
     schema = with_marker_columns(pa.schema([("v", pa.int64())]))
     data = pa.RecordBatch.from_pylist([{"v": 7}], schema=schema)
     marks = marker_batch([CheckpointBarrier(3, 0, "t:0", 1), CheckpointBarrier(3, 0, "t:1", 4)], schema)
-    msg = run_task(fn, _ctx(), iter([data, marks]), mode=CheckpointingMode.EXACTLY_ONCE)
+    msg = run_task(fn, _ctx(), iter([data, marks]), guarantee=DeliveryGuarantee.EXACTLY_ONCE)
     assert msg.handles == [(7,)] and msg.source_offsets == {"t:0": 1, "t:1": 4}
 
 
 def test_ledger_applies_each_batch_once_and_discards_replays(tmp_path: Path) -> None:
     fn = Recorder()
     msg = run_task(Recorder(), _ctx(), iter([_stream([("t", 0, 1)], [("t:0", 1, 1)])]),
-                   mode=CheckpointingMode.EXACTLY_ONCE)
+                   guarantee=DeliveryGuarantee.EXACTLY_ONCE)
     done = Completion(fn, {"sink": "rec"}, tmp_path, allow_mismatch=False)
     assert done.commit([msg], 5) is True
     again = Completion(fn, {"sink": "rec"}, tmp_path, allow_mismatch=False)  # a replay after a crash
@@ -108,3 +108,50 @@ def test_query_start_says_when_kafka_offsets_cannot_be_learned(caplog: pytest.Lo
         _warn_if_offsets_unrecordable("s", schema, "hdfs://nn/ckpt")    # neither markers nor log
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 1 and "barrierMarkers" in warned[0] and "hdfs://nn/ckpt" in warned[0]
+
+
+class _HoldsBack(Recorder):
+    """Asks for a last snapshot at the end of the input even without new data."""
+
+    def end_of_input(self) -> bool:
+        self.calls.append(("end_of_input",))
+        return True
+
+    def snapshot_state(self, batch_id: int) -> Any:
+        self.calls.append(("snapshot", batch_id))
+        return super().snapshot_state(batch_id)
+
+
+def test_end_of_input_asking_for_it_gets_a_last_snapshot_without_new_data() -> None:
+    schema = with_marker_columns(KAFKA)
+    data = pa.RecordBatch.from_pylist([{"topic": "t", "partition": 0, "v": 1}], schema=schema)
+    marks = marker_batch([CheckpointBarrier(9, 0, "t:0", 1)], schema)
+    plain, holds = Recorder(), _HoldsBack()
+    for fn in (plain, holds):
+        run_task(fn, _ctx(), iter([data, marks]), guarantee=DeliveryGuarantee.EXACTLY_ONCE)
+    assert plain.calls == [("pre_commit", (1,))]  # the default hooks: no extra snapshot
+    assert holds.calls == [("snapshot", 5), ("pre_commit", (1,)), ("end_of_input",), ("snapshot", 5)]
+
+
+def test_a_sink_that_does_not_subclass_checkpointed_sink_is_a_config_error() -> None:
+    from pyspark.sql.types import StructType
+
+    from sparkbarrier._exceptions import ConfigError
+    from sparkbarrier.connectors.checkpointed._source import CheckpointedStreamWriter
+
+    class Duck:
+        def invoke(self, batch: Any) -> None:
+            pass
+
+    with pytest.raises(ConfigError, match="not a subclass of sparkbarrier.barrier.CheckpointedSink"):
+        CheckpointedStreamWriter("duck", Duck, {}, StructType([]))
+
+
+def test_delivery_guarantee_is_the_adapter_option_and_checkpoint_mode_names_it() -> None:
+    from sparkbarrier._exceptions import ConfigError
+    from sparkbarrier.connectors.checkpointed._source import _adapter_options
+
+    assert _adapter_options({"delivery.guarantee": "at-least-once", "x": "1"}, "rec")[
+        "delivery.guarantee"] is DeliveryGuarantee.AT_LEAST_ONCE
+    with pytest.raises(ConfigError, match="'checkpoint.mode' .* is now 'delivery.guarantee'"):
+        _adapter_options({"checkpoint.mode": "exactly-once"}, "rec")

@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 
 from polling import wait_for
+from sparkbarrier.barrier import CheckpointedSink
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(400)]
 
 BATCHES = 20
 
 
-class CountingSink:
+class CountingSink(CheckpointedSink):
     """Records every driver-side call, its process and its instance, into ``record.path``."""
 
     uses_ledger = False
@@ -52,14 +53,14 @@ class CountingSink:
     def invoke(self, batch: Any) -> None:
         pass
 
-    def snapshot_state(self, checkpoint_id: int) -> Any:
+    def snapshot_state(self, batch_id: int) -> Any:
         return None
 
-    def notify_checkpoint_complete(self, checkpoint_id: int, completed: Any) -> None:
-        self._record(self.options, call="commit", batch=checkpoint_id, run=self.run, started_in=self.started_in)
+    def notify_checkpoint_complete(self, batch_id: int, completed: Any) -> None:
+        self._record(self.options, call="commit", batch=batch_id, run=self.run, started_in=self.started_in)
 
-    def notify_checkpoint_aborted(self, checkpoint_id: int, completed: Any = None) -> None:
-        self._record(self.options, call="abort", batch=checkpoint_id, run=self.run, started_in=self.started_in)
+    def notify_checkpoint_aborted(self, batch_id: int, completed: Any = None) -> None:
+        self._record(self.options, call="abort", batch=batch_id, run=self.run, started_in=self.started_in)
 
 
 def _calls(path: Path) -> list[dict[str, Any]]:

@@ -9,6 +9,9 @@ import happybase
 import pyarrow as pa
 import pytest
 
+from hbase_tasks import run_writer
+from sparkbarrier.connectors.checkpointed._driver import completed_checkpoint
+from sparkbarrier.connectors.checkpointed._task import TaskCommitMessage
 from sparkbarrier.connectors.hbase import parse_sink_options
 from sparkbarrier.connectors.hbase._committer import HBaseCommitMessage
 from sparkbarrier.connectors.hbase._function import HBaseSinkFunction
@@ -36,15 +39,23 @@ class Sink:
         self.driver = HBaseSinkFunction()
         self.driver.validate(raw, spark_schema(schema))
         self.driver.start(raw, spark_schema(schema))
+        self._reports: dict[int, TaskCommitMessage] = {}  # id(message) → its task's report
 
     def task(self, rows: Sequence[dict[str, Any]] | Sequence[pa.RecordBatch], *, batch: int,
              query: str = "q1", partition: int = 0) -> HBaseCommitMessage:
         batches = rows if rows and isinstance(rows[0], pa.RecordBatch) else [
             pa.RecordBatch.from_pylist(list(rows), schema=self.schema)]
-        return HBaseTaskWriter(self.opts, TaskIdentity(query, batch, partition)).run(iter(batches))
+        report = run_writer(HBaseTaskWriter(self.opts, TaskIdentity(query, batch, partition)), batches)
+        msg = report.handles[-1]
+        self._reports[id(msg)] = report
+        return msg
 
     def commit(self, messages: Sequence[HBaseCommitMessage], batch: int) -> Any:
-        return self.driver.committer().commit(messages, batch)
+        """Commit as the adapter's driver does: offsets merged from the tasks' reports."""
+        reports = [self._reports[id(m)] for m in messages if id(m) in self._reports]
+        completed = completed_checkpoint(reports, batch)
+        return self.driver.committer().commit(messages, batch, offsets=completed.source_offsets,
+                                              source_checkpoints=completed.source_checkpoints)
 
     def read(self, **as_of: Any) -> list[dict[str, Any]]:
         """The committed (or, with ``as_of_batch``/``as_of_ms``, as-of) view, sorted by id."""

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from hbase_tasks import write_task
 from sparkbarrier._exceptions import ConfigError, SinkError
 from sparkbarrier.connectors.hbase._connection import HBaseConnection
 from sparkbarrier.connectors.hbase._datasource import HBaseCommittedReader, ScanPartition
@@ -100,8 +101,8 @@ def test_tasks_and_read_partitions_use_both_gateways(make_sink, gateways: str) -
     try:
         for w in writers:
             w.close = lambda: None  # type: ignore[method-assign]  # keep the sockets open to look at them
-        messages = [w.run(iter([pa.RecordBatch.from_pylist(
-            [{"id": f"p{p}k{i}", "v": str(i)} for i in range(50)], schema=SCHEMA)]))
+        messages = [write_task(w, [pa.RecordBatch.from_pylist(
+            [{"id": f"p{p}k{i}", "v": str(i)} for i in range(50)], schema=SCHEMA)])
             for p, w in enumerate(writers)]
         assert ports <= _peer_ports()
         assert {w._conn.gateway.port for w in writers} == ports

@@ -26,6 +26,15 @@ def test_option_keys_are_case_insensitive() -> None:
     assert o.guarantee is DeliveryGuarantee.AT_LEAST_ONCE
 
 
+def test_one_guarantee_enum_and_the_old_option_name_is_an_error() -> None:
+    from sparkbarrier.barrier import DeliveryGuarantee as CoreGuarantee
+
+    assert DeliveryGuarantee is CoreGuarantee
+    with pytest.raises(ConfigError, match="'Checkpoint.Mode' of barrier-hbase sink is now 'delivery.guarantee'") as exc:
+        parse_sink_options({**BASE, "Checkpoint.Mode": "at-least-once"})
+    assert exc.value.option == "Checkpoint.Mode"
+
+
 def test_unknown_option_lists_valid_ones() -> None:
     with pytest.raises(ConfigError, match="valid options are: .*rowkey.*sink.buffer-flush.max-rows") as exc:
         parse_sink_options({**BASE, "row.key": "x"})

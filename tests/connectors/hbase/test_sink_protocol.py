@@ -10,6 +10,7 @@ import happybase
 import pyarrow as pa
 import pytest
 
+from hbase_tasks import write_task
 from sparkbarrier._exceptions import ConfigError, FencedError, FlushError, SinkError
 from sparkbarrier.barrier.markers import CheckpointBarrier, marker_batch, with_marker_columns
 from sparkbarrier._faults import FAULT_ENV
@@ -206,7 +207,7 @@ def test_thrift_down_fails_clearly_and_commits_nothing(make_sink) -> None:
     sink = make_sink(KV)
     bad = replace(sink.opts, port=1, gateways=(Gateway(sink.opts.host, 1),), failover_backoff_ms=10)
     with pytest.raises(SinkError, match="cannot reach the HBase Thrift server"):
-        HBaseTaskWriter(bad, TaskIdentity("q1", 0, 0)).run(
-            iter([pa.RecordBatch.from_pylist([{"id": "a", "v": 1, "s": None}], schema=KV)]))
+        write_task(HBaseTaskWriter(bad, TaskIdentity("q1", 0, 0)),
+                   [pa.RecordBatch.from_pylist([{"id": "a", "v": 1, "s": None}], schema=KV)])
     with pytest.raises(SinkError, match="committed nothing"):
         sink.read()

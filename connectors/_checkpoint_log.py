@@ -1,10 +1,16 @@
-"""Spark's checkpoint directory, read for the ``barrier-kafka`` offsets it holds.
+"""Spark's checkpoint directory, read for the Kafka offsets it holds (for sources and sinks).
+
+Neither connector owns Spark's checkpoint directory: the ``barrier-kafka`` status tools
+read it for what the source planned and completed, and the checkpointed-sink adapter
+(every sink, ``barrier-hbase`` included) reads it for the offsets a batch covers. So it
+is read here, below both.
 
 The source keeps its pending ledger in the driver's memory only; the one durable,
 readable record of what was planned is Spark's own offset log (``offsets/<batch>``),
 and of what completed, its commit log (``commits/<batch>``). Each offset-log entry
 holds one line per source, and the ``barrier-kafka`` line is a :class:`SourceOffset`,
-parsed here with the same (version-checked) parser the planner uses.
+parsed with the source's own (version-checked) parser: that wire format has one owner,
+``connectors/kafka/_offsets.py``.
 
 Read-only, local paths only, no Spark needed: usable while the query runs or after.
 """
@@ -15,8 +21,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..._exceptions import ConfigError, ProtocolError
-from ._offsets import SourceOffset
+from typing import TYPE_CHECKING
+
+from .._exceptions import ConfigError, ProtocolError
+
+if TYPE_CHECKING:
+    from .kafka._offsets import SourceOffset
 
 __all__ = ["CheckpointLogStatus", "SparkBatch", "checkpoint_log_status", "planned_batch", "local_checkpoint_dir"]
 
@@ -53,6 +63,10 @@ def _barrier_offset(lines: list[str]) -> SourceOffset | None:
     lines are skipped. Ours go through :meth:`SourceOffset.from_json`, so an unknown
     version raises ProtocolError instead of being read as if it were version 1.
     """
+    # Imported here: the kafka package re-exports this module's status reader, so a
+    # module-level import would run its __init__ while this module is half loaded.
+    from .kafka._offsets import SourceOffset
+
     for line in lines[1:]:  # lines[0] is the batch metadata
         try:
             obj = json.loads(line)
