@@ -17,12 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "sparkbarrier"
 SKIP = {"tests", ".venv", "build", ".git", ".hypothesis", ".pytest_cache"}
 
-# Temporary: being broken on the Kafka Kerberos branch (the reader-availability import
-# moves out of connectors/kafka/_options.py). Remove this entry after that merge.
-KNOWN_CIRCLES = [
-    {"sparkbarrier.connectors.kafka._options", "sparkbarrier.connectors.kafka._native_reader",
-     "sparkbarrier.connectors.kafka._librdkafka", "sparkbarrier.connectors.kafka._range"},
-]
+KNOWN_CIRCLES: list[set[str]] = []
 
 
 def _modules() -> dict[str, Path]:

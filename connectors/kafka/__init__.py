@@ -18,7 +18,8 @@ from ._client_config import client_settings
 from .._checkpoint_log import CheckpointLogStatus, SparkBatch, checkpoint_log_status
 from ._group import CommittedOffset, GroupStatus, PartitionStatus, committed_offsets, group_status
 from ._jvm_commits import KafkaOffsetCommits, commit_kafka_offsets
-from ._options import KafkaSourceOptions, kafka_options_table, parse_source_options
+from ._options import KafkaSourceOptions, kafka_options_table
+from ._reader_choice import parse_source_options
 from ._positions import TopicPartition
 from ._source import BarrierKafkaDataSource, source_schema
 

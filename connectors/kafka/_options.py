@@ -31,12 +31,11 @@ from .._options import (
     parse_string,
     redact,
 )
-from ._client_config import ConsumerClient, kafka_python_configs, librdkafka_configs
-from ._reader_choice import client_at_query_start
+from ._client_config import ConsumerClient, kafka_python_configs
 from ._positions import PartitionStart, StartKind, TopicPartition, start_from_spark_json
 from ._security import Security, parse_security
 
-__all__ = ["GroupFallback", "KafkaSourceOptions", "SPECS", "StartingOffsetsByTimestampStrategy", "parse_source_options", "kafka_options_table"]
+__all__ = ["GroupFallback", "KafkaSourceOptions", "SPECS", "StartingOffsetsByTimestampStrategy", "parse_declared_options", "kafka_options_table"]
 
 SOURCE_NAME = "barrier-kafka"
 
@@ -226,8 +225,13 @@ def _parse_assign(raw: str) -> tuple[TopicPartition, ...]:
     return tuple(sorted(TopicPartition(t, p) for t, parts in data.items() for p in parts))
 
 
-def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
-    """Validate Spark's option map; raise :class:`ConfigError` naming option and fix."""
+def parse_declared_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
+    """Validate Spark's option map; raise :class:`ConfigError` naming option and fix.
+
+    The executors' client stays as requested (``kafkaConsumer.client``) and no librdkafka
+    settings are derived yet: :func:`._reader_choice.parse_source_options` decides the
+    client at query start, which needs the readers -- and the readers need these options.
+    """
     for key in raw:
         reason = _REJECTED.get(key.lower())
         if reason is not None:
@@ -278,7 +282,6 @@ def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
         raise ConfigError("'minOffsetsPerTrigger' must not exceed 'maxOffsetsPerTrigger'",
                           option="minOffsetsPerTrigger")
     security = parse_security(passthrough)
-    client = client_at_query_start(values["kafkaConsumer.client"], security)
     configs = kafka_python_configs(passthrough)
     return KafkaSourceOptions(
         bootstrap_servers=values["kafka.bootstrap.servers"],
@@ -304,11 +307,9 @@ def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
         fetch_offset_retries=values["fetchOffset.numRetries"],
         fetch_offset_retry_interval_ms=values["fetchOffset.retryIntervalMs"],
         arrow_batch_size=values["arrowBatchSize"],
-        consumer_client=client,
+        consumer_client=values["kafkaConsumer.client"],
         client_configs=configs,
         security=security,
-        librdkafka_configs=(librdkafka_configs(configs)
-                            if client is not ConsumerClient.KAFKA_PYTHON else {}),
         safe_options={k: str(v) for k, v in redact(dict(raw)).items()},
     )
 

@@ -2,8 +2,8 @@
 
 Two moments decide it:
 
-* query start, on the driver (:func:`client_at_query_start`, called by option
-  parsing): an explicit choice that cannot work fails ``load()`` with the reason and
+* query start, on the driver (:func:`parse_source_options`, which parses the options
+  and then calls :func:`client_at_query_start`): an explicit choice that cannot work fails ``load()`` with the reason and
   the fix -- ``native`` where the compiled module does not load, ``native`` or
   ``confluent`` with GSSAPI -- and ``auto`` with GSSAPI becomes ``kafka-python``
   (the only client path here that logs in with Kerberos; see ``_kerberos``), so every
@@ -14,25 +14,36 @@ Two moments decide it:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from typing import TYPE_CHECKING
 
 from ..._exceptions import ConfigError
-from ._client_config import ConsumerClient
+from ._client_config import ConsumerClient, librdkafka_configs
+from ._options import KafkaSourceOptions, parse_declared_options
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from ._options import KafkaSourceOptions
     from ._range import KafkaRangePartition
     from ._security import Security
 
-__all__ = ["client_at_query_start", "reader_for"]
+__all__ = ["client_at_query_start", "parse_source_options", "reader_for"]
 
 log = logging.getLogger(__name__)
 OPTION = "kafkaConsumer.client"
+
+
+def parse_source_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
+    """Spark's option map → :class:`KafkaSourceOptions` with the executors' client decided
+    (query start: errors name the option and the fix). librdkafka's settings are derived
+    only for a librdkafka client, so a setting only kafka-python has fails only there."""
+    parsed = parse_declared_options(raw)
+    client = client_at_query_start(parsed.consumer_client, parsed.security)
+    settings = librdkafka_configs(parsed.client_configs) if client is not ConsumerClient.KAFKA_PYTHON else {}
+    return dataclasses.replace(parsed, consumer_client=client, librdkafka_configs=settings)
 
 
 def client_at_query_start(client: ConsumerClient, security: Security) -> ConsumerClient:

@@ -14,7 +14,7 @@ import pytest
 
 from sparkbarrier import SourceError
 from sparkbarrier.connectors.kafka._cluster import ClusterView
-from sparkbarrier.connectors.kafka._options import parse_source_options
+from sparkbarrier.connectors.kafka import parse_source_options
 
 
 def _closed_port() -> int:

@@ -10,7 +10,7 @@ from kafka_testkit import KafkaTool
 
 from sparkbarrier.connectors.kafka._committer import OffsetCommitter
 from sparkbarrier.connectors.kafka._metrics import SourceMetrics
-from sparkbarrier.connectors.kafka._options import parse_source_options
+from sparkbarrier.connectors.kafka import parse_source_options
 from sparkbarrier.connectors.kafka._positions import TopicPartition as TP
 
 pytestmark = pytest.mark.kafka
