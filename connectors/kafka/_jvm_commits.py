@@ -23,9 +23,11 @@ Burrow, exporters) see nothing. :func:`commit_kafka_offsets` adds a
   listener-bus thread. :meth:`KafkaOffsetCommits.stats` reports the time spent in
   the listener per event.
 
-The listener is picklable (threads and clients are created on first use), because on
-Spark Connect ``spark.streams.addListener`` ships it to the server, where it runs;
-there the returned handle's counters stay at zero on the client.
+On Spark Connect (PySpark 4.x) the listener runs in the client process: the server
+streams the query events to the client's listener bus, so the handle's ``stats`` and
+``wait_for`` work as on classic PySpark (tests/connectors/kafka/test_jvm_commits_connect.py).
+The listener stays picklable (threads and clients are created on first use) for
+deployments that ship listeners elsewhere.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQueryListener
 
 from ..._exceptions import ConfigError
+from ..._faults import fault_point
 from ._client_config import kafka_python_configs
 from ._metrics import SourceMetrics
 from ._positions import TopicPartition
@@ -174,11 +177,21 @@ class KafkaOffsetCommits(StreamingQueryListener):
                     return
                 batch_id, offsets = self._pending
                 self._pending = None
-            if self._committer is None:
-                self._committer = OffsetCommitter(self._admin_configs, self._group_id,
-                                                  self._metrics, query_id=self._query_id,
-                                                  source=_SOURCE)
-            ok = self._committer.commit(batch_id + 1, int(time.time() * 1000), offsets)
+            fault_point("listener.before_group_commit")
+            try:
+                if self._committer is None:
+                    self._committer = OffsetCommitter(self._admin_configs, self._group_id,
+                                                      self._metrics, query_id=self._query_id,
+                                                      source=_SOURCE)
+                ok = self._committer.commit(batch_id + 1, int(time.time() * 1000), offsets)
+            except Exception:  # noqa: BLE001 - logged and counted, see below
+                # The committer handles Kafka's errors itself; anything else (a client
+                # setting kafka-python rejects, a bug) would end this thread, and with it
+                # every later commit, without a trace in stats(). Log it, count it, go on.
+                log.exception("spark-kafka: committing batch %d to group %r failed",
+                              batch_id, self._group_id)
+                self._metrics.add("commits_failed")
+                ok = False
             with self._cond:
                 if ok:
                     self._last_batch = max(self._last_batch, batch_id)
