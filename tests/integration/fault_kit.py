@@ -74,6 +74,8 @@ class PipelineConfig:
     starting_offsets: str = "earliest"
     master: str = "local[2]"
     gateways: tuple[tuple[str, int], ...] = ()  # several Thrift1 gateways: the sink gets them all
+    # "barrier-kafka", or "kafka": Spark's own source, group commits by commit_kafka_offsets
+    source: str = "barrier-kafka"
 
 
 @dataclass

@@ -1,0 +1,105 @@
+"""Fault injection behind Spark's own ``format("kafka")``: barrier-hbase stays exactly once.
+
+The same kill → restart harness as test_faults.py (``fault_kit``), with the pipeline
+reading through the JVM source (``PipelineConfig.source = "kafka"``): no barrier markers,
+so the sink learns each batch's Kafka offsets from Spark's offset log, and group commits
+come from ``commit_kafka_offsets``. Each case crashes the driver at a sink commit point
+(or at the listener's commit), checks that the group is not ahead of the sink's commit
+record and the committed view holds exactly the committed records, restarts on the same
+checkpoint and checks the plain scan, the committed view, one version per batch and the
+group == end offsets (``Scenario.check_complete``). A write task failing mid-write is
+retried by Spark and still applied once; a fresh query on a new checkpoint resumes from
+the sink's commit record (``starting_offsets_from_sink``).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fault_kit import PipelineConfig, Scenario
+
+from sparkbarrier.connectors import starting_offsets_from_sink
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mark.hbase]
+
+N_RECORDS = 300
+
+
+def _scenario(tmp_path: Path, unique_name, bootstrap: str, thrift: tuple[str, int],
+              thrift2: tuple[str, int], **cfg: object) -> Scenario:
+    name = unique_name("jvmfault")
+    config = PipelineConfig(bootstrap=bootstrap, thrift=tuple(thrift), thrift2=tuple(thrift2),
+                            topic=name, group=f"{name}_group", table=name,
+                            sink_id=f"{name}_sink", checkpoint=str(tmp_path / "checkpoint"),
+                            source="kafka", **cfg)  # type: ignore[arg-type]
+    return Scenario(config, tmp_path)
+
+
+# Hit numbers put each crash in the second of three batches (300 records, 100 per
+# trigger), after one committed batch. Every sink.* point sits twice on its path: in the
+# checkpointed-sink layer around the function and in barrier-hbase inside it. Per batch
+# the two write tasks (one per partition) pass sink.before_flush twice each (hit 5 is
+# the second batch's first), the driver each other sink.* point twice (hit 3; the
+# committer's sink.after_commit_before_commitlog comes first: HBase committed, ledger
+# and commit log not); the listener commits once per batch.
+KILL_POINTS = [
+    "sink.before_flush@5",
+    "sink.after_flush_before_commit@3",
+    "sink.after_commit_before_commitlog@3",
+    "listener.before_group_commit@2",
+]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("fault", KILL_POINTS, ids=[p.split("@")[0] for p in KILL_POINTS])
+def test_jvm_source_driver_killed_at_fault_point_resumes_exactly_once(
+        fault: str, tmp_path: Path, unique_name, kafka_bootstrap: str,
+        hbase_thrift: tuple[str, int], hbase_thrift2: tuple[str, int]) -> None:
+    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2)
+    sc.fill_topic(N_RECORDS)
+    crashed = sc.run(fault, timeout=180)
+    assert crashed.killed, f"fault {fault} did not kill the driver:\n{crashed.log[-3000:]}"
+    sc.check_group_not_ahead_of_sink()
+    record = sc.commit_record()
+    assert record is not None, "a crash in the second batch left no sink commit record"
+    sc.check_exactly_once(upto=record.offsets)
+    assert record.offsets != sc.end_offsets(), "the crash came after the last batch"
+    resumed = sc.run(timeout=180)
+    assert resumed.returncode == 0, resumed.log[-3000:]
+    sc.check_complete()
+
+
+@pytest.mark.timeout(200)
+def test_jvm_source_write_task_failing_mid_write_is_retried_exactly_once(
+        tmp_path: Path, unique_name, kafka_bootstrap: str, hbase_thrift: tuple[str, int],
+        hbase_thrift2: tuple[str, int]) -> None:
+    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2,
+                   master="local[2,2]")
+    sc.fill_topic(N_RECORDS)
+    result = sc.run("hbase.after_partial_flush@2", timeout=180)  # FlushError once; retried
+    assert result.fired and result.returncode == 0, result.log[-3000:]
+    assert "FlushError" in result.log
+    sc.check_complete()
+
+
+@pytest.mark.timeout(240)
+def test_jvm_source_fresh_query_resumes_from_sink_commit_after_checkpoint_loss(
+        tmp_path: Path, unique_name, kafka_bootstrap: str, hbase_thrift: tuple[str, int],
+        hbase_thrift2: tuple[str, int]) -> None:
+    """starting_offsets_from_sink is Spark's startingOffsets JSON: the JVM source takes it."""
+    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2)
+    sc.fill_topic(N_RECORDS)
+    crashed = sc.run("sink.after_commit_before_commitlog@3", timeout=180)
+    assert crashed.killed, crashed.log[-3000:]
+    record = sc.commit_record()
+    assert record is not None and record.offsets != sc.end_offsets()
+    shutil.rmtree(sc.cfg.checkpoint)
+    sc.cfg.starting_offsets = starting_offsets_from_sink(
+        *hbase_thrift, sc.cfg.sink_id, bootstrap_servers=kafka_bootstrap)
+    sc.cfg.checkpoint = str(tmp_path / "fresh-checkpoint")
+    resumed = sc.run(timeout=180)
+    assert resumed.returncode == 0, resumed.log[-3000:]
+    sc.check_complete()
