@@ -174,11 +174,23 @@ def test_unexpected_commit_error_is_counted_and_the_next_batch_commits() -> None
 
 @pytest.mark.kafka
 def test_progress_event_comes_after_the_commit_log_entry(
-        spark, kafka: KafkaTool, unique_name, tmp_path) -> None:
+        spark, kafka: KafkaTool, unique_name, tmp_path, monkeypatch) -> None:
     """What "commits only completed batches" rests on: Spark writes ``commits/<batch>``
     before it posts the batch's progress event (listeners are called in order, so this
-    one sees what the commit listener sees)."""
+    one sees what the commit listener sees). Also: the commit listener gets its events
+    as JSON, not through PySpark's field-by-field py4j conversion (only the probe's
+    events go through ``fromJObject``)."""
     from pyspark.sql.streaming import StreamingQueryListener
+    from pyspark.sql.streaming.listener import QueryProgressEvent
+
+    converted: list[int] = []
+    from_jobject = QueryProgressEvent.fromJObject.__func__
+
+    def counting(cls, jevent):
+        converted.append(1)
+        return from_jobject(cls, jevent)
+
+    monkeypatch.setattr(QueryProgressEvent, "fromJObject", classmethod(counting))
 
     topic = kafka.create_topic(unique_name("t"))
     kafka.produce(topic, 6)
@@ -210,6 +222,8 @@ def test_progress_event_comes_after_the_commit_log_entry(
         assert handle.wait_for(last, 60)
         wait_for(lambda: len(seen) >= last + 1, 30, "every progress event delivered")
         assert last >= 2 and all(done for _, done in seen), seen
+        assert handle.stats()["events"] == len(seen) == len(converted), \
+            (handle.stats()["events"], len(seen), len(converted))
     finally:
         spark.streams.removeListener(probe)
         spark.streams.removeListener(handle)
