@@ -47,11 +47,13 @@ def _scenario(tmp_path: Path, unique_name, bootstrap: str, thrift: tuple[str, in
 # and commit log not); the listener commits once per batch.
 _BEFORE_FLUSH_REPLAY = pytest.mark.xfail(strict=False, reason=(
     "found 2026-11-23, open: after a kill at sink.before_flush in the second batch the "
-    "plain scan and the committed view are exact, but the replay of that batch wrote a "
-    "key's value at another round's timestamp than the killed attempt (v161 at base+1 "
-    "and base+9 ms) and its later delete left no marker, so older versions (what "
-    "as.of.batch reads) show the batch twice. barrier-kafka passes the same kill; the "
-    "JVM source's replay does not flush where the first attempt did"))
+    "plain scan and the committed view are exact, but older versions (what as.of.batch "
+    "reads) are not: one key's value of that batch sits at base+1 and at base+9 ms, i.e. "
+    "written by Spark task 0 in one attempt and task 1 in the other (task p owns "
+    "base + 8p, _timestamps.py), and the batch's later delete of it masks nothing. "
+    "Likely cause: the JVM source does not keep the Spark partition id of a Kafka "
+    "partition across a driver restart, which the per-task timestamp blocks assume. "
+    "barrier-kafka passes the same kill"))
 
 KILL_POINTS = [
     pytest.param("sink.before_flush@5", marks=_BEFORE_FLUSH_REPLAY, id="sink.before_flush"),
