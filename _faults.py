@@ -15,7 +15,9 @@ Python data source (the streaming reader's ``latestOffset``/``commit``, the sink
 ``commit``/``abort``) runs in a Python worker spawned by the driver JVM, and executor
 code in local mode runs in workers of the same JVM; so the nearest ``java`` ancestor
 of this process is the driver JVM. It is killed first, then this process. A process
-without a ``java`` ancestor (the protocol used without Spark) kills only itself.
+without a ``java`` ancestor kills only itself: the protocol used without Spark, or the
+driver program itself (the JVM's parent, where ``commit_kafka_offsets``' listener runs),
+whose death ends the application.
 Points given ``fail=`` raise that exception instead, failing just the Spark task.
 
 The points (name → where it sits):
@@ -31,6 +33,8 @@ The points (name → where it sits):
                                            Spark's commit log not yet
 ``source.after_commitlog_before_kafka_commit``  driver Kafka planner: batch known complete,
                                            group offsets not yet committed
+``listener.before_group_commit``           driver, ``commit_kafka_offsets``: the batch is
+                                           in the commit log, the group not yet committed
 ``checkpointed.after_store_commit_before_ledger``  driver, checkpointed sinks: the function
                                            committed the batch, the applied ledger not yet
 =========================================  ===============================================

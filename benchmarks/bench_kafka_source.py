@@ -57,6 +57,7 @@ class Result:
     jvm_cpu_s_per_m: float | None = None
     worker_rss_mb: float | None = None  # largest single Python worker
     workers_rss_mb: float | None = None  # largest sum over Python workers
+    listener_ms_per_event: float | None = None  # commit listener, measured inside it
 
 
 def produce(bootstrap: str, topic: str, records: int, value_bytes: int) -> float:
@@ -387,19 +388,22 @@ def spark_run(spark, name: str, fmt: str, options: dict[str, str], records: int,
         elapsed = time.perf_counter() - t0
         jvm, py = mon.cpu()
         rows = sum(p["numInputRows"] for p in query.recentProgress)
+    listener_ms = None
     if handle is not None:
-        spark.streams.removeListener(handle)
         assert handle.wait_for(query.lastProgress["batchId"], 60), "last batch not committed"
+        spark.streams.removeListener(handle)
         handle.close()
         st = handle.stats()
-        print(f"    {name}: listener {st['listener_s_total'] / max(st['events'], 1) * 1e3:.3f} "
-              f"ms/event (max {st['listener_s_max'] * 1e3:.3f} ms) over {st['events']} "
-              f"events, {st['commits_succeeded']} commits, {st['commits_failed']} failed")
+        listener_ms = st["listener_s_total"] / max(st["events"], 1) * 1e3
+        print(f"    {name}: listener {listener_ms:.3f} ms/event (max "
+              f"{st['listener_s_max'] * 1e3:.3f} ms) over {st['events']} events "
+              f"({len(query.recentProgress)} batches), {st['commits_succeeded']} commits, "
+              f"{st['commits_failed']} failed")
     # barrier-kafka adds one marker row per partition and batch
     assert rows >= records, (fmt, rows, records)
     return Result(name, records / elapsed, (jvm + py) / records * 1e6, jvm / records * 1e6,
                   mon.peak_one if fmt != "kafka" else None,
-                  mon.peak_sum if fmt != "kafka" else None)
+                  mon.peak_sum if fmt != "kafka" else None, listener_ms)
 
 
 def sasl_ssl_options(manifest_path: str | None) -> dict[str, str]:
@@ -536,6 +540,7 @@ def _measure(args: argparse.Namespace, topic: str, warm_topic: str) -> None:
     # Full-size unmeasured rounds: the JVM source's JIT keeps improving over the first few
     # million records (measured: 3.5 -> 1.6-2.0 CPU-s/M over four rounds), so a long-running
     # stream is compared only after --warmup-rounds of every reader.
+    overhead: dict[str, list[tuple[float, float, float]]] = {}  # sink -> per round
     for round_ in range(1 - args.warmup_rounds, args.rounds + 1):
         if round_ <= 0:
             for name, fmt, extra in readers:
@@ -544,9 +549,13 @@ def _measure(args: argparse.Namespace, topic: str, warm_topic: str) -> None:
                 spark_run(spark, name, fmt, opts, args.records)
             print(f"warm-up round {round_ + args.warmup_rounds} done", flush=True)
             continue
+        # The JVM source with and without the listener swap places every round, so neither
+        # always runs first (a cold cache or a neighbour's burst would bias one of them).
+        ordered = readers if round_ % 2 else _swap_jvm_pair(readers)
         for sink in args.sinks.split(","):
             results = list(raw) if round_ == 1 and sink == "noop" else []
-            for name, fmt, extra in readers:
+            load = os.getloadavg()
+            for name, fmt, extra in ordered:
                 if sink != "noop" and fmt == "bench-transfer-floor":
                     continue
                 opts = {**common, **extra}
@@ -559,10 +568,46 @@ def _measure(args: argparse.Namespace, topic: str, warm_topic: str) -> None:
                     results.append(spark_run(spark, name, fmt, opts, args.records, sink))
                 except Exception as exc:  # report and go on: the other numbers still stand
                     print(f"  {name} failed: {str(exc).splitlines()[0][:300]}")
-            print(f"round {round_}, sink {sink}:")
+            after = os.getloadavg()
+            print(f"round {round_}, sink {sink} (load average 1/5/15 min: before "
+                  f"{load[0]:.2f}/{load[1]:.2f}/{load[2]:.2f}, after "
+                  f"{after[0]:.2f}/{after[1]:.2f}/{after[2]:.2f}):")
             _print(results)
-            _ratios({r.name: r for r in results})
+            by_name = {r.name: r for r in results}
+            _ratios(by_name)
+            listened, alone = by_name.get("Spark JVM + commits"), by_name.get("Spark JVM")
+            if listened and alone:
+                overhead.setdefault(sink, []).append(
+                    (alone.records_per_s / listened.records_per_s,
+                     listened.cpu_s_per_m / alone.cpu_s_per_m,
+                     listened.listener_ms_per_event or 0.0))
     spark.stop()
+    _overhead_summary(overhead)
+
+
+def _swap_jvm_pair(readers: list) -> list:
+    names = [r[0] for r in readers]
+    if "Spark JVM" not in names or "Spark JVM + commits" not in names:
+        return readers
+    out = list(readers)
+    i, j = names.index("Spark JVM"), names.index("Spark JVM + commits")
+    out[i], out[j] = out[j], out[i]
+    return out
+
+
+def _overhead_summary(overhead: dict[str, list[tuple[float, float, float]]]) -> None:
+    """The listener's overhead over all measured rounds: time and CPU ratios to the JVM
+    source alone in the same round (> 1 = slower / more CPU with the listener)."""
+    import statistics
+
+    for sink, rows in overhead.items():
+        time_r, cpu_r, ms = ([r[i] for r in rows] for i in range(3))
+        print(f"listener overhead, sink {sink}, {len(rows)} rounds: wall time "
+              f"{statistics.median(time_r):.3f}x median (min {min(time_r):.3f}, max "
+              f"{max(time_r):.3f}); CPU per record {statistics.median(cpu_r):.3f}x median "
+              f"(min {min(cpu_r):.3f}, max {max(cpu_r):.3f}); listener "
+              f"{statistics.median(ms):.3f} ms/event median (max {max(ms):.3f})")
+    print(f"load average at the end: {'/'.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 def _ratios(by_name: dict[str, Result]) -> None:

@@ -1,7 +1,10 @@
-"""The fault-suite pipeline, run as its own process: barrier-kafka → parse → barrier-hbase.
+"""The fault-suite pipeline, run as its own process: Kafka source → parse → barrier-hbase.
 
 ``python _pipeline.py '<json config>'`` -- the config keys are those of
-:class:`fault_kit.PipelineConfig`. The process owns its SparkSession (the fault points
+:class:`fault_kit.PipelineConfig`. ``source`` is ``barrier-kafka`` (commits its group
+itself) or ``kafka``: Spark's own source (its jars on the session's classpath), whose
+group commits come from ``commit_kafka_offsets`` and whose offsets reach the sink
+through Spark's offset log (no markers). The process owns its SparkSession (the fault points
 SIGKILL its driver JVM), runs the query with ``Trigger.AvailableNow`` until everything
 available at start is consumed, and exits 0; any query failure exits 1 with the error
 on stderr.
@@ -24,8 +27,14 @@ def main(raw: str) -> int:
 
     from sparkbarrier.connectors.hbase import keep_markers
 
+    jvm_source = cfg.get("source", "barrier-kafka") == "kafka"
+    builder = SparkSession.builder
+    if jvm_source:
+        from sparkbarrier._jvm_kafka import jvm_kafka_jars
+
+        builder = builder.config("spark.jars", jvm_kafka_jars())
     spark = (
-        SparkSession.builder.master(cfg["master"])
+        builder.master(cfg["master"])
         .appName("sparkbarrier-fault-pipeline")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")
@@ -35,15 +44,22 @@ def main(raw: str) -> int:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
-    source = (
-        spark.readStream.format("barrier-kafka")
+    reader = (
+        spark.readStream.format("kafka" if jvm_source else "barrier-kafka")
         .option("kafka.bootstrap.servers", cfg["bootstrap"])
         .option("subscribe", cfg["topic"])
-        .option("kafka.group.id", cfg["group"])
         .option("startingOffsets", cfg["starting_offsets"])
         .option("maxOffsetsPerTrigger", str(cfg["max_offsets"]))
-        .load()
     )
+    commits = None
+    if jvm_source:
+        from sparkbarrier import commit_kafka_offsets
+
+        commits = commit_kafka_offsets(spark, cfg["group"],
+                                       {"kafka.bootstrap.servers": cfg["bootstrap"]})
+    else:
+        reader = reader.option("kafka.group.id", cfg["group"])
+    source = reader.load()
     parsed = source.withColumn(
         "j", F.from_json(F.col("value").cast("string"), "id string, v string, op string"))
     rows = keep_markers(parsed, F.col("j.id").alias("id"), F.col("j.v").alias("v"),
@@ -74,6 +90,13 @@ def main(raw: str) -> int:
     )
     try:
         query.awaitTermination()
+        if commits is not None:
+            # Listener events arrive after awaitTermination returns: wait for the last
+            # batch's commit (bounded), then finish the worker before the driver exits.
+            last = query.lastProgress
+            if last is not None:
+                commits.wait_for(last["batchId"], 60)
+            commits.close()
     finally:
         spark.stop()
     return 0

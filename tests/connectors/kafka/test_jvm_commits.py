@@ -132,3 +132,99 @@ def test_unreachable_group_coordinator_is_counted_not_failing_the_query(
     finally:
         spark.streams.removeListener(handle)
         handle.close()
+
+
+class _Progress:
+    """A progress event's fields the listener reads (a fake: no Spark in this unit test)."""
+
+    def __init__(self, batch_id: int, offsets: str) -> None:
+        self.progress = self
+        self.id, self.name, self.batchId = "qid", "q", batch_id
+        self.sources = [type("S", (), {"description": "KafkaV2[Subscribe[t]]",
+                                       "endOffset": offsets})()]
+
+
+class _FlakyCommitter:
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def commit(self, checkpoint_id: int, timestamp_ms: int, offsets) -> bool:
+        self.calls.append(checkpoint_id)
+        if len(self.calls) == 1:
+            raise RuntimeError("not a Kafka error")
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+def test_unexpected_commit_error_is_counted_and_the_next_batch_commits() -> None:
+    listener = KafkaOffsetCommits("g", {}, "q")
+    committer = listener._committer = _FlakyCommitter()
+    try:
+        listener.onQueryProgress(_Progress(0, '{"t":{"0":3}}'))
+        wait_for(lambda: listener.stats()["commits_failed"] == 1, 10, "failure counted")
+        assert not listener.wait_for(0, 0.1)
+        listener.onQueryProgress(_Progress(1, '{"t":{"0":5}}'))
+        assert listener.wait_for(1, 10), "the worker thread died with the first error"
+        assert committer.calls == [1, 2]
+    finally:
+        listener.close()
+
+
+@pytest.mark.kafka
+def test_progress_event_comes_after_the_commit_log_entry(
+        spark, kafka: KafkaTool, unique_name, tmp_path, monkeypatch) -> None:
+    """What "commits only completed batches" rests on: Spark writes ``commits/<batch>``
+    before it posts the batch's progress event (listeners are called in order, so this
+    one sees what the commit listener sees). Also: the commit listener gets its events
+    as JSON, not through PySpark's field-by-field py4j conversion (only the probe's
+    events go through ``fromJObject``)."""
+    from pyspark.sql.streaming import StreamingQueryListener
+    from pyspark.sql.streaming.listener import QueryProgressEvent
+
+    converted: list[int] = []
+    from_jobject = QueryProgressEvent.fromJObject.__func__
+
+    def counting(cls, jevent):
+        converted.append(1)
+        return from_jobject(cls, jevent)
+
+    monkeypatch.setattr(QueryProgressEvent, "fromJObject", classmethod(counting))
+
+    topic = kafka.create_topic(unique_name("t"))
+    kafka.produce(topic, 6)
+    ckpt = tmp_path / "c"
+    seen: list[tuple[int, bool]] = []
+
+    class CommitLogProbe(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None: ...
+        def onQueryIdle(self, event) -> None: ...
+        def onQueryTerminated(self, event) -> None: ...
+
+        def onQueryProgress(self, event) -> None:
+            batch = event.progress.batchId
+            seen.append((batch, (ckpt / "commits" / str(batch)).exists()))
+
+    probe = CommitLogProbe()
+    name = unique_name("q")
+    handle = commit_kafka_offsets(spark, unique_name("g"),
+                                  {"kafka.bootstrap.servers": kafka.bootstrap}, query_name=name)
+    spark.streams.addListener(probe)
+    try:
+        query = (spark.readStream.format("kafka")
+                 .option("kafka.bootstrap.servers", kafka.bootstrap).option("subscribe", topic)
+                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "2")
+                 .load().writeStream.format("noop").queryName(name).trigger(availableNow=True)
+                 .option("checkpointLocation", str(ckpt)).start())
+        assert query.awaitTermination(120)
+        last = query.lastProgress["batchId"]
+        assert handle.wait_for(last, 60)
+        wait_for(lambda: len(seen) >= last + 1, 30, "every progress event delivered")
+        assert last >= 2 and all(done for _, done in seen), seen
+        assert handle.stats()["events"] == len(seen) == len(converted), \
+            (handle.stats()["events"], len(seen), len(converted))
+    finally:
+        spark.streams.removeListener(probe)
+        spark.streams.removeListener(handle)
+        handle.close()

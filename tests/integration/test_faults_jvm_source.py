@@ -1,0 +1,127 @@
+"""Fault injection behind Spark's own ``format("kafka")``: barrier-hbase stays exactly once.
+
+The same kill → restart harness as test_faults.py (``fault_kit``), with the pipeline
+reading through the JVM source (``PipelineConfig.source = "kafka"``): no barrier markers,
+so the sink learns each batch's Kafka offsets from Spark's offset log, and group commits
+come from ``commit_kafka_offsets``. Each case crashes the driver at a sink commit point
+(or at the listener's commit), checks that the group is not ahead of the sink's commit
+record and the committed view holds exactly the committed records, restarts on the same
+checkpoint and checks the plain scan, the committed view, one version per batch and the
+group == end offsets (``Scenario.check_complete``). A write task failing mid-write is
+retried by Spark and still applied once; a fresh query on a new checkpoint resumes from
+the sink's commit record (``starting_offsets_from_sink``).
+
+Known and asserted (``_check_complete``): a replay after a driver restart may run a Kafka
+partition under another Spark task id, so a replayed batch may leave its (identical)
+value twice in the version history; every read -- plain, committed, as of any batch --
+stays exact.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fault_kit import PipelineConfig, Scenario, wait_for
+
+from sparkbarrier.connectors import starting_offsets_from_sink
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mark.hbase]
+
+N_RECORDS = 300
+
+
+def _scenario(tmp_path: Path, unique_name, bootstrap: str, thrift: tuple[str, int],
+              thrift2: tuple[str, int], **cfg: object) -> Scenario:
+    name = unique_name("jvmfault")
+    config = PipelineConfig(bootstrap=bootstrap, thrift=tuple(thrift), thrift2=tuple(thrift2),
+                            topic=name, group=f"{name}_group", table=name,
+                            sink_id=f"{name}_sink", checkpoint=str(tmp_path / "checkpoint"),
+                            source="kafka", **cfg)  # type: ignore[arg-type]
+    return Scenario(config, tmp_path)
+
+
+# Hit numbers put each crash in the second of three batches (300 records, 100 per
+# trigger), after one committed batch: each point fires once per hit (one owner, the
+# checkpointed-sink adapter); two write tasks per batch pass sink.before_flush once each
+# (hit 3 is the second batch's first), the driver each other sink.* point once per batch,
+# the listener commits once per batch.
+KILL_POINTS = [
+    "sink.before_flush@3",
+    "sink.after_flush_before_commit@2",
+    "sink.after_commit_before_commitlog@2",
+    "listener.before_group_commit@2",
+]
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("fault", KILL_POINTS, ids=[p.split("@")[0] for p in KILL_POINTS])
+def test_jvm_source_driver_killed_at_fault_point_resumes_exactly_once(
+        fault: str, tmp_path: Path, unique_name, kafka_bootstrap: str,
+        hbase_thrift: tuple[str, int], hbase_thrift2: tuple[str, int]) -> None:
+    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2)
+    sc.fill_topic(N_RECORDS)
+    crashed = sc.run(fault, timeout=180)
+    assert crashed.killed, f"fault {fault} did not kill the driver:\n{crashed.log[-3000:]}"
+    sc.check_group_not_ahead_of_sink()
+    record = sc.commit_record()
+    assert record is not None, "a crash in the second batch left no sink commit record"
+    sc.check_exactly_once(upto=record.offsets)
+    assert record.offsets != sc.end_offsets(), "the crash came after the last batch"
+    resumed = sc.run(timeout=180)
+    assert resumed.returncode == 0, resumed.log[-3000:]
+    _check_complete(sc)
+
+
+def _check_complete(sc: Scenario) -> None:
+    """``Scenario.check_complete`` as it holds behind the JVM source after a driver restart.
+
+    Strict: a plain scan == the committed view == the records applied once, the commit
+    history, the commit record, the group == end offsets, and every cell version lies in
+    the batch that wrote its value, in order, so every as-of read is exact. Allowed here
+    only: a replayed batch may leave its value twice, at two timestamps of that same
+    batch. Spark's JVM source does not keep a Kafka partition's Spark task id across a
+    driver restart (it flips in about half the restarts), and the sink's per-task
+    timestamp blocks (task p owns base + 8p, ``_timestamps.py``) assume it; with
+    barrier-kafka the ids are stable and ``test_faults.py`` allows no second version.
+    """
+    sc.check_final_tables(replay_duplicates=True)
+    end = sc.end_offsets()
+    record = sc.commit_record()
+    assert record is not None and record.offsets == end
+    assert wait_for(lambda: sc.group_offsets() == end, 30, "group offsets == end offsets")
+
+
+@pytest.mark.timeout(200)
+def test_jvm_source_write_task_failing_mid_write_is_retried_exactly_once(
+        tmp_path: Path, unique_name, kafka_bootstrap: str, hbase_thrift: tuple[str, int],
+        hbase_thrift2: tuple[str, int]) -> None:
+    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2,
+                   master="local[2,2]")
+    sc.fill_topic(N_RECORDS)
+    result = sc.run("hbase.after_partial_flush@2", timeout=180)  # FlushError once; retried
+    assert result.fired and result.returncode == 0, result.log[-3000:]
+    assert "FlushError" in result.log
+    sc.check_complete()
+
+
+@pytest.mark.timeout(240)
+def test_jvm_source_fresh_query_resumes_from_sink_commit_after_checkpoint_loss(
+        tmp_path: Path, unique_name, kafka_bootstrap: str, hbase_thrift: tuple[str, int],
+        hbase_thrift2: tuple[str, int]) -> None:
+    """starting_offsets_from_sink is Spark's startingOffsets JSON: the JVM source takes it."""
+    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2)
+    sc.fill_topic(N_RECORDS)
+    crashed = sc.run("sink.after_commit_before_commitlog@2", timeout=180)
+    assert crashed.killed, crashed.log[-3000:]
+    record = sc.commit_record()
+    assert record is not None and record.offsets != sc.end_offsets()
+    shutil.rmtree(sc.cfg.checkpoint)
+    sc.cfg.starting_offsets = starting_offsets_from_sink(
+        *hbase_thrift, sc.cfg.sink_id, bootstrap_servers=kafka_bootstrap)
+    sc.cfg.checkpoint = str(tmp_path / "fresh-checkpoint")
+    resumed = sc.run(timeout=180)
+    assert resumed.returncode == 0, resumed.log[-3000:]
+    sc.check_complete()
