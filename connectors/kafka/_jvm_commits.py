@@ -44,6 +44,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from ..._exceptions import ConfigError
 from ..._faults import fault_point
 from ._client_config import kafka_python_configs
+from ._security import parse_security
 from ._metrics import SourceMetrics
 from ._positions import TopicPartition
 
@@ -298,7 +299,10 @@ def commit_kafka_offsets(spark: Any, group_id: str, options: Mapping[str, str], 
                           option="kafka.bootstrap.servers")
     from kafka import KafkaAdminClient
 
-    client = kafka_python_configs(passthrough)
+    # The security options as barrier-kafka takes them (Spark's Java names: SCRAM and
+    # GSSAPI JAAS lines, JKS/PKCS12/PEM stores), parsed and checked here, at registration.
+    security = parse_security(passthrough)
+    client = {**kafka_python_configs(passthrough), **security.kafka_python()}
     admin = {"bootstrap_servers": bootstrap.split(","),
              **{k: v for k, v in client.items() if k in KafkaAdminClient.DEFAULT_CONFIG}}
     listener = KafkaOffsetCommits(group_id, admin, query_name)

@@ -228,3 +228,42 @@ def test_progress_event_comes_after_the_commit_log_entry(
         spark.streams.removeListener(probe)
         spark.streams.removeListener(handle)
         handle.close()
+
+
+@pytest.mark.kafka
+def test_secured_cluster_options_as_spark_takes_them_commit_over_sasl_ssl(
+        spark, kafka: KafkaTool, unique_name, tmp_path, caplog) -> None:
+    """The JVM source and the listener take the same Java security options (SCRAM JAAS
+    line + JKS truststore): the group commit goes over the SASL_SSL listener, as reader."""
+    import os
+    from pathlib import Path
+
+    from sparkbarrier.devstack import Devstack
+
+    path = os.environ.get("SPARKBARRIER_KAFKA_SECURITY") or Devstack().up().env()["SPARKBARRIER_KAFKA_SECURITY"]
+    m = json.loads(Path(path).read_text())
+    secured = {"kafka.bootstrap.servers": m["sasl_ssl"], "kafka.security.protocol": "SASL_SSL",
+               "kafka.sasl.mechanism": "SCRAM-SHA-512",
+               "kafka.sasl.jaas.config": ("org.apache.kafka.common.security.scram.ScramLoginModule "
+                                          f'required username="reader" password="{m["users"]["reader"]}";'),
+               "kafka.ssl.truststore.location": m["ca"]["jks"],
+               "kafka.ssl.truststore.password": m["store_password"]}
+    import uuid
+
+    tag = uuid.uuid4().hex[:10]  # the reader's ACLs cover topics and groups named secure-*
+    topic, group = kafka.create_topic(f"secure-jvm-{tag}"), f"secure-jvm-g-{tag}"
+    kafka.produce(topic, 6)
+    name = unique_name("q")
+    handle = commit_kafka_offsets(spark, group, secured, query_name=name)
+    try:
+        df = (spark.readStream.format("kafka").options(**secured).option("kafka.group.id", f"secure-src-{tag}")
+              .option("subscribe", topic).option("startingOffsets", "earliest").load())
+        query = (df.writeStream.format("noop").queryName(name).trigger(availableNow=True)
+                 .option("checkpointLocation", str(tmp_path / "c")).start())
+        assert query.awaitTermination(120) and query.exception() is None
+        wait_for(lambda: kafka.group_offsets(group) == {(topic, 0): 3, (topic, 1): 3}, 60, "secured commit")
+        assert handle.stats()["commits_failed"] == 0
+        assert m["users"]["reader"] not in repr(handle) and m["store_password"] not in caplog.text
+    finally:
+        spark.streams.removeListener(handle)
+        handle.close()
