@@ -32,7 +32,7 @@ from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from ..._exceptions import FencedError, ProtocolError
+from ..._exceptions import FencedError, ProtocolError, SinkError
 from ...barrier._sink import merge_offsets
 from ._commit_table import (
     ATTEMPT_COLUMN,
@@ -232,7 +232,13 @@ class Committer:
                 f"{first.flush_rows}) or sink.buffer-flush.max-size (now {first.flush_bytes}), or lower the "
                 f"source's maxOffsetsPerTrigger so a batch needs fewer flushes")
         key = {"query": first.query_id, "flush_rows": first.flush_rows, "flush_bytes": first.flush_bytes}
-        if first_notice(self._conn, self._commit_table, first.sink_id, HELD_KEYS_NOTICE, key):
+        try:
+            news = first_notice(self._conn, self._commit_table, first.sink_id, HELD_KEYS_NOTICE, key)
+        except SinkError as exc:  # the batch is committed: a log line must not fail it
+            log.warning("%s (this warning could not be recorded in %s, so it may repeat: %s)", text,
+                        self._commit_table, exc)
+            return
+        if news:
             log.warning("%s. Said once per query and flush limits; later batches log it at INFO.", text)
         else:
             log.info("%s", text)

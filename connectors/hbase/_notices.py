@@ -94,4 +94,8 @@ def forget_notice(conn: HBaseConnection, commit_table: str, sink_id: str, kind: 
     """Drop the sink's ``kind`` notice: the condition is gone, so its return is news again."""
     column = notice_column(kind)
     if _read(conn, commit_table, sink_id, column) is not None:
-        conn.call(lambda c: c.table(commit_table).delete(sink_id.encode(), columns=[column]))
+        try:
+            conn.call(lambda c: c.table(commit_table).delete(sink_id.encode(), columns=[column]))
+        except TException as exc:
+            raise SinkError(f"cannot clear the {kind} notice of sink {sink_id!r} in {commit_table!r}: "
+                            f"{exc}") from exc

@@ -152,3 +152,21 @@ def test_held_keys_warn_again_for_new_flush_limits(servers, unique_name, caplog)
         assert msg.held_keys == 1
         sink.commit([msg], batch)
     assert len(_warnings(caplog, COMMITTER_LOG)) == 2
+
+
+def test_a_held_keys_warning_that_cannot_be_recorded_is_given_and_does_not_fail_the_commit(
+        hbase_thrift, unique_name, caplog) -> None:
+    """The batch is committed when the warning is due: a commit table error only makes it repeatable."""
+    from sparkbarrier.connectors.hbase._committer import Committer, HBaseCommitMessage
+
+    opts = parse_sink_options(_options(hbase_thrift, unique_name("gone")))
+    committer = Committer(HBaseConnection.from_options(opts), unique_name("no_commit_table"), opts.table,
+                          fenced=True, schema_json="", rowkey="id", columns=[])
+    caplog.set_level(logging.WARNING, logger=COMMITTER_LOG)
+    try:
+        msg = HBaseCommitMessage("s", "q", 4, 0, 0, None, None, False, held_keys=7)
+        committer._tell_held(msg, 4, 7)
+    finally:
+        committer.close()
+    warned = _warnings(caplog, COMMITTER_LOG)
+    assert len(warned) == 1 and "7 row key(s)" in warned[0] and "may repeat" in warned[0], warned
