@@ -260,5 +260,6 @@ class Committer:
     def abort(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
         """Nothing to undo: the batch's cells sit above the committed read bound (see module doc)."""
         bases = sorted({m.base_ms for m in messages if isinstance(m, HBaseCommitMessage)})
-        log.warning("batch %d aborted; its cells (timestamp base %s) stay invisible to committed readers "
-                    "until its replay commits", batch_id, bases or "unknown")
+        written = f" at timestamp base {bases[0] if len(bases) == 1 else bases}" if bases else ""
+        log.warning("batch %d aborted; nothing to do: whatever its tasks wrote%s stays invisible to committed "
+                    "readers, and its replay rewrites and commits it", batch_id, written)
