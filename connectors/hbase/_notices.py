@@ -84,7 +84,7 @@ def first_notice(conn: HBaseConnection, commit_table: str, sink_id: str, kind: s
                 if _decode(raw) == key:
                     return False
             except ProtocolError:
-                pass
+                pass  # another build's record: replace it below (a repeated warning beats a lost one)
         if check_and_put(conn, commit_table, sink_id, column, raw, wanted):
             return True
     return False  # others keep replacing it: one of them gave the notice
