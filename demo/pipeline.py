@@ -79,7 +79,9 @@ class Names:
 def spark_session(master: str = "local[2]", app: str = "sparkbarrier-demo") -> Any:
     """A loopback-only session whose Python workers run this interpreter.
 
-    Spark's own ``format("kafka")`` is on its classpath too (``--source kafka``).
+    Spark's own ``format("kafka")`` is on its classpath too (``--source kafka``). The
+    driver logs with ``demo/log4j2.properties``, so a run prints only lines a user can
+    act on (Spark's start-up notices are not).
     """
     from sparkbarrier._jvm_kafka import jvm_kafka_jars
 
@@ -95,6 +97,8 @@ def spark_session(master: str = "local[2]", app: str = "sparkbarrier-demo") -> A
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.jars", jvm_kafka_jars())
+             .config("spark.driver.extraJavaOptions",
+                     f"-Dlog4j2.configurationFile={Path(__file__).resolve().parent / 'log4j2.properties'}")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     # No register call: the installed pyspark_barrier_* modules make both formats known.

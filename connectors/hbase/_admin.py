@@ -12,16 +12,18 @@ TTLs are fine: cells carry wall-clock timestamps, so they expire as HBase users 
 
 Thrift1 can neither set nor read ``KEEP_DELETED_CELLS``; with ``hbase.thrift2.port``
 the sink checks it and ``create.table=true`` sets it through the Thrift2 server.
-Without one, ``create.table`` creates the table through Thrift1 and the sink says in
-a warning what the views cannot guarantee and which shell command fixes it. A missing
-table without ``create.table`` and a family keeping one version are
-:class:`ConfigError`\\ s.
+Without one, ``create.table`` creates the table through Thrift1, and the checks return
+a :class:`DeletedCellsNotice`: what the views cannot guarantee and which shell command
+fixes it. The caller gives it once per ``sink.id`` (``_notices``), not once per
+planning process. A missing table without ``create.table`` and a family keeping one
+version are :class:`ConfigError`\\ s.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from thriftpy2.thrift import TException
@@ -29,7 +31,7 @@ from thriftpy2.thrift import TException
 from ..._exceptions import ConfigError, SinkError
 from ._connection import HBaseConnection
 
-__all__ = ["prepare_table", "MIN_VERSIONS", "CREATE_VERSIONS", "keep_deleted_cells_command"]
+__all__ = ["prepare_table", "DeletedCellsNotice", "MIN_VERSIONS", "CREATE_VERSIONS", "keep_deleted_cells_command"]
 
 log = logging.getLogger(__name__)
 
@@ -43,25 +45,39 @@ def keep_deleted_cells_command(table: str, families: Iterable[str]) -> str:
     return f"alter '{table}', {specs}"
 
 
-def _views_warning(table: str, families: list[str], why: str) -> str:
-    return (f"HBase table {table!r}: {why}. Where deleted cells are not kept, the committed and as-of "
-            f"views of barrier-hbase can miss rows that a newer (in-flight or later) delete removed, and "
-            f"major compactions drop deleted cells that older as-of reads need. Fix it in the HBase "
-            f"shell: {keep_deleted_cells_command(table, families)}")
+@dataclass(frozen=True)
+class DeletedCellsNotice:
+    """Families of ``table`` that may not keep deleted cells, and why the sink could not make sure."""
+
+    table: str
+    families: tuple[str, ...]
+    why: str
+
+    def key(self) -> dict[str, Any]:
+        """What makes two notices the same news: the table and the families the fix names.
+
+        ``why`` is left out: "created through Thrift1" and "cannot be checked over
+        Thrift1" about the same table call for the same command.
+        """
+        return {"table": self.table, "families": list(self.families)}
+
+    def text(self) -> str:
+        return (f"HBase table {self.table!r}: {self.why}. Where deleted cells are not kept, the committed and "
+                f"as-of views of barrier-hbase can miss rows that a newer (in-flight or later) delete removed, "
+                f"and major compactions drop deleted cells that older as-of reads need. Fix it in the HBase "
+                f"shell: {keep_deleted_cells_command(self.table, self.families)}")
 
 
 def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], *, create: bool,
-                  thrift2: Any = None) -> list[str]:
-    """Check (or create) ``table``; returns the warnings it logged.
+                  thrift2: Any = None) -> DeletedCellsNotice | None:
+    """Check (or create) ``table``; the notice to give when deleted cells may not be kept.
 
-    ``thrift2`` is a connected :class:`~._thrift2.Thrift2Admin` or None.
+    None means every family is known to keep deleted cells. ``thrift2`` is a connected
+    :class:`~._thrift2.Thrift2Admin` or None. Logs nothing above INFO: the caller
+    decides whether the notice is news (see ``_notices``).
     """
     wanted = [f.decode() for f in families]
-    warnings: list[str] = []
-
-    def warn(text: str) -> None:
-        log.warning("%s", text)
-        warnings.append(text)
+    created_without: list[DeletedCellsNotice] = []
 
     def check(c: Any) -> bool:
         """True when the table already existed."""
@@ -80,12 +96,14 @@ def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], 
                                              for f in wanted})
             else:
                 c.create_table(table, {f: {"max_versions": CREATE_VERSIONS} for f in wanted})
-                warn(_views_warning(table, wanted, "created through Thrift1, which cannot set "
-                                    "KEEP_DELETED_CELLS (set hbase.thrift2.port to create it that way)"))
+                created_without.append(DeletedCellsNotice(
+                    table, tuple(wanted), "created through Thrift1, which cannot set KEEP_DELETED_CELLS "
+                    "(set hbase.thrift2.port to create it that way)"))
             log.info("created HBase table %s with families %s", table, wanted)
         except (TException, SinkError) as exc:
             if table.encode() not in c.tables():
                 raise SinkError(f"cannot create HBase table {table!r}: {exc}") from exc
+            return True  # another planning process created it first: check it like any table
         return False
 
     existed = conn.call(check)
@@ -103,15 +121,13 @@ def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], 
                 f"family {f!r} of HBase table {table!r} keeps {versions} version(s); read-committed "
                 f"needs VERSIONS >= {MIN_VERSIONS}: alter '{table}', {{NAME => '{f}', VERSIONS => "
                 f"{CREATE_VERSIONS}}}", option="table")
-    if existed:
-        if thrift2 is None:
-            warn(_views_warning(table, wanted, "KEEP_DELETED_CELLS cannot be checked over Thrift1 (set "
-                                "hbase.thrift2.port to check it)"))
-        else:
-            from ._thrift2 import KeepDeletedCells
+    if not existed:
+        return created_without[0] if created_without else None
+    if thrift2 is None:
+        return DeletedCellsNotice(table, tuple(wanted), "KEEP_DELETED_CELLS cannot be checked over Thrift1 "
+                                  "(set hbase.thrift2.port to check it)")
+    from ._thrift2 import KeepDeletedCells
 
-            settings = thrift2.family_settings(table)
-            off = [f for f in wanted if settings[f].keep_deleted_cells == KeepDeletedCells.FALSE]
-            if off:
-                warn(_views_warning(table, off, f"families {off} do not keep deleted cells"))
-    return warnings
+    settings = thrift2.family_settings(table)
+    off = [f for f in wanted if settings[f].keep_deleted_cells == KeepDeletedCells.FALSE]
+    return DeletedCellsNotice(table, tuple(off), f"families {off} do not keep deleted cells") if off else None

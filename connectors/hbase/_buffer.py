@@ -14,7 +14,8 @@ Rounds are per key. A key stays in its round (a later put overwrites its earlier
 the same timestamp: one version per batch) until a delete of it follows a put of it
 that already went out; only then does it move to the next round, whose delete marker
 masks that put. A key that reaches the last round is held in memory until the end of
-the task and written once there, so it can never need a fifth round. Flush points are
+the task and written once there, so it can never need a fifth round (the task reports
+how many in its commit message; the driver warns once). Flush points are
 deterministic, so a replay writes the same cells at the same timestamps: the row limit
 (input rows since the last flush), the byte limit (both recorded with the attempt, so a
 replay under changed options still flushes where the first attempt did), every
@@ -81,6 +82,7 @@ class MutationBuffer:
         self._rows = 0
         self._bytes = 0
         self.max_round: int | None = None  # highest round written so far
+        self.held_keys = 0  # keys held back for the end of the task (each counted once)
 
     def delete_row(self, key: bytes, nbytes: int) -> None:
         change = self._change(key)
@@ -130,10 +132,11 @@ class MutationBuffer:
         for key, change in changes.items():
             round_ = self._round_of(key, change)
             if round_ >= _LAST and not final:
-                if not self._held:
-                    log.warning("a write task deletes and rewrites key(s) across flushes of one micro-batch "
-                                "again and again; it keeps them in memory and writes them at its end")
-                self._held[key] = change  # written once, at the end of the task
+                # Written once, at the end of the task. Counted, not warned about here: the
+                # driver's commit sums the tasks' counts and warns once per query.
+                self.held_keys += 1
+                log.debug("key %r reached the last round; held until the end of the task", key[:64])
+                self._held[key] = change
                 continue
             rounds.setdefault(round_, []).append((key, change))
         for round_ in sorted(rounds):

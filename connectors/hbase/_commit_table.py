@@ -10,6 +10,8 @@ Layout (table ``commit.table``, default ``sparkbarrier_commits``, family ``c``):
   * ``c:attempt`` — JSON :class:`AttemptRecord`: the timestamp base the running
     micro-batch writes at. Executors of one batch agree on it through ``checkAndPut``;
     a replay of the same (query, batch) reuses it, so replayed cells are identical.
+  * ``c:notice-<kind>`` — the last warning of a kind the sink gave, so it is given once
+    across processes and restarts; written and read only by ``_notices``.
 
 * row ``<sink.id>\\x00<sequence, 20 digits>``, ``c:history`` — every commit record
   ever written, kept for as-of reads and lineage (a scan of the sink's prefix lists

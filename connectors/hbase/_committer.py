@@ -18,7 +18,8 @@ Driver (:class:`Committer`, Spark's ``commit``/``abort``): ``commit`` replaces
 else there means another writer committed meanwhile → :class:`FencedError`. Every
 commit is also kept in the sink's history (as-of reads, lineage). ``abort`` deletes
 nothing: the batch's cells sit above the committed read bound and its replay
-rewrites them identically.
+rewrites them identically. A commit whose tasks held keys back (``_buffer``) warns
+once per query and flush limits, with the options to change (``_notices``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from ..._exceptions import FencedError, ProtocolError
+from ..._exceptions import FencedError, ProtocolError, SinkError
 from ...barrier._sink import merge_offsets
 from ._commit_table import (
     ATTEMPT_COLUMN,
@@ -44,6 +45,7 @@ from ._commit_table import (
     read_state,
 )
 from ._connection import HBaseConnection
+from ._notices import first_notice
 from ._rollback import roll_back_gap
 from ._timestamps import BATCH_SPAN_MS, next_base
 
@@ -51,6 +53,7 @@ __all__ = ["HBaseCommitMessage", "Plan", "plan_attempt", "Committer"]
 
 log = logging.getLogger(__name__)
 _MAX_PLAN_ROUNDS = 20
+HELD_KEYS_NOTICE = "held-keys"
 
 
 @dataclass
@@ -69,6 +72,7 @@ class HBaseCommitMessage(WriterCommitMessage):
     flush_bytes: int = 2 << 20
     rows: int = 0
     ts_end: int | None = None
+    held_keys: int = 0  # keys the task held back to its end (rewritten across too many flushes)
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,14 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
             return plan
     raise ProtocolError(f"sink {sink_id!r}: could not agree on a timestamp base for batch "
                         f"{batch_id} after {_MAX_PLAN_ROUNDS} rounds (another writer keeps racing)")
+
+
+def _last_per_task(msgs: Sequence[HBaseCommitMessage]) -> list[HBaseCommitMessage]:
+    """Each task's last report: a task reports at every snapshot, with running totals."""
+    last: dict[int, HBaseCommitMessage] = {}
+    for m in msgs:
+        last[m.partition_id] = m
+    return list(last.values())
 
 
 def _merge_gaps(old: list[list[int]], new: list[int] | None) -> list[list[int]]:
@@ -197,9 +209,39 @@ class Committer:
             raise FencedError(f"sink {first.sink_id!r}: the commit record changed while committing "
                               f"batch {batch_id}; another writer uses this sink.id", batch_id=batch_id)
         put_history(self._conn, self._commit_table, record)
+        tasks = _last_per_task(msgs)
         log.info("sink %s committed batch %d as sequence %d (%d rows, timestamps %d..%d)", first.sink_id,
-                 batch_id, record.seq, sum(m.rows for m in msgs), record.ts_lo, record.ts_hi)
+                 batch_id, record.seq, sum(m.rows for m in tasks), record.ts_lo, record.ts_hi)
+        held = sum(m.held_keys for m in tasks)
+        if held:
+            self._tell_held(first, batch_id, held)
         return record
+
+    def _tell_held(self, first: HBaseCommitMessage, batch_id: int, held: int) -> None:
+        """Warn once per query and flush limits that tasks held keys back (executors only count).
+
+        Each task used to warn on its executor: once per task and batch, in logs no one
+        reads. The commit sees every task's count; the commit table remembers the
+        warning (``_notices``), so the commit workers and restarts of one query give it
+        once, and again only when the query or the limits change.
+        """
+        text = (f"sink {first.sink_id!r}: in batch {batch_id}, {held} row key(s) were deleted and rewritten "
+                f"across buffer flushes so often that their write tasks kept them in memory and wrote them "
+                f"only at the end of the task (still exactly once, but such keys cost memory until then). "
+                f"Let one flush net more of a key's changes: raise sink.buffer-flush.max-rows (now "
+                f"{first.flush_rows}) or sink.buffer-flush.max-size (now {first.flush_bytes}), or lower the "
+                f"source's maxOffsetsPerTrigger so a batch needs fewer flushes")
+        key = {"query": first.query_id, "flush_rows": first.flush_rows, "flush_bytes": first.flush_bytes}
+        try:
+            news = first_notice(self._conn, self._commit_table, first.sink_id, HELD_KEYS_NOTICE, key)
+        except SinkError as exc:  # the batch is committed: a log line must not fail it
+            log.warning("%s (this warning could not be recorded in %s, so it may repeat: %s)", text,
+                        self._commit_table, exc)
+            return
+        if news:
+            log.warning("%s. Said once per query and flush limits; later batches log it at INFO.", text)
+        else:
+            log.info("%s", text)
 
     def _roll_back(self, gap: list[int]) -> None:
         """Remove the replaced attempt's cells before this batch commits (see ``_rollback``)."""
@@ -218,5 +260,6 @@ class Committer:
     def abort(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
         """Nothing to undo: the batch's cells sit above the committed read bound (see module doc)."""
         bases = sorted({m.base_ms for m in messages if isinstance(m, HBaseCommitMessage)})
-        log.warning("batch %d aborted; its cells (timestamp base %s) stay invisible to committed readers "
-                    "until its replay commits", batch_id, bases or "unknown")
+        written = f" at timestamp base {bases[0] if len(bases) == 1 else bases}" if bases else ""
+        log.warning("batch %d aborted; nothing to do: whatever its tasks wrote%s stays invisible to committed "
+                    "readers, and its replay rewrites and commits it", batch_id, written)

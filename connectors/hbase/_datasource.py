@@ -11,8 +11,9 @@ plans one Spark partition per region, and reads the committed or as-of view.
 Everything is validated when the query starts (``HBaseSinkFunction.validate``, on the
 first batch's planning, once per query run and planning process): options, row key /
 op column present, column types supported, the table and its families (versions >= 2;
-a warning where deleted cells are not kept), and the commit table is created if
-missing. Commits reuse the run's started function (``connectors/checkpointed/_runs.py``).
+a warning where deleted cells are not kept, given once per ``sink.id``: the commit
+table remembers it), and the commit table is created if missing. Commits reuse the
+run's started function (``connectors/checkpointed/_runs.py``).
 """
 
 from __future__ import annotations

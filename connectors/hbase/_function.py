@@ -19,17 +19,20 @@ import pyarrow as pa
 
 from ..._exceptions import SinkError
 from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext
-from ._admin import prepare_table
+from ._admin import DeletedCellsNotice, prepare_table
 from ._commit_table import ensure_commit_table
 from ._committer import Committer, HBaseCommitMessage
 from ._connection import HBaseConnection
 from ._layout import SinkLayout, data_field_names
+from ._notices import first_notice, forget_notice
 from ._options import HBaseSinkOptions, parse_sink_options
 from ._writer import HBaseTaskWriter, TaskIdentity
 
 __all__ = ["HBaseSinkFunction"]
 
 log = logging.getLogger(__name__)
+
+TABLE_NOTICE = "table"
 
 
 def _arrow_schema(schema: Any) -> pa.Schema:
@@ -65,8 +68,8 @@ class HBaseSinkFunction(CheckpointedSink):
 
         The only place that connects at query start (one Thrift connection, and one
         Thrift2 admin connection when ``hbase.thrift2.port`` is set); the adapter runs
-        it once per query run per planning process, so its warnings are not repeated
-        per batch.
+        it once per query run per planning process, so it does not run per batch, and
+        :meth:`_tell` keeps its warning to once per ``sink.id`` across processes.
         """
         self._parse(options, schema)
         opts, layout = self.opts, self.layout
@@ -78,11 +81,33 @@ class HBaseSinkFunction(CheckpointedSink):
         conn = HBaseConnection.from_options(opts)
         thrift2 = self._thrift2()
         try:
-            self.warnings = prepare_table(conn, opts.table, layout.families, create=opts.create_table,
-                                          thrift2=thrift2() if thrift2 else None)
+            notice = prepare_table(conn, opts.table, layout.families, create=opts.create_table,
+                                   thrift2=thrift2() if thrift2 else None)
             ensure_commit_table(conn, opts.commit_table)
+            self._tell(conn, notice)
         finally:
             conn.close()
+
+    def _tell(self, conn: HBaseConnection, notice: DeletedCellsNotice | None) -> None:
+        """Warn about the table once per ``sink.id``, not once per planning process and start.
+
+        Every planning worker of every start checks the table; the first one to record
+        the notice in the commit table warns (with the fix), the rest log it at INFO.
+        None means the families are known to keep deleted cells: the record goes, so a
+        later regression is news again. Without a ``sink.id`` (the default one needs the
+        query id, which planning does not see) the warning is given per process.
+        """
+        opts = self.opts
+        assert opts is not None
+        if notice is None:
+            if opts.sink_id:
+                forget_notice(conn, opts.commit_table, opts.sink_id, TABLE_NOTICE)
+            return
+        if opts.sink_id and not first_notice(conn, opts.commit_table, opts.sink_id, TABLE_NOTICE, notice.key()):
+            log.info("%s (warned once, when sink.id %s first met it)", notice.text(), opts.sink_id)
+            return
+        log.warning("%s", notice.text())
+        self.warnings.append(notice.text())
 
     # -- commit worker, once per run and process ---------------------------------
 

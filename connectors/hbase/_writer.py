@@ -90,6 +90,7 @@ class HBaseTaskWriter:
             self._buf.flush(final=final)
             if self._buf.max_round is not None:
                 self._msg.ts_end = self._clock.end(self._buf.max_round)
+            self._msg.held_keys = self._buf.held_keys
         return replace(self._msg)
 
     def close(self) -> None:
