@@ -2,84 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
-import happybase
 import pyarrow as pa
 import pytest
 
-from hbase_tasks import run_writer
-from sparkbarrier.connectors.checkpointed._driver import completed_checkpoint
-from sparkbarrier.connectors.checkpointed._task import TaskCommitMessage
-from sparkbarrier.connectors.hbase import parse_sink_options
-from sparkbarrier.connectors.hbase._committer import HBaseCommitMessage
-from sparkbarrier.connectors.hbase._function import HBaseSinkFunction
-from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
-
-
-def spark_schema(arrow_schema: pa.Schema) -> Any:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(arrow_schema, prefer_timestamp_ntz=False)
-
-
-class Sink:
-    """One sink (options + driver writer) driven by hand: tasks and commits without Spark."""
-
-    def __init__(self, hbase: tuple[str, int], thrift2: tuple[str, int] | None, table: str, schema: pa.Schema,
-                 **extra: str) -> None:
-        raw = {"hbase.thrift.host": hbase[0], "hbase.thrift.port": str(hbase[1]), "table": table,
-               "hbase.thrift2.port": str(thrift2[1]) if thrift2 else "",
-               "rowkey": "id", "create.table": "true", "sink.id": table,
-               "commit.table": "sparkbarrier_commits_test", **extra}
-        self.raw = raw
-        self.opts = parse_sink_options(raw)
-        self.schema = schema
-        self.driver = HBaseSinkFunction()
-        self.driver.validate(raw, spark_schema(schema))
-        self.driver.start(raw, spark_schema(schema))
-        self._reports: dict[int, TaskCommitMessage] = {}  # id(message) → its task's report
-
-    def task(self, rows: Sequence[dict[str, Any]] | Sequence[pa.RecordBatch], *, batch: int,
-             query: str = "q1", partition: int = 0) -> HBaseCommitMessage:
-        batches = rows if rows and isinstance(rows[0], pa.RecordBatch) else [
-            pa.RecordBatch.from_pylist(list(rows), schema=self.schema)]
-        report = run_writer(HBaseTaskWriter(self.opts, TaskIdentity(query, batch, partition)), batches)
-        msg = report.handles[-1]
-        self._reports[id(msg)] = report
-        return msg
-
-    def commit(self, messages: Sequence[HBaseCommitMessage], batch: int) -> Any:
-        """Commit as the adapter's driver does: offsets merged from the tasks' reports."""
-        reports = [self._reports[id(m)] for m in messages if id(m) in self._reports]
-        completed = completed_checkpoint(reports, batch)
-        return self.driver.committer().commit(messages, batch, offsets=completed.source_offsets,
-                                              source_checkpoints=completed.source_checkpoints)
-
-    def read(self, **as_of: Any) -> list[dict[str, Any]]:
-        """The committed (or, with ``as_of_batch``/``as_of_ms``, as-of) view, sorted by id."""
-        from sparkbarrier.connectors.hbase import read_committed
-
-        host, port = ",".join(str(g) for g in self.opts.gateways), self.opts.port
-        rows = read_committed(host, port, self.opts.table, sink_id=self.opts.sink_id,
-                              commit_table=self.opts.commit_table, **as_of).to_pylist()
-        return sorted(rows, key=lambda r: r["id"])
-
-    def plain(self) -> dict[bytes, dict[bytes, bytes]]:
-        """What any HBase client sees: a plain scan (newest version per cell, deletes applied)."""
-        conn = happybase.Connection(self.opts.host, self.opts.port)
-        try:
-            return dict(conn.table(self.opts.table).scan())
-        finally:
-            conn.close()
-
-    def versions(self, row: bytes, column: bytes) -> list[tuple[bytes, int]]:
-        conn = happybase.Connection(self.opts.host, self.opts.port)
-        try:
-            return conn.table(self.opts.table).cells(row, column, versions=1000, include_timestamp=True)
-        finally:
-            conn.close()
+from hbase_tasks import Sink
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import happybase
 import pyarrow as pa
 import pytest
 
-from conftest import Sink, spark_schema
+from hbase_tasks import Sink, spark_schema
 from sparkbarrier.connectors.hbase._connection import HBaseConnection
 from sparkbarrier.connectors.hbase._function import HBaseSinkFunction
 from sparkbarrier.connectors.hbase._notices import first_notice
