@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -173,6 +174,41 @@ class Scenario:
 
     def run(self, fault: str | None = None, **kw: Any) -> RunResult:
         return run_pipeline(self.cfg, self.workdir, fault=fault, **kw)
+
+    def crash_then_resume(self, fault: str, *, timeout: float = 150, mid_stream: bool = False) -> None:
+        """Kill the driver at ``fault``; check what the crash left (group not ahead of the
+        sink, the committed view exactly the committed records); run again on the same
+        checkpoint to the end. ``mid_stream``: the crash must leave a commit record short
+        of the end. The final checks are the caller's (they differ by source)."""
+        crashed = self.run(fault, timeout=timeout)
+        assert crashed.killed, f"fault {fault} did not kill the driver:\n{crashed.log[-3000:]}"
+        self.check_group_not_ahead_of_sink()
+        record = self.commit_record()
+        if mid_stream:
+            assert record is not None, "a crash in the second batch left no sink commit record"
+        if record is not None:
+            self.check_exactly_once(upto=record.offsets)
+        if mid_stream:
+            assert record is not None and record.offsets != self.end_offsets(), "the crash came after the last batch"
+        resumed = self.run(timeout=timeout)
+        assert resumed.returncode == 0, resumed.log[-3000:]
+
+    def resume_from_sink_after_checkpoint_loss(self, fault: str, thrift: tuple[str, int], *,
+                                               timeout: float = 150) -> None:
+        """Crash at ``fault`` mid-stream, lose the checkpoint, and run a fresh query that
+        starts from the sink's commit record (``starting_offsets_from_sink``)."""
+        from sparkbarrier.connectors import starting_offsets_from_sink
+
+        crashed = self.run(fault, timeout=timeout)
+        assert crashed.killed, crashed.log[-3000:]
+        record = self.commit_record()
+        assert record is not None and record.offsets != self.end_offsets()
+        shutil.rmtree(self.cfg.checkpoint)
+        self.cfg.starting_offsets = starting_offsets_from_sink(
+            *thrift, self.cfg.sink_id, bootstrap_servers=self.cfg.bootstrap)
+        self.cfg.checkpoint = str(self.workdir / "fresh-checkpoint")
+        resumed = self.run(timeout=timeout)
+        assert resumed.returncode == 0, resumed.log[-3000:]
 
     # -- observations -----------------------------------------------------
 

@@ -21,7 +21,6 @@ the restarted query completes exactly once.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -65,14 +64,7 @@ def test_driver_killed_at_fault_point_resumes_exactly_once(
         hbase_thrift: tuple[str, int], hbase_thrift2: tuple[str, int]) -> None:
     sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2)
     sc.fill_topic(N_RECORDS)
-    crashed = sc.run(fault)
-    assert crashed.killed, f"fault {fault} did not kill the driver:\n{crashed.log[-3000:]}"
-    sc.check_group_not_ahead_of_sink()
-    record = sc.commit_record()
-    if record is not None:
-        sc.check_exactly_once(upto=record.offsets)
-    resumed = sc.run()
-    assert resumed.returncode == 0, resumed.log[-3000:]
+    sc.crash_then_resume(fault)
     sc.check_complete()
 
 
@@ -95,16 +87,7 @@ def test_fresh_query_resumes_from_sink_commit_after_checkpoint_loss(
         hbase_thrift2: tuple[str, int]) -> None:
     sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2)
     sc.fill_topic(N_RECORDS)
-    crashed = sc.run("sink.after_commit_before_commitlog@2")
-    assert crashed.killed, crashed.log[-3000:]
-    record = sc.commit_record()
-    assert record is not None and record.offsets != sc.end_offsets()
-    shutil.rmtree(sc.cfg.checkpoint)
-    sc.cfg.starting_offsets = starting_offsets_from_sink(
-        *hbase_thrift, sc.cfg.sink_id, bootstrap_servers=kafka_bootstrap)
-    sc.cfg.checkpoint = str(tmp_path / "fresh-checkpoint")
-    resumed = sc.run()
-    assert resumed.returncode == 0, resumed.log[-3000:]
+    sc.resume_from_sink_after_checkpoint_loss("sink.after_commit_before_commitlog@2", hbase_thrift)
     sc.check_complete()
 
 

@@ -18,14 +18,12 @@ as-of reads of it return) is not checked there; plain and committed reads are.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from fault_kit import PipelineConfig, Scenario, wait_for
 
-from sparkbarrier.connectors import starting_offsets_from_sink
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mark.hbase]
 
@@ -62,15 +60,7 @@ def test_jvm_source_driver_killed_at_fault_point_resumes_exactly_once(
         hbase_thrift: tuple[str, int], hbase_thrift2: tuple[str, int]) -> None:
     sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2)
     sc.fill_topic(N_RECORDS)
-    crashed = sc.run(fault, timeout=180)
-    assert crashed.killed, f"fault {fault} did not kill the driver:\n{crashed.log[-3000:]}"
-    sc.check_group_not_ahead_of_sink()
-    record = sc.commit_record()
-    assert record is not None, "a crash in the second batch left no sink commit record"
-    sc.check_exactly_once(upto=record.offsets)
-    assert record.offsets != sc.end_offsets(), "the crash came after the last batch"
-    resumed = sc.run(timeout=180)
-    assert resumed.returncode == 0, resumed.log[-3000:]
+    sc.crash_then_resume(fault, timeout=180, mid_stream=True)
     _check_complete(sc)
 
 
@@ -114,14 +104,6 @@ def test_jvm_source_fresh_query_resumes_from_sink_commit_after_checkpoint_loss(
     """starting_offsets_from_sink is Spark's startingOffsets JSON: the JVM source takes it."""
     sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2)
     sc.fill_topic(N_RECORDS)
-    crashed = sc.run("sink.after_commit_before_commitlog@2", timeout=180)
-    assert crashed.killed, crashed.log[-3000:]
-    record = sc.commit_record()
-    assert record is not None and record.offsets != sc.end_offsets()
-    shutil.rmtree(sc.cfg.checkpoint)
-    sc.cfg.starting_offsets = starting_offsets_from_sink(
-        *hbase_thrift, sc.cfg.sink_id, bootstrap_servers=kafka_bootstrap)
-    sc.cfg.checkpoint = str(tmp_path / "fresh-checkpoint")
-    resumed = sc.run(timeout=180)
-    assert resumed.returncode == 0, resumed.log[-3000:]
+    sc.resume_from_sink_after_checkpoint_loss("sink.after_commit_before_commitlog@2", hbase_thrift,
+                                              timeout=180)
     sc.check_complete()
