@@ -66,6 +66,9 @@ class SinkContext:
     partition_id: int
     attempt: int
     options: Mapping[str, str] = field(default_factory=dict)
+    # The planned batch the task belongs to: its retries share it, a replay of the batch
+    # after a driver restart gets another (barrier-hbase uses it to tell the two apart).
+    plan_id: str = ""
 
 
 @dataclass(frozen=True)

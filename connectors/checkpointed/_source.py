@@ -130,7 +130,8 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
         query = ctx.getLocalProperty("sql.streaming.queryId") if ctx is not None else None
         if ctx is None or batch is None or query is None:
             raise SinkError(f"sink {self.name!r} is a streaming sink: no micro-batch id in the task context")
-        context = SinkContext(self.name, query, int(batch), ctx.partitionId(), ctx.attemptNumber(), self.options)
+        context = SinkContext(self.name, query, int(batch), ctx.partitionId(), ctx.attemptNumber(), self.options,
+                              plan_id=self.run.run_id)
         return _Message(run_task(self.factory(), context, iterator, guarantee=self.guarantee))
 
     def _completion(self) -> Completion:

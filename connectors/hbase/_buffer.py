@@ -21,6 +21,10 @@ deterministic, so a replay writes the same cells at the same timestamps: the row
 replay under changed options still flushes where the first attempt did), every
 barrier, and the end of the task.
 
+The task's timestamp block is fixed at its first flush: with a ``claim`` callback the
+buffer hands it the fingerprint of that flush and writes in the block it returns
+(``_blocks``: the block follows the input, not Spark's task id).
+
 Any write failure raises :class:`FlushError`: Spark fails the task and retries it, and
 the retry rewrites the same cells at the same timestamps.
 """
@@ -28,12 +32,14 @@ the retry rewrites the same cells at the same timestamps.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from thriftpy2.thrift import TException
 
 from ..._exceptions import FlushError, SinkError
 from ..._faults import fault_point
+from ._blocks import fingerprint
 from ._connection import HBaseConnection
 from ._timestamps import ROUNDS, TaskClock
 
@@ -68,10 +74,12 @@ class MutationBuffer:
     """Netted row changes of one task with Flink's row/byte flush limits."""
 
     def __init__(self, conn: HBaseConnection, table: str, clock: TaskClock, *, families: tuple[bytes, ...],
-                 max_rows: int, max_size: int, batch_id: int | None = None) -> None:
+                 max_rows: int, max_size: int, batch_id: int | None = None,
+                 claim: Callable[[str], TaskClock] | None = None) -> None:
         self._conn = conn
         self._table = table.encode()
-        self._clock = clock
+        self.clock = clock
+        self._claim = claim  # called once, with the first flush's fingerprint
         self._families = families
         self.max_rows, self.max_size = max_rows, max_size
         self.batch_id = batch_id
@@ -128,6 +136,10 @@ class MutationBuffer:
         if not changes:
             return
         self._changes, self._rows, self._bytes = {}, 0, 0
+        if self._claim is not None:
+            self.clock = self._claim(fingerprint(
+                (key, c.deleted, c.cell_deletes, c.puts) for key, c in changes.items()))
+            self._claim = None
         rounds: dict[int, list[tuple[bytes, _RowChange]]] = {}
         for key, change in changes.items():
             round_ = self._round_of(key, change)
@@ -163,8 +175,8 @@ class MutationBuffer:
             before = self._written.get(key)
             put_before = before is not None and before[0] == round_ and before[1]
             self._written[key] = (round_, put_before or bool(change.puts))
-        self._send(deletes, self._clock.delete_ts(round_))
-        self._send(puts, self._clock.put_ts(round_))
+        self._send(deletes, self.clock.delete_ts(round_))
+        self._send(puts, self.clock.put_ts(round_))
         self.max_round = round_ if self.max_round is None else max(self.max_round, round_)
         log.debug("flushed %d row(s) (%d delete, %d put) in round %d", len(changes), len(deletes),
                   len(puts), round_)

@@ -12,6 +12,9 @@ Layout (table ``commit.table``, default ``sparkbarrier_commits``, family ``c``):
     a replay of the same (query, batch) reuses it, so replayed cells are identical.
   * ``c:notice-<kind>`` — the last warning of a kind the sink gave, so it is given once
     across processes and restarts; written and read only by ``_notices``.
+  * ``c:block-<n>`` — JSON :class:`BlockClaim`: which input wrote timestamp block ``n``
+    of the attempt at ``base_ms`` (see ``_blocks``). At most one per block: a later
+    attempt takes a block over, so there are never more than ``MAX_TASKS``.
 
 * row ``<sink.id>\\x00<sequence, 20 digits>``, ``c:history`` — every commit record
   ever written, kept for as-of reads and lineage (a scan of the sink's prefix lists
@@ -40,11 +43,14 @@ __all__ = [
     "ATTEMPT_COLUMN",
     "CommitRecord",
     "AttemptRecord",
+    "BlockClaim",
+    "BLOCK_PREFIX",
     "SinkState",
     "ensure_commit_table",
     "read_state",
     "check_and_put",
     "put_cell",
+    "read_cell",
     "list_sinks",
     "put_history",
     "read_history",
@@ -55,6 +61,7 @@ COMMIT_FAMILY = "c"
 COMMIT_COLUMN = b"c:commit"
 ATTEMPT_COLUMN = b"c:attempt"
 HISTORY_COLUMN = b"c:history"
+BLOCK_PREFIX = b"c:block-"
 _HISTORY_SEP = b"\x00"
 
 
@@ -128,6 +135,34 @@ class AttemptRecord:
         return _build(cls, raw, "attempt record")
 
 
+@dataclass(frozen=True)
+class BlockClaim:
+    """Timestamp block ``block`` of the attempt at ``base_ms`` holds the input ``fingerprint`` (``c:block-<n>``).
+
+    ``plan`` names the planned batch (one pickled stream writer) whose task ``task``
+    claimed or last adopted the block: a retry of that task finds it again, another task
+    of the same plan with the same fingerprint knows the block is not its own.
+    """
+
+    base_ms: int
+    block: int
+    fingerprint: str
+    plan: str
+    task: int
+    version: int = RECORD_VERSION
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> BlockClaim:
+        return _build(cls, raw, "block claim")
+
+    @staticmethod
+    def column(block: int) -> bytes:
+        return BLOCK_PREFIX + str(block).encode()
+
+
 def _build(cls: Any, raw: bytes, what: str) -> Any:
     """Parse and version-check one record; every malformed record is a ProtocolError."""
     try:
@@ -147,6 +182,7 @@ def _build(cls: Any, raw: bytes, what: str) -> Any:
 class SinkState:
     commit_raw: bytes | None
     attempt_raw: bytes | None
+    blocks_raw: dict[int, bytes] = field(default_factory=dict)  # block -> its claim's bytes
 
     @property
     def commit(self) -> CommitRecord | None:
@@ -173,14 +209,19 @@ def ensure_commit_table(conn: HBaseConnection, name: str) -> None:
 
 
 def read_state(conn: HBaseConnection, commit_table: str, sink_id: str) -> SinkState:
+    """The sink's row in one get: commit, attempt and the block claims (a few KB at most)."""
     try:
-        row = conn.call(
-            lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_COLUMN, ATTEMPT_COLUMN])
-        )
+        row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_FAMILY.encode()]))
     except TException as exc:
         raise SinkError(f"cannot read sink {sink_id!r} from commit table {commit_table!r}: "
                         f"{_short(exc)}") from exc
-    return SinkState(row.get(COMMIT_COLUMN), row.get(ATTEMPT_COLUMN))
+    blocks = {int(column[len(BLOCK_PREFIX):]): value for column, value in row.items()
+              if column.startswith(BLOCK_PREFIX)}
+    return SinkState(row.get(COMMIT_COLUMN), row.get(ATTEMPT_COLUMN), blocks)
+
+
+def read_cell(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes) -> bytes | None:
+    return conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column])).get(column)
 
 
 def _short(exc: BaseException) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
@@ -83,6 +83,7 @@ class Plan:
     replay_of_committed: bool
     max_rows: int
     max_size: int
+    blocks: dict[int, bytes] = field(default_factory=dict)  # the block claims read with the attempt
 
 
 def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
@@ -97,12 +98,12 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
         commit, attempt = state.commit, state.attempt
         if commit is not None and commit.query_id == query_id and commit.batch_id == batch_id:
             return Plan(commit.ts_lo, commit.seq - 1 if commit.seq > 1 else None, None, True,
-                        commit.flush_rows, commit.flush_bytes)
+                        commit.flush_rows, commit.flush_bytes, state.blocks_raw)
         prev = commit.seq if commit is not None else None
         if (attempt is not None and attempt.query_id == query_id and attempt.batch_id == batch_id
                 and attempt.prev_seq == prev):
             return Plan(attempt.base_ms, attempt.prev_seq, attempt.gap, False, attempt.flush_rows,
-                        attempt.flush_bytes)
+                        attempt.flush_bytes, state.blocks_raw)
         floor = commit.read_bound if commit is not None else 0
         gap = None
         if attempt is not None and attempt.prev_seq == prev:
@@ -112,7 +113,7 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
             floor = max(floor, gap[1])
         new = AttemptRecord(query_id, batch_id, next_base(int(time.time() * 1000), floor), prev, gap,
                             flush_rows=max_rows, flush_bytes=max_size)
-        plan = Plan(new.base_ms, prev, gap, False, max_rows, max_size)
+        plan = Plan(new.base_ms, prev, gap, False, max_rows, max_size, state.blocks_raw)
         if not fenced:
             put_cell(conn, commit_table, sink_id, ATTEMPT_COLUMN, new.to_bytes())
             return plan

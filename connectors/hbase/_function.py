@@ -156,7 +156,7 @@ class HBaseSinkFunction(CheckpointedSink):
         if self._writer is None:
             opts = parse_sink_options(context.options)
             self._writer = HBaseTaskWriter(opts, TaskIdentity(context.query_id, context.batch_id,
-                                                              context.partition_id))
+                                                              context.partition_id, context.plan_id))
         self._writer.begin()
 
     def invoke(self, batch: pa.RecordBatch) -> None:

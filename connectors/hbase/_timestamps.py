@@ -12,10 +12,12 @@ So a micro-batch attempt picks its **base** once, from the wall clock
 (see ``_committer``); replays reuse the recorded base. Inside a batch every timestamp
 is a pure function of the input:
 
-* write task ``p`` owns :data:`TASK_WIDTH_MS` milliseconds starting at
-  ``base + p * TASK_WIDTH_MS``, so two tasks never share a timestamp and a key written
-  by two tasks resolves the same way on every replay (the higher partition wins: for
-  ``minPartitions`` splits of one Kafka partition that is the later offset range);
+* a write task owns a *block* of :data:`TASK_WIDTH_MS` milliseconds, block ``n``
+  starting at ``base + n * TASK_WIDTH_MS``, so two tasks never share a timestamp and a
+  key written by two tasks resolves the same way on every replay (the higher block
+  wins: for ``minPartitions`` splits of one Kafka partition that is the later offset
+  range). Task ``p`` writes in block ``p`` unless its input wrote in another block
+  before, under another task id (``_blocks``);
 * a task's block holds :data:`ROUNDS` rounds of two slots each: deletes at
   ``2r``, puts at ``2r + 1``. A put masks nothing and a delete marker at ``t`` masks
   every put at ``<= t`` whatever the arrival order, so "delete, then put" inside a
@@ -61,13 +63,13 @@ class TaskClock:
 
     __slots__ = ("_start",)
 
-    def __init__(self, base_ms: int, partition_id: int) -> None:
-        if not 0 <= partition_id < MAX_TASKS:
+    def __init__(self, base_ms: int, block: int) -> None:
+        if not 0 <= block < MAX_TASKS:
             raise SinkError(
                 f"barrier-hbase supports at most {MAX_TASKS} write tasks per micro-batch, "
-                f"got partition {partition_id}; coalesce() the stream before the sink"
+                f"got partition {block}; coalesce() the stream before the sink"
             )
-        self._start = base_ms + partition_id * TASK_WIDTH_MS
+        self._start = base_ms + block * TASK_WIDTH_MS
 
     def delete_ts(self, round_: int) -> int:
         return self._start + 2 * self._check(round_)

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..._exceptions import SinkError
+from ._blocks import claim_block
 from ._buffer import MutationBuffer
 from ._committer import HBaseCommitMessage, plan_attempt
 from ._connection import HBaseConnection
@@ -33,10 +34,15 @@ log = logging.getLogger(__name__)
 
 
 class TaskIdentity:
-    """Who is writing: the query, the Spark batch and the task's partition."""
+    """Who is writing: the query, the Spark batch, the task's partition and the batch's plan.
 
-    def __init__(self, query_id: str, batch_id: int, partition_id: int) -> None:
+    ``plan_id`` names the planned batch (the stream writer Spark pickled to its tasks):
+    a retry of a task shares it, a replay after a driver restart does not (``_blocks``).
+    """
+
+    def __init__(self, query_id: str, batch_id: int, partition_id: int, plan_id: str = "") -> None:
         self.query_id, self.batch_id, self.partition_id = query_id, batch_id, partition_id
+        self.plan_id = plan_id
 
 
 class HBaseTaskWriter:
@@ -64,7 +70,7 @@ class HBaseTaskWriter:
         plan = self._plan = plan_attempt(self._conn, opts.commit_table, self.sink_id, ident.query_id,
                                          ident.batch_id, fenced=opts.exactly_once, max_rows=opts.max_rows,
                                          max_size=opts.max_size)
-        self._clock = TaskClock(plan.base_ms, ident.partition_id)
+        self._clock = TaskClock(plan.base_ms, ident.partition_id)  # checks the partition id early
         self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
                                        plan.base_ms, plan.prev_seq, plan.gap, plan.replay_of_committed,
                                        flush_rows=plan.max_rows, flush_bytes=plan.max_size)
@@ -80,7 +86,8 @@ class HBaseTaskWriter:
             self._buf = MutationBuffer(self._conn, o.table, self._clock,
                                        families=self._layout_for(data.schema).families,
                                        max_rows=self._plan.max_rows, max_size=self._plan.max_size,
-                                       batch_id=self._id.batch_id)
+                                       batch_id=self._id.batch_id,
+                                       claim=self._claim if o.exactly_once else None)
         self._msg.rows += self._add(data, self._buf)
 
     def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
@@ -89,12 +96,20 @@ class HBaseTaskWriter:
         if self._buf is not None:
             self._buf.flush(final=final)
             if self._buf.max_round is not None:
-                self._msg.ts_end = self._clock.end(self._buf.max_round)
+                self._msg.ts_end = self._buf.clock.end(self._buf.max_round)
             self._msg.held_keys = self._buf.held_keys
         return replace(self._msg)
 
     def close(self) -> None:
         self._conn.close()
+
+    def _claim(self, fingerprint: str) -> TaskClock:
+        """The block of this task's input (first flush only; see ``_blocks``)."""
+        plan, ident = self._plan, self._id
+        block = claim_block(self._conn, self._opts.commit_table, self.sink_id, base_ms=plan.base_ms,
+                            fingerprint=fingerprint, plan=ident.plan_id, task=ident.partition_id,
+                            known=plan.blocks)
+        return TaskClock(plan.base_ms, block)
 
     def _layout_for(self, schema: pa.Schema) -> SinkLayout:
         if self._layout is None:

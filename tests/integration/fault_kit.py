@@ -179,7 +179,7 @@ class Scenario:
         """Kill the driver at ``fault``; check what the crash left (group not ahead of the
         sink, the committed view exactly the committed records); run again on the same
         checkpoint to the end. ``mid_stream``: the crash must leave a commit record short
-        of the end. The final checks are the caller's (they differ by source)."""
+        of the end. The final checks are the caller's."""
         crashed = self.run(fault, timeout=timeout)
         assert crashed.killed, f"fault {fault} did not kill the driver:\n{crashed.log[-3000:]}"
         self.check_group_not_ahead_of_sink()
@@ -345,12 +345,8 @@ class Scenario:
         want, got = self.expected_state(upto), self.committed_view()
         assert got == want, "committed view differs: " + _diff(want, got)
 
-    def check_final_tables(self, *, versions: bool = True) -> None:
-        """Plain scan == committed view == final state; every version inside its batch.
-
-        ``versions=False`` leaves out the version-by-version check (what as-of reads
-        return), for the JVM source after a driver restart: see test_faults_jvm_source.
-        """
+    def check_final_tables(self) -> None:
+        """Plain scan == committed view == final state; every version inside its batch."""
         want = self.expected_state()
         plain = self.plain_scan()
         extra_columns = {k: sorted(set(d) - {b"d:v"}) for k, d in plain.items() if set(d) != {b"d:v"}}
@@ -376,7 +372,7 @@ class Scenario:
         # timestamps) breaks this.
         expected_batches = {k: [i for _, i in vs] for k, vs in self.expected_versions(history).items()}
         wrong: dict[str, Any] = {}
-        for key, vs in (actual.items() if versions else ()):
+        for key, vs in actual.items():
             placed: list[tuple[int, int]] = []  # (batch index, position of the upsert in the batch)
             for value, ts in vs:
                 i = next((j for j, (lo, hi) in enumerate(ranges) if lo <= ts < hi), None)

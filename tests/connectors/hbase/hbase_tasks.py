@@ -25,7 +25,8 @@ def run_writer(writer: HBaseTaskWriter, batches: Iterable[pa.RecordBatch]) -> Ta
     offsets and checkpoints are what the adapter's driver merges for the commit.
     """
     ident = writer._id
-    context = SinkContext("barrier-hbase", ident.query_id, ident.batch_id, ident.partition_id, 0, {})
+    context = SinkContext("barrier-hbase", ident.query_id, ident.batch_id, ident.partition_id, 0, {},
+                          plan_id=ident.plan_id)
     return run_task(HBaseSinkFunction.around(writer), context, iter(batches), guarantee=DeliveryGuarantee.EXACTLY_ONCE)
 
 
@@ -58,10 +59,10 @@ class Sink:
         self._reports: dict[int, TaskCommitMessage] = {}  # id(message) → its task's report
 
     def task(self, rows: Sequence[dict[str, Any]] | Sequence[pa.RecordBatch], *, batch: int,
-             query: str = "q1", partition: int = 0) -> HBaseCommitMessage:
+             query: str = "q1", partition: int = 0, plan: str = "") -> HBaseCommitMessage:
         batches = rows if rows and isinstance(rows[0], pa.RecordBatch) else [
             pa.RecordBatch.from_pylist(list(rows), schema=self.schema)]
-        report = run_writer(HBaseTaskWriter(self.opts, TaskIdentity(query, batch, partition)), batches)
+        report = run_writer(HBaseTaskWriter(self.opts, TaskIdentity(query, batch, partition, plan)), batches)
         msg = report.handles[-1]
         self._reports[id(msg)] = report
         return msg

@@ -1,0 +1,118 @@
+"""Which timestamp block a write task writes in: the one its input had before, whatever its task id.
+
+Why. ``_timestamps`` gives every write task of a batch its own block of milliseconds,
+and a replay converges on what the first attempt wrote only if the same input lands in
+the same block again. Spark's task id is a stable name for the input when the sink's
+input partitions are planned the same way every time: barrier-kafka plans them in a
+fixed order, a shuffle hashes keys. Spark's JVM Kafka source does not: after a driver
+restart it may plan the same offset ranges in another order (about half the restarts
+of the fault suite did). The replayed input then writes in another block, and the
+first attempt's flushed cells stay beside the replay's: extra versions, and a flushed
+intermediate value that can even stay the newest.
+
+So a task names its block by *what it writes*: the fingerprint of its first flush (a
+hash of the netted changes, a function of the input and of the deterministic flush
+points). Before that flush goes out the task records a :class:`BlockClaim` in the
+commit table with ``checkAndPut``; every block a first attempt wrote into is therefore
+claimed before its first cell. A replay's task reads the claims with the attempt (the
+same get, see ``_committer``), adopts the block of its fingerprint, and writes exactly
+the cells the first attempt wrote. A task whose input wrote nothing before takes its
+own partition's block when free, else the lowest free one. Cost: one ``checkAndPut``
+per write task and batch.
+
+Contract (executor, once per task, at its first flush; idempotent for a retry of the
+same task). Limits, documented for users in docs/fault-tolerance.md:
+
+* two tasks of one batch whose first flushes are identical but whose later flushes
+  differ are told apart within one planned batch; a replay may swap them, which leaves
+  the first attempt's later cells beside the replay's;
+* when one Kafka partition is split over several tasks (``minPartitions``) and a key is
+  in two splits of one batch, "the later split wins" holds on a replay for the splits
+  that wrote before; a split that wrote nothing before takes whatever block is free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterable, Mapping
+
+from ..._exceptions import ProtocolError
+from ._commit_table import BlockClaim, check_and_put, read_cell
+from ._connection import HBaseConnection
+from ._timestamps import MAX_TASKS
+
+__all__ = ["fingerprint", "claim_block"]
+
+log = logging.getLogger(__name__)
+_MAX_TRIES = 2 * MAX_TASKS
+
+
+def fingerprint(changes: Iterable[tuple[bytes, bool, Iterable[bytes], Mapping[bytes, bytes]]]) -> str:
+    """A hash of one flush: per key, in order, the row delete, the cell deletes and the puts."""
+    h = hashlib.blake2b(digest_size=16)
+    for key, deleted, cell_deletes, puts in changes:
+        h.update(len(key).to_bytes(4, "big") + key + (b"D" if deleted else b"-"))
+        for column in sorted(cell_deletes):
+            h.update(b"d" + len(column).to_bytes(4, "big") + column)
+        for column, value in puts.items():
+            h.update(b"p" + len(column).to_bytes(4, "big") + column + len(value).to_bytes(4, "big") + value)
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def claim_block(conn: HBaseConnection, commit_table: str, sink_id: str, *, base_ms: int, fingerprint: str,
+                plan: str, task: int, known: Mapping[int, bytes]) -> int:
+    """The block this task writes in, claimed in the commit table before it writes anything.
+
+    ``known`` are the claims read with the attempt (block -> bytes); a claim of another
+    attempt (another ``base_ms``) counts as free. A lost ``checkAndPut`` race re-reads
+    that one block and decides again.
+    """
+    current = dict(known)
+    for _ in range(_MAX_TRIES):
+        claims = _claims_of(current, base_ms)
+        mine = _find_mine(claims, fingerprint, plan, task)
+        if mine is not None:
+            if mine.plan == plan and mine.task == task:
+                return mine.block
+            block = mine.block  # written by an earlier plan of this batch: adopt it
+            log.info("batch at base %d: task %d adopts timestamp block %d (its input wrote there before)",
+                     base_ms, task, block)
+        else:
+            block = task if task not in claims else _lowest_free(claims)
+        claim = BlockClaim(base_ms, block, fingerprint, plan, task)
+        if check_and_put(conn, commit_table, sink_id, BlockClaim.column(block), current.get(block),
+                         claim.to_bytes()):
+            return block
+        current[block] = read_cell(conn, commit_table, sink_id, BlockClaim.column(block))  # lost a race
+    raise ProtocolError(f"sink {sink_id!r}: task {task} could not claim a timestamp block after {_MAX_TRIES} "
+                        "tries (other writers keep racing for the same blocks)")
+
+
+def _claims_of(raw: Mapping[int, bytes | None], base_ms: int) -> dict[int, BlockClaim]:
+    claims = {}
+    for block, value in raw.items():
+        if value:
+            claim = BlockClaim.from_bytes(value)
+            if claim.base_ms == base_ms:
+                claims[block] = claim
+    return claims
+
+
+def _find_mine(claims: Mapping[int, BlockClaim], fingerprint: str, plan: str, task: int) -> BlockClaim | None:
+    """This task's own claim (a retry), else one an earlier plan made for the same input."""
+    same = [c for c in claims.values() if c.fingerprint == fingerprint]
+    for c in same:
+        if c.plan == plan and c.task == task:
+            return c
+    earlier = sorted((c for c in same if c.plan != plan), key=lambda c: c.block)
+    return earlier[0] if earlier else None
+
+
+def _lowest_free(claims: Mapping[int, BlockClaim]) -> int:
+    for block in range(MAX_TASKS):
+        if block not in claims:
+            return block
+    raise ProtocolError(f"all {MAX_TASKS} timestamp blocks of the batch are claimed; coalesce() the stream "
+                        "before the sink")
