@@ -49,15 +49,20 @@ _MAX_TRIES = 2 * MAX_TASKS
 
 
 def fingerprint(changes: Iterable[tuple[bytes, bool, Iterable[bytes], Mapping[bytes, bytes]]]) -> str:
-    """A hash of one flush: per key, in order, the row delete, the cell deletes and the puts."""
+    """A hash of one flush: per key, in order, the row delete, the cell deletes and the puts.
+
+    Every byte counts, values included: two tasks' first flushes often share their keys
+    (a few devices spread over partitions), rarely every value. ~2 µs per netted row,
+    first flush only.
+    """
     h = hashlib.blake2b(digest_size=16)
     for key, deleted, cell_deletes, puts in changes:
-        h.update(len(key).to_bytes(4, "big") + key + (b"D" if deleted else b"-"))
+        parts = [len(key).to_bytes(4, "big"), key, b"D" if deleted else b"-"]
         for column in sorted(cell_deletes):
-            h.update(b"d" + len(column).to_bytes(4, "big") + column)
+            parts += (b"d", len(column).to_bytes(4, "big"), column)
         for column, value in puts.items():
-            h.update(b"p" + len(column).to_bytes(4, "big") + column + len(value).to_bytes(4, "big") + value)
-        h.update(b"\n")
+            parts += (b"p", len(column).to_bytes(4, "big"), column, len(value).to_bytes(4, "big"), value)
+        h.update(b"".join(parts))
     return h.hexdigest()
 
 
