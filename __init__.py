@@ -64,8 +64,7 @@ def register(spark: object) -> None:
 def checkpointed_sink(spark: object, name: str, factory: object) -> object:
     """Register ``name`` as a streaming sink that runs ``factory()``'s checkpointed sink functions.
 
-    See :mod:`sparkbarrier.connectors.checkpointed` and the README section "Write your own
-    checkpointed sink". Imported lazily (pyspark).
+    See :mod:`sparkbarrier.connectors.checkpointed` and docs/checkpointed-sinks.md. Imported lazily (pyspark).
     """
     from .connectors.checkpointed import checkpointed_sink as _register
 

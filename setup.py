@@ -12,7 +12,7 @@ installs), which is older than the library and API-compatible with it: librdkafk
 adds to its ABI, and the reader uses no call newer than 2.0.
 
 The extension is optional: where it cannot be built the install still succeeds and
-the source reads with confluent-kafka instead (``kafkaConsumer.client``, README).
+the source reads with confluent-kafka instead (``kafkaConsumer.client``, docs/librdkafka.md).
 Where confluent-kafka has no bundled librdkafka (a wheel built from source against a
 system librdkafka), the extension links that system library; the module refuses to
 load below librdkafka 2.6.1 either way.

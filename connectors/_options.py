@@ -277,7 +277,7 @@ def parse_options(
 
 
 def options_table(specs: Iterable[OptionSpec]) -> str:
-    """A Markdown table of the options, for the README (generated, never hand-written)."""
+    """A Markdown table of the options, for docs/options.md and its siblings (generated, never hand-written)."""
     lines = ["| option | type | default | meaning |", "| --- | --- | --- | --- |"]
     for s in specs:
         if isinstance(s.default, bool):

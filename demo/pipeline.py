@@ -334,7 +334,7 @@ def run(args: argparse.Namespace) -> int:
         if drain.exception() is not None:
             raise RuntimeError(f"the final drain failed: {drain.exception()}")
         for listener in _commit_listeners(spark):  # the drain's last batch reaches the group
-            listener.wait_for(drain.lastProgress["batchId"], 60)
+            listener.finish(drain)
         return _verify(bootstrap, hbase, names, str(ckpt), events, checks, started)
     finally:
         workload.stop_quietly()

@@ -8,8 +8,8 @@ the snapshotting code share one :class:`CheckpointLock`.
 Why it lives although no Spark path takes it: the ``barrier-kafka`` planner needs no
 lock (Spark makes its calls one at a time, see ``connectors.kafka._planner``), but a
 source whose reader emits on one thread while another snapshots -- the Flink legacy
-contract this protocol follows -- does, and the README documents it as part of the
-protocol core.
+contract this protocol follows -- does, and docs/protocol.md documents it as part of
+the protocol core.
 """
 
 from __future__ import annotations

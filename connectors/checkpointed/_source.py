@@ -5,7 +5,7 @@
 checkpoint protocol (see ``sparkbarrier.barrier._sink`` for the call order). The sink's
 options reach the function in its :class:`SinkContext`; keys starting with
 ``checkpoint.`` and ``delivery.guarantee`` are the adapter's own, declared in
-:data:`ADAPTER_SPECS` (the README table is generated from them).
+:data:`ADAPTER_SPECS` (the docs/checkpointed-sinks.md table is generated from them).
 
 Which process runs what (pyspark 4.3; pinned by ``tests/connectors/checkpointed/test_start_once.py``):
 Spark calls ``DataSource.streamWriter`` anew for every batch in a write-planning worker
@@ -204,7 +204,7 @@ def checkpointed_sink(spark: Any, name: str, factory: Callable[[], CheckpointedS
 
 
 def checkpointed_options_table() -> str:
-    """Markdown table of the adapter's ``checkpoint.*`` options (for the README)."""
+    """Markdown table of the adapter's ``checkpoint.*`` options (for docs/checkpointed-sinks.md)."""
     from .._options import options_table
 
     return options_table(ADAPTER_SPECS)

@@ -53,7 +53,7 @@ def register(spark: Any) -> None:
 
 
 def hbase_options_table() -> str:
-    """Markdown table of the sink options (for the README)."""
+    """Markdown table of the sink options (for docs/options.md)."""
     from .._options import options_table
 
     from ._options import KERBEROS_OPTION_SPECS
@@ -70,7 +70,7 @@ def hbase_kerberos_options_table() -> str:
 
 
 def hbase_read_options_table() -> str:
-    """Markdown table of the batch reader's own options (for the README)."""
+    """Markdown table of the batch reader's own options (for docs/options.md)."""
     from .._options import options_table
 
     sink_keys = {spec.key for spec in _SINK_OPTION_SPECS}

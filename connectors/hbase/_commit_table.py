@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 from thriftpy2.thrift import TException
 
@@ -65,6 +65,9 @@ BLOCK_PREFIX = b"c:block-"
 _HISTORY_SEP = b"\x00"
 
 
+_R = TypeVar("_R", bound="_JsonRecord")
+
+
 def _check_version(obj: dict[str, Any], what: str) -> None:
     if obj.get("version") != RECORD_VERSION:
         raise ProtocolError(
@@ -72,8 +75,21 @@ def _check_version(obj: dict[str, Any], what: str) -> None:
         )
 
 
+class _JsonRecord:
+    """One JSON wire format per record class, written and read here only (compact, sorted keys)."""
+
+    _what: ClassVar[str]
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()  # type: ignore[arg-type]
+
+    @classmethod
+    def from_bytes(cls: type[_R], raw: bytes) -> _R:
+        return _build(cls, raw, cls._what)
+
+
 @dataclass(frozen=True)
-class CommitRecord:
+class CommitRecord(_JsonRecord):
     """One committed checkpoint of a sink (``c:commit``, and its ``c:history`` copy).
 
     ``seq`` counts the sink's commits (1, 2, ...). The batch wrote its cells at
@@ -81,6 +97,8 @@ class CommitRecord:
     ``read_bound`` (the largest ``ts_hi`` so far) outside ``gaps`` (timestamp ranges of
     attempts that were replaced and never committed).
     """
+
+    _what: ClassVar[str] = "commit record"
 
     sink_id: str
     table: str
@@ -101,22 +119,18 @@ class CommitRecord:
     flush_bytes: int = 2 << 20
     version: int = RECORD_VERSION
 
-    def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
-
-    @classmethod
-    def from_bytes(cls, raw: bytes) -> CommitRecord:
-        return _build(cls, raw, "commit record")
 
 
 @dataclass(frozen=True)
-class AttemptRecord:
+class AttemptRecord(_JsonRecord):
     """The timestamp base a (query, batch) writes at (``c:attempt``).
 
     ``prev_seq`` is the commit the attempt builds on; ``gap`` the timestamp range of an
     attempt it replaced (that one never committed and its cells must stay invisible);
     ``flush_rows``/``flush_bytes`` the buffer limits it flushes at (a replay reuses them).
     """
+
+    _what: ClassVar[str] = "attempt record"
 
     query_id: str
     batch_id: int
@@ -127,22 +141,18 @@ class AttemptRecord:
     flush_bytes: int = 2 << 20
     version: int = RECORD_VERSION
 
-    def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
-
-    @classmethod
-    def from_bytes(cls, raw: bytes) -> AttemptRecord:
-        return _build(cls, raw, "attempt record")
 
 
 @dataclass(frozen=True)
-class BlockClaim:
+class BlockClaim(_JsonRecord):
     """Timestamp block ``block`` of the attempt at ``base_ms`` holds the input ``fingerprint`` (``c:block-<n>``).
 
     ``plan`` names the planned batch (one pickled stream writer) whose task ``task``
     claimed or last adopted the block: a retry of that task finds it again, another task
     of the same plan with the same fingerprint knows the block is not its own.
     """
+
+    _what: ClassVar[str] = "block claim"
 
     base_ms: int
     block: int
@@ -151,12 +161,6 @@ class BlockClaim:
     task: int
     version: int = RECORD_VERSION
 
-    def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
-
-    @classmethod
-    def from_bytes(cls, raw: bytes) -> BlockClaim:
-        return _build(cls, raw, "block claim")
 
     @staticmethod
     def column(block: int) -> bytes:

@@ -3,8 +3,8 @@
 Sink (``df.writeStream.format("barrier-hbase")``) and batch reader
 (``spark.read.format("barrier-hbase")``). Their options are declared once, in
 :data:`~sparkbarrier.connectors.hbase._options.SINK_OPTION_SPECS` and
-:data:`~sparkbarrier.connectors.hbase._options.READ_OPTION_SPECS`; the tables in the
-README's "Options" section are generated from them (``hbase_options_table()``,
+:data:`~sparkbarrier.connectors.hbase._options.READ_OPTION_SPECS`; the tables in
+docs/options.md are generated from them (``hbase_options_table()``,
 ``hbase_read_options_table()``). The reader takes its schema from the commit record,
 plans one Spark partition per region, and reads the committed or as-of view.
 

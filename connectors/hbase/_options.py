@@ -1,6 +1,6 @@
 """Options of the ``barrier-hbase`` sink and reader: declared once, parsed once.
 
-The specs below are the options contract (the README table is generated from them
+The specs below are the options contract (the docs/options.md table is generated from them
 with :func:`sparkbarrier.connectors._options.options_table`). :func:`parse_sink_options`
 turns Spark's case-insensitive string map into a frozen :class:`HBaseSinkOptions`;
 an unknown key is an error that lists the valid keys.
@@ -96,7 +96,7 @@ KERBEROS_OPTION_SPECS: tuple[OptionSpec, ...] = (
                "`auth-int` (signed), `auth-conf` (encrypted); HBase's names `authentication`, "
                "`integrity`, `privacy` too"),
 )
-"""Kerberos options (the table of ``docs/hbase-kerberos.md``; not in the README's table)."""
+"""Kerberos options (the table of ``docs/hbase-kerberos.md``; not in docs/options.md)."""
 
 _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("hbase.thrift.host", parse_nonempty, "localhost",

@@ -1,7 +1,7 @@
 """``kafka.*`` options -> the settings of the Kafka clients, in one place.
 
-The source talks to Kafka through two client libraries (see the README, "choice of
-client"):
+The source talks to Kafka through two client libraries (see docs/kafka-source.md and
+docs/librdkafka.md):
 
 * kafka-python on the driver, always (metadata, ListOffsets, group commits), and on
   executors with ``kafkaConsumer.client=kafka-python``;

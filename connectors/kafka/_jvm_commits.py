@@ -268,8 +268,20 @@ class KafkaOffsetCommits(StreamingQueryListener):
                     "listener_s_total": self._listener_s_total,
                     "listener_s_max": self._listener_s_max}
 
+    def finish(self, query: Any, timeout_s: float = 60.0) -> bool:
+        """After ``query`` stopped: wait for its last batch's group commit, then :meth:`close`.
+
+        ``awaitTermination`` returns before Spark has delivered the last progress events,
+        so a driver that exits right after it would cut the last commit off (AvailableNow
+        above all). True if the last batch (``query.lastProgress``) is committed.
+        """
+        last = query.lastProgress
+        done = last is None or self.wait_for(int(last["batchId"]), timeout_s)
+        self.close()
+        return done
+
     def close(self, timeout_s: float = 30.0) -> None:
-        """Finish the pending commit (if any), stop the worker, close the admin client."""
+        """Finish the pending commit (if any), stop the worker, close the admin client (idempotent)."""
         with self._cond:
             self._closed = True
             self._cond.notify_all()
@@ -277,6 +289,7 @@ class KafkaOffsetCommits(StreamingQueryListener):
             self._thread.join(timeout_s)
         if self._committer is not None:
             self._committer.close()
+            self._committer = None  # idempotent: finish() closes, a finally may close again
 
 
 def commit_kafka_offsets(spark: Any, group_id: str, options: Mapping[str, str], *,

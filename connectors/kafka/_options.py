@@ -342,6 +342,6 @@ def _start_kind(
 
 
 def kafka_options_table() -> str:
-    """The README options table, generated from :data:`SPECS`."""
+    """The docs/options.md table, generated from :data:`SPECS`."""
     return options_table(SPECS)
 

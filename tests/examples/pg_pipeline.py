@@ -56,10 +56,7 @@ def main(raw: str) -> int:
     try:
         query.awaitTermination()
         if commits is not None:  # the last batch's group commit comes after termination
-            last = query.lastProgress
-            if last is not None:
-                commits.wait_for(last["batchId"], 60)
-            commits.close()
+            commits.finish(query)
     finally:
         spark.stop()
     return 0

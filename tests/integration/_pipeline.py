@@ -90,13 +90,8 @@ def main(raw: str) -> int:
     )
     try:
         query.awaitTermination()
-        if commits is not None:
-            # Listener events arrive after awaitTermination returns: wait for the last
-            # batch's commit (bounded), then finish the worker before the driver exits.
-            last = query.lastProgress
-            if last is not None:
-                commits.wait_for(last["batchId"], 60)
-            commits.close()
+        if commits is not None:  # the last batch's group commit comes after termination
+            commits.finish(query)
     finally:
         spark.stop()
     return 0

@@ -73,8 +73,8 @@ def test_two_sources_and_two_queries_commit_completed_batches_to_own_groups(
         h1b, q1b = _query(spark, kafka, [a, b], g1, q1.name, tmp_path / "c1")
         try:
             q1b.awaitTermination(120)
-            wait_for(lambda: kafka.group_offsets(g1) == {(a, 0): 5, (a, 1): 5, (b, 0): 3,
-                                                         (b, 1): 3}, 60, "g1 second run")
+            assert h1b.finish(q1b)  # returns once the last batch is in the group
+            assert kafka.group_offsets(g1) == {(a, 0): 5, (a, 1): 5, (b, 0): 3, (b, 1): 3}
             assert h1b.stats()["commits_failed"] == 0
             _status_shows_group_and_checkpoint(kafka, g1, b, tmp_path / "c1",
                                                q1b.lastProgress["batchId"])
