@@ -102,6 +102,15 @@ def private_dir(path: Path) -> Path:
     return path
 
 
+def write_private(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path``, readable by this user only from the first byte (0600):
+    the devstack's server configs and manifests hold store passwords."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    return path
+
+
 def make_ca(directory: Path, name: str, *, days: int = DEFAULT_DAYS) -> Issued:
     """A self-signed CA (``CN=<name>``) as ``<name>.pem`` + ``<name>.key`` in
     ``directory``. Overwrites existing files of that name."""

@@ -47,6 +47,7 @@ from ._process import (
     spawn,
     stack_lock,
     stop_processes,
+    stop_recorded,
     wait_for_port,
 )
 
@@ -63,6 +64,7 @@ THRIFT2 = "krb-hbase-thrift2"
 _GATEWAYS = {THRIFT: ("auth", _hbase.THRIFT_MAIN), THRIFT_CONF: ("auth-conf", _hbase.THRIFT_MAIN),
              THRIFT_INT: ("auth-int", _hbase.THRIFT_MAIN), THRIFT2: ("auth", _hbase.THRIFT2_MAIN)}
 NAMES = _NAMES = (MASTER, *_GATEWAYS)  # NAMES: what `devstack down` stops too
+_GRACE_BY_NAME = {MASTER: _hbase.MASTER_STOP_GRACE_S}
 MASTER_HEAP = "768m"
 THRIFT_HEAP = "192m"
 _COMPONENT = "krb-hbase"
@@ -136,10 +138,7 @@ class KerberosHBase:
     def down(self) -> list[str]:
         """Stop this home's Kerberized HBase; returns the names that were running."""
         with stack_lock(self.paths.run):
-            records = list(self._records().values())
-            stopped = stop_processes(records, grace_s=10.0, grace_by_name={MASTER: _hbase.MASTER_STOP_GRACE_S})
-            for record in records:
-                ProcessRecord.remove(self.paths.run, record.name)
+            stopped = stop_recorded(self.paths.run, _NAMES, grace_s=10.0, grace_by_name=_GRACE_BY_NAME)
         return [r.name for r in stopped]
 
     def up(self) -> KerberosHBaseEndpoints:
@@ -148,9 +147,7 @@ class KerberosHBase:
         with stack_lock(self.paths.run):
             endpoints = self.endpoints()
             if endpoints is None:
-                stop_processes(list(self._records().values()), grace_s=10.0)
-                for name in _NAMES:
-                    ProcessRecord.remove(self.paths.run, name)
+                stop_recorded(self.paths.run, _NAMES, grace_s=10.0, grace_by_name=_GRACE_BY_NAME)
                 endpoints = self._start()
             else:
                 log.info("kerberized hbase already running")
@@ -233,7 +230,7 @@ class KerberosHBase:
                      endpoints.thrift, endpoints.thrift_conf, endpoints.thrift_int, endpoints.thrift2)
             return endpoints
         except BaseException:
-            stop_processes(records, grace_s=10.0, grace_by_name={MASTER: _hbase.MASTER_STOP_GRACE_S})
+            stop_processes(records, grace_s=10.0, grace_by_name=_GRACE_BY_NAME)
             for record in records:
                 ProcessRecord.remove(self.paths.run, record.name)
             raise

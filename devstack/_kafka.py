@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import secrets
 import shutil
 import subprocess
@@ -118,9 +117,7 @@ def prepare(
                      "sasl_ssl_wrong_host": f"127.0.0.1:{ports[Port.KAFKA_WRONG_HOST]}"})
     _kafka_security.write_manifest(security_manifest(data_dir), security)
     config = data_dir / "server.properties"
-    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # holds store passwords
-    with os.fdopen(fd, "w") as out:
-        out.write(_server_properties(data_dir, ports, security))
+    _certs.write_private(config, _server_properties(data_dir, ports, security))  # store passwords
     log4j = write_log4j_config(data_dir)
     options = (*_JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}")
     fmt = java.command(

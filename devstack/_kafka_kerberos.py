@@ -53,6 +53,7 @@ from ._process import (
     spawn,
     stack_lock,
     stop_processes,
+    stop_recorded,
     wait_for_port,
 )
 
@@ -174,10 +175,7 @@ class KerberosKafka:
     def down(self) -> bool:
         """Stop the broker; idempotent. True if it was running."""
         with stack_lock(self.paths.run):
-            record = self._record()
-            stopped = stop_processes([record], grace_s=_STOP_GRACE_S) if record else []
-            ProcessRecord.remove(self.paths.run, NAME)
-        return bool(stopped)
+            return bool(stop_recorded(self.paths.run, [NAME], grace_s=_STOP_GRACE_S))
 
     def up(self) -> KerberosKafkaEndpoints:
         """Start the broker unless it already serves; return its endpoints once a GSSAPI
@@ -191,9 +189,7 @@ class KerberosKafka:
                 found = self.endpoints()
                 assert found is not None
                 return found
-            if record is not None:
-                stop_processes([record], grace_s=_STOP_GRACE_S)
-                ProcessRecord.remove(self.paths.run, NAME)
+            stop_recorded(self.paths.run, [NAME], grace_s=_STOP_GRACE_S)
             return self._start()
 
     def _start(self) -> KerberosKafkaEndpoints:
@@ -205,10 +201,8 @@ class KerberosKafka:
         data.mkdir(parents=True)
         ca_pem, keystore, password = _tls(data)
         config = data / "server.properties"
-        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # a store password
-        with os.fdopen(fd, "w") as out:
-            out.write(_server_properties(data, self._kdc, plain, controller, sasl, ssl,
-                                         keystore, password))
+        _certs.write_private(config, _server_properties(data, self._kdc, plain, controller, sasl, ssl,
+                                                        keystore, password))  # a store password
         log4j = write_log4j_config(data)
         options = (*_kafka._JVM_OPTIONS, f"-Dlog4j2.configurationFile={log4j}",
                    f"-Djava.security.krb5.conf={self._kdc.krb5_conf}",

@@ -208,9 +208,4 @@ def probe(manifest_file: Path, *, deadline: float) -> None:
 
 def write_manifest(path: Path, manifest: Mapping[str, Any]) -> Path:
     _certs.private_dir(path.parent)
-    import os
-
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(manifest, out, indent=2, sort_keys=True)
-    return path
+    return _certs.write_private(path, json.dumps(manifest, indent=2, sort_keys=True))

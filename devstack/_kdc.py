@@ -54,6 +54,7 @@ from ._process import (
     port_accepts,
     stack_lock,
     stop_processes,
+    stop_recorded,
     wait_for_port,
 )
 
@@ -244,9 +245,7 @@ class Kdc:
     def down(self) -> bool:
         """Stop this home's KDC; idempotent. True if it was running."""
         with stack_lock(self.paths.run):
-            record = self._record()
-            stopped = stop_processes([record], grace_s=_STOP_GRACE_S) if record else []
-            ProcessRecord.remove(self.paths.run, NAME)
+            stopped = stop_recorded(self.paths.run, [NAME], grace_s=_STOP_GRACE_S)
         if stopped:
             log.info("stopped %s (pid %d)", NAME, stopped[0].pid)
         return bool(stopped)
@@ -270,8 +269,7 @@ class Kdc:
             else:
                 if record is not None:
                     log.info("kdc does not serve; restarting it")
-                    stop_processes([record], grace_s=_STOP_GRACE_S)
-                ProcessRecord.remove(self.paths.run, NAME)
+                stop_recorded(self.paths.run, [NAME], grace_s=_STOP_GRACE_S)
                 self._start()
         manifest = self.manifest()
         if manifest is None:

@@ -156,6 +156,22 @@ def stop_processes(
     return live
 
 
+def stop_recorded(run_dir: Path, names: Iterable[str], *, grace_s: float = 30.0,
+                  grace_by_name: Mapping[str, float] | None = None) -> list[ProcessRecord]:
+    """Stop the recorded processes ``names`` of a home and forget their records.
+
+    What every component's ``down`` does, and its ``up`` before starting afresh: a
+    record whose process is gone (or unreadable) is forgotten too. The caller holds
+    :func:`stack_lock`. Returns the records that were running.
+    """
+    names = list(names)
+    records = [r for n in names if (r := ProcessRecord.load(run_dir, n)) is not None]
+    stopped = stop_processes(records, grace_s=grace_s, grace_by_name=grace_by_name)
+    for name in names:
+        ProcessRecord.remove(run_dir, name)
+    return stopped
+
+
 def _wait_gone(records: Sequence[ProcessRecord], timeout_s: float) -> list[ProcessRecord]:
     deadline = time.monotonic() + timeout_s
     pending = list(records)

@@ -49,6 +49,7 @@ from ._process import (
     spawn,
     stack_lock,
     stop_processes,
+    stop_recorded,
     wait_for_port,
 )
 
@@ -212,15 +213,10 @@ class Devstack:
         Idempotent; returns the names of the processes that were running.
         """
         with stack_lock(self.paths.run):
-            records = [r for r in self._records().values() if r is not None]
             # The optional Kerberized servers and KDC (`kerberos up` / `kdc up`) of this
             # home go down with the stack, the KDC with the others (they only renew from it).
-            for name in (*_hbase_kerberos.NAMES, _kafka_kerberos.NAME, _kdc.NAME):
-                if (record := ProcessRecord.load(self.paths.run, name)) is not None:
-                    records.append(record)
-            stopped = stop_processes(records, grace_by_name=_STOP_GRACE_S)
-            for record in records:
-                ProcessRecord.remove(self.paths.run, record.name)
+            stopped = stop_recorded(self.paths.run, [*_PROCESSES, *_hbase_kerberos.NAMES, _kafka_kerberos.NAME,
+                                                     _kdc.NAME], grace_by_name=_STOP_GRACE_S)
         for record in stopped:
             log.info("stopped %s (pid %d)", record.name, record.pid)
         return [r.name for r in stopped]
@@ -239,14 +235,10 @@ class Devstack:
                        if all(self._serving(records[n]) for n in names)}
             self._check_requested_ports(records, healthy)
             to_start = [c for c in _COMPONENTS if c not in healthy]
-            leftovers = [r for c in to_start for n in _COMPONENTS[c]
-                         if (r := records[n]) is not None]
-            if leftovers:
+            names = [n for c in to_start for n in _COMPONENTS[c]]
+            if any(records[n] is not None for n in names):
                 log.info("restarting %s (not all processes serve)", ", ".join(to_start))
-                stop_processes(leftovers, grace_by_name=_STOP_GRACE_S)
-            for c in to_start:
-                for n in _COMPONENTS[c]:
-                    ProcessRecord.remove(self.paths.run, n)
+            stop_recorded(self.paths.run, names, grace_by_name=_STOP_GRACE_S)
             if to_start:
                 self._start(to_start)
             else:

@@ -15,6 +15,7 @@ from sparkbarrier.devstack._process import (
     marker_for,
     spawn,
     stop_processes,
+    stop_recorded,
 )
 
 pytestmark = [pytest.mark.timeout(60)]
@@ -55,3 +56,18 @@ def test_record_round_trips_through_its_json_file(tmp_path: Path) -> None:
     assert ProcessRecord.load(tmp_path, "hbase-thrift") == record
     ProcessRecord.remove(tmp_path, "hbase-thrift")
     assert ProcessRecord.load(tmp_path, "hbase-thrift") is None
+
+
+def test_stop_recorded_stops_ours_and_forgets_every_named_record(tmp_path: Path) -> None:
+    """What each component's ``down`` does: stop what runs, drop stale and unreadable records too."""
+    marker = marker_for("kdc", tmp_path)
+    proc = spawn([sys.executable, "-c", _SLEEPER, marker], log_path=tmp_path / "x.log", cwd=tmp_path)
+    live = ProcessRecord(name="kdc", pid=proc.pid, marker=marker, log="")
+    wait_for(lambda: is_ours(live), 10, "the marker in the child's command line")
+    live.save(tmp_path)
+    ProcessRecord(name="gone", pid=proc.pid, marker="-Dnot-this-one", log="").save(tmp_path)
+    (tmp_path / "garbled.json").write_text("{")
+    stopped = stop_recorded(tmp_path, ["kdc", "gone", "garbled", "never-started"], grace_s=5.0)
+    assert [r.name for r in stopped] == ["kdc"]
+    assert proc.wait(timeout=5) is not None
+    assert not list(tmp_path.glob("*.json"))
