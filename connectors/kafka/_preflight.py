@@ -48,18 +48,6 @@ class _Errors:
                 self.tls = self.tls or text
 
 
-class _DebugLog:
-    """librdkafka's ``logger``: its lines (one per failed attempt) at DEBUG, scrubbed; the
-    outcome is reported once, by the error this module raises."""
-
-    def __init__(self, scrub: SecretScrubber) -> None:
-        self._scrub = scrub
-
-    def log(self, level: int, fmt: str, *args: object) -> None:
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug("%s", self._scrub(fmt % args if args else fmt))
-
-
 def _metadata(config: dict[str, object], errors: _Errors, budget_s: float):  # noqa: ANN202
     """Metadata, or None when the budget ran out or a login/TLS error came first."""
     from confluent_kafka.admin import AdminClient
@@ -105,12 +93,12 @@ def check_access(options: KafkaSourceOptions, topics: list[str] | tuple[str, ...
             _check_tls_handshake(options)
         return
     settings = options.librdkafka_settings()
-    scrub = SecretScrubber(settings, log)
+    scrub = SecretScrubber(settings, log, level=logging.DEBUG)  # librdkafka's lines: DEBUG
     errors = _Errors(scrub)
     keep = ("bootstrap.servers", "client.id", "socket.timeout.ms", "client.dns.lookup")
     config: dict[str, object] = {k: v for k, v in settings.items()
                                  if k in keep or k.startswith(("security.", "sasl.", "ssl."))}
-    config["logger"] = _DebugLog(scrub)
+    config["logger"] = scrub
     admin, metadata = _metadata(config, errors, _BUDGET_S)
     if errors.auth:
         who = f"user {options.security.username!r}" if options.security.username else "the client"

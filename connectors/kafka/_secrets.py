@@ -69,14 +69,17 @@ class SecretScrubber:
     """Replaces the secret values of one client's settings in free text.
 
     Also serves as confluent-kafka's ``logger`` setting (it calls ``log(level, fmt,
-    *args)``): lines are formatted, scrubbed and passed to the ``logger`` given.
+    *args)``): lines are formatted, scrubbed and passed to the ``logger`` given, at
+    ``level`` when one is given (the query-start check logs every librdkafka line at
+    DEBUG: its outcome is reported once, by the error it raises).
     """
 
-    def __init__(self, configs: Mapping[str, Any], logger: logging.Logger) -> None:
+    def __init__(self, configs: Mapping[str, Any], logger: logging.Logger, *, level: int | None = None) -> None:
         # Longest first, so a secret that contains another is replaced whole.
         self._secrets = sorted({str(v) for k, v in configs.items()
                                 if is_secret_key(k) and str(v)}, key=len, reverse=True)
         self._logger = logger
+        self._level = level
 
     def __call__(self, text: object) -> str:
         out = str(text)
@@ -85,5 +88,6 @@ class SecretScrubber:
         return out
 
     def log(self, level: int, fmt: str, *args: object) -> None:
+        level = self._level if self._level is not None else level
         if self._logger.isEnabledFor(level):
             self._logger.log(level, "%s", self(fmt % args if args else fmt))

@@ -135,6 +135,9 @@ def test_wrong_password_fails_at_query_start_naming_the_option(manifest, caplog)
     assert err.value.option == "kafka.sasl.jaas.config"
     assert "uthentication" in str(err.value)  # the broker's reason is quoted
     assert wrong not in str(err.value) and wrong not in caplog.text
+    # librdkafka's own lines (one per failed attempt) stay at DEBUG: the error says it once.
+    rdkafka = [r for r in caplog.records if r.name.endswith("._preflight")]
+    assert rdkafka and {r.levelname for r in rdkafka} == {"DEBUG"}
 
 
 @pytest.mark.parametrize("case", ["other_ca", "wrong_host"])
