@@ -49,21 +49,22 @@ _MAX_TRIES = 2 * MAX_TASKS
 
 
 def fingerprint(changes: Iterable[tuple[bytes, bool, Iterable[bytes], Mapping[bytes, bytes]]]) -> str:
-    """A hash of one flush: per key, in order, the row delete, the cell deletes and the puts.
+    """A hash of one flush's netted changes per key, in any order (a sum of per-key hashes).
 
     Every byte counts, values included: two tasks' first flushes often share their keys
-    (a few devices spread over partitions), rarely every value. ~2 µs per netted row,
-    first flush only.
+    (a few devices spread over partitions), rarely every value. Order does not: behind a
+    shuffle the same rows reach a task in another order on a replay. ~2 µs per netted
+    row, first flush only.
     """
-    h = hashlib.blake2b(digest_size=16)
+    total = 0
     for key, deleted, cell_deletes, puts in changes:
         parts = [len(key).to_bytes(4, "big"), key, b"D" if deleted else b"-"]
         for column in sorted(cell_deletes):
             parts += (b"d", len(column).to_bytes(4, "big"), column)
         for column, value in puts.items():
             parts += (b"p", len(column).to_bytes(4, "big"), column, len(value).to_bytes(4, "big"), value)
-        h.update(b"".join(parts))
-    return h.hexdigest()
+        total += int.from_bytes(hashlib.blake2b(b"".join(parts), digest_size=16).digest(), "big")
+    return f"{total % (1 << 128):032x}"
 
 
 def claim_block(conn: HBaseConnection, commit_table: str, sink_id: str, *, base_ms: int, fingerprint: str,
@@ -77,15 +78,19 @@ def claim_block(conn: HBaseConnection, commit_table: str, sink_id: str, *, base_
     current = dict(known)
     for _ in range(_MAX_TRIES):
         claims = _claims_of(current, base_ms)
-        mine = _find_mine(claims, fingerprint, plan, task)
-        if mine is not None:
-            if mine.plan == plan and mine.task == task:
-                return mine.block
-            block = mine.block  # written by an earlier plan of this batch: adopt it
+        own = [c for c in claims.values() if c.plan == plan and c.task == task]
+        if own:
+            # A retry (or speculative copy) of this task in the same plan: the plan fixed
+            # the task's input, whatever order its rows arrive in this time.
+            return own[0].block
+        earlier = sorted((c for c in claims.values() if c.plan != plan and c.fingerprint == fingerprint),
+                         key=lambda c: c.block)
+        if earlier:
+            block = earlier[0].block  # its input wrote there under an earlier plan: adopt it
             log.info("batch at base %d: task %d adopts timestamp block %d (its input wrote there before)",
                      base_ms, task, block)
         else:
-            block = task if task not in claims else _lowest_free(claims)
+            block = _fresh_block(claims, plan, task, sink_id)
         claim = BlockClaim(base_ms, block, fingerprint, plan, task)
         if check_and_put(conn, commit_table, sink_id, BlockClaim.column(block), current.get(block),
                          claim.to_bytes()):
@@ -105,19 +110,26 @@ def _claims_of(raw: Mapping[int, bytes | None], base_ms: int) -> dict[int, Block
     return claims
 
 
-def _find_mine(claims: Mapping[int, BlockClaim], fingerprint: str, plan: str, task: int) -> BlockClaim | None:
-    """This task's own claim (a retry), else one an earlier plan made for the same input."""
-    same = [c for c in claims.values() if c.fingerprint == fingerprint]
-    for c in same:
-        if c.plan == plan and c.task == task:
-            return c
-    earlier = sorted((c for c in same if c.plan != plan), key=lambda c: c.block)
-    return earlier[0] if earlier else None
+def _fresh_block(claims: Mapping[int, BlockClaim], plan: str, task: int, sink_id: str) -> int:
+    """A block for an input that wrote nothing here before (or whose first flush changed).
 
-
-def _lowest_free(claims: Mapping[int, BlockClaim]) -> int:
-    for block in range(MAX_TASKS):
+    Above every block an earlier plan claimed, so whatever an earlier attempt left sorts
+    below what this one writes; in partition order where possible (``minPartitions``
+    splits: the later split wins). On a first attempt that is the task's own block.
+    """
+    above = 1 + max((b for b, c in claims.items() if c.plan != plan), default=-1)
+    if above + task < MAX_TASKS and above + task not in claims:
+        return above + task
+    for block in range(above, MAX_TASKS):
         if block not in claims:
             return block
-    raise ProtocolError(f"all {MAX_TASKS} timestamp blocks of the batch are claimed; coalesce() the stream "
-                        "before the sink")
+    # Repeated restarts of one batch with many tasks used every block up: write in the
+    # task's own block, as before blocks followed the input. Exact for inputs that keep
+    # their task id (a shuffle); an input that moved may leave an earlier attempt's cells.
+    if task in claims and claims[task].plan == plan:
+        raise ProtocolError(f"sink {sink_id!r}: every timestamp block of this batch is claimed after repeated "
+                            f"restarts, task {task}'s own block too; coalesce() the stream before the sink")
+    log.warning("sink %r: every timestamp block of this batch is claimed after repeated restarts; task %d writes "
+                "in block %d, and the batch's version history may show an earlier attempt's cells", sink_id,
+                task, task)
+    return task

@@ -135,11 +135,11 @@ class MutationBuffer:
             self._held = {}
         if not changes:
             return
-        self._changes, self._rows, self._bytes = {}, 0, 0
         if self._claim is not None:
             self.clock = self._claim(fingerprint(
                 (key, c.deleted, c.cell_deletes, c.puts) for key, c in changes.items()))
             self._claim = None
+        self._changes, self._rows, self._bytes = {}, 0, 0
         rounds: dict[int, list[tuple[bytes, _RowChange]]] = {}
         for key, change in changes.items():
             round_ = self._round_of(key, change)

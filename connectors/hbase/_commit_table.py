@@ -225,7 +225,11 @@ def read_state(conn: HBaseConnection, commit_table: str, sink_id: str) -> SinkSt
 
 
 def read_cell(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes) -> bytes | None:
-    return conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column])).get(column)
+    try:
+        return conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column])).get(column)
+    except TException as exc:
+        raise SinkError(f"cannot read {column.decode()} of sink {sink_id!r} from {commit_table!r}: "
+                        f"{_short(exc)}") from exc
 
 
 def _short(exc: BaseException) -> str:
@@ -254,8 +258,7 @@ def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column
             return True
     except TException as exc:
         raise SinkError(f"checkAndPut on {commit_table!r} row {sink_id!r} failed: {_short(exc)}") from exc
-    current = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column]))
-    return current.get(column) == value
+    return read_cell(conn, commit_table, sink_id, column) == value
 
 
 def put_cell(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes, value: bytes) -> None:

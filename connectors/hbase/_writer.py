@@ -12,6 +12,7 @@ families, a null with ``sink.ignore-null-value=false`` removes that cell.
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -38,11 +39,12 @@ class TaskIdentity:
 
     ``plan_id`` names the planned batch (the stream writer Spark pickled to its tasks):
     a retry of a task shares it, a replay after a driver restart does not (``_blocks``).
+    Without one the task is a plan of its own: never taken for another task's retry.
     """
 
     def __init__(self, query_id: str, batch_id: int, partition_id: int, plan_id: str = "") -> None:
         self.query_id, self.batch_id, self.partition_id = query_id, batch_id, partition_id
-        self.plan_id = plan_id
+        self.plan_id = plan_id or uuid.uuid4().hex
 
 
 class HBaseTaskWriter:

@@ -65,7 +65,8 @@ def test_a_replay_under_swapped_task_ids_writes_exactly_the_first_attempts_cells
     assert [block_of(m) for m in replay] == [1, 0]  # A kept its block, B took the free one
     # The same input in a clean run on another sink: the visible cells must be identical.
     clean = make_sink(OPS, **opts)
-    clean_msgs = [clean.task(INPUT_A, batch=0, partition=1), clean.task(INPUT_B, batch=0, partition=0)]
+    clean_msgs = [clean.task(INPUT_A, batch=0, partition=1, plan="c"),
+                  clean.task(INPUT_B, batch=0, partition=0, plan="c")]
     clean.commit(clean_msgs, 0)
     shift = replay[0].base_ms - clean_msgs[0].base_ms
     for key in ("a", "x", "b", "y"):
@@ -75,29 +76,71 @@ def test_a_replay_under_swapped_task_ids_writes_exactly_the_first_attempts_cells
     assert [(v, (ts - replay[0].base_ms) // TASK_WIDTH_MS) for v, ts in first_attempt] == [(first_attempt[0][0], 1)]
 
 
-def test_a_new_input_takes_the_lowest_free_block_and_two_equal_first_flushes_stay_apart(make_sink,
-                                                                                          monkeypatch) -> None:
+def test_a_new_input_takes_a_block_above_the_earlier_ones_and_equal_first_flushes_stay_apart(
+        make_sink, monkeypatch) -> None:
     sink = make_sink(OPS, **{"op.column": "op", "sink.buffer-flush.max-rows": "2"})
     crash_after_first_flush(sink, monkeypatch, INPUT_A, partition=0, plan="p1")
     # Replay: B now runs as task 0, whose block A's input claimed; C equals B's first flush.
+    # New inputs go above every block an earlier plan claimed (1 + task id there).
     input_c = INPUT_B + [row("c", 7)]
     replay = [sink.task(INPUT_B, batch=0, partition=0, plan="p2"),
               sink.task(input_c, batch=0, partition=2, plan="p2"),
               sink.task(INPUT_A, batch=0, partition=1, plan="p2")]
-    assert [block_of(m) for m in replay] == [1, 2, 0]
+    assert [block_of(m) for m in replay] == [1, 3, 0]
     # A retry of a task in the same plan finds its own block again.
     retry = sink.task(input_c, batch=0, partition=2, plan="p2")
-    assert block_of(retry) == 2 and retry.base_ms == replay[0].base_ms
+    assert block_of(retry) == 3 and retry.base_ms == replay[0].base_ms
     sink.commit(replay, 0)
     assert {r["id"]: r["v"] for r in sink.read()} == {"a": 2, "b": 1, "c": 7, "x": 1, "y": 1}
 
 
-def test_the_fingerprint_covers_keys_deletes_and_values_in_order() -> None:
+def test_the_fingerprint_covers_keys_deletes_and_values_in_any_order() -> None:
     base = [(b"k", False, set(), {b"d:v": b"1"}), (b"j", True, set(), {})]
     same = fingerprint(iter(base))
     assert fingerprint(iter(base)) == same
+    assert fingerprint(iter(base[::-1])) == same  # a shuffle's rows come in any order
     assert fingerprint(iter([(b"k", False, set(), {b"d:v": b"2"}), base[1]])) != same
-    assert fingerprint(iter(base[::-1])) != same
+    assert fingerprint(iter(base[:1])) != same
     assert fingerprint(iter([(b"k", False, {b"d:s"}, {b"d:v": b"1"}), base[1]])) != same
     assert fingerprint(iter([(b"k", False, set(), {b"d:v1": b""}), base[1]])) != fingerprint(
         iter([(b"k", False, set(), {b"d:v": b"1"}), base[1]]))
+
+
+KEYS = [row(f"k{i}", i) for i in range(6)]
+
+
+def test_behind_a_shuffle_a_retry_in_the_same_plan_keeps_its_block_whatever_the_row_order(
+        make_sink, monkeypatch) -> None:
+    """A shuffle hands a task the same rows in another order on a retry: same plan, same block."""
+    sink = make_sink(OPS, **{"op.column": "op", "sink.buffer-flush.max-rows": "2"})
+    crash_after_first_flush(sink, monkeypatch, KEYS, partition=0, plan="s1")
+    retry = sink.task(KEYS[::-1], batch=0, partition=0, plan="s1")
+    assert block_of(retry) == 0
+    sink.commit([retry], 0)
+    assert {r["id"]: r["v"] for r in sink.read()} == {f"k{i}": i for i in range(6)}
+    assert all(len(versions(sink, f"k{i}")) == 1 for i in range(6))
+
+
+def test_behind_a_shuffle_a_replay_adopts_its_block_when_the_first_flush_holds_the_same_rows(
+        make_sink, monkeypatch) -> None:
+    sink = make_sink(OPS, **{"op.column": "op"})  # one flush per task: order cannot change what it holds
+    crash_after_first_flush(sink, monkeypatch, KEYS, partition=1, plan="s1")
+    replay = sink.task(KEYS[::-1], batch=0, partition=1, plan="s2")
+    assert block_of(replay) == 1
+    sink.commit([replay], 0)
+    assert all(len(versions(sink, f"k{i}")) == 1 for i in range(6))
+
+
+def test_behind_a_shuffle_a_replay_whose_first_flush_changed_writes_above_the_first_attempt(
+        make_sink, monkeypatch) -> None:
+    """Cut by the row limit, a reordered first flush holds other rows: no adoption. The
+    replay writes above the first attempt's block, so plain and committed reads are exact
+    (the first attempt's cells stay as older versions of the same values)."""
+    sink = make_sink(OPS, **{"op.column": "op", "sink.buffer-flush.max-rows": "2"})
+    crash_after_first_flush(sink, monkeypatch, KEYS, partition=0, plan="s1")
+    replay = sink.task(KEYS[::-1], batch=0, partition=0, plan="s2")
+    assert block_of(replay) == 1
+    sink.commit([replay], 0)
+    assert {r["id"]: r["v"] for r in sink.read()} == {f"k{i}": i for i in range(6)}
+    newest = {f"k{i}": versions(sink, f"k{i}")[0] for i in range(6)}
+    assert all((ts - replay.base_ms) // TASK_WIDTH_MS == 1 for _, ts in newest.values())

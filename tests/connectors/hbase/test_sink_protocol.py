@@ -68,10 +68,12 @@ def test_one_key_in_two_tasks_of_a_batch_resolves_to_the_later_task_on_every_rep
     early = [{"id": "a", "v": 1, "s": "early", "op": None}]
     late = [{"id": "a", "v": 3, "s": "late", "op": None}]
     # Replays run the tasks in any order; the outcome must not depend on it.
-    first = [sink.task(late, batch=0, partition=1), sink.task(early, batch=0, partition=0)]
+    first = [sink.task(late, batch=0, partition=1, plan="first"),
+             sink.task(early, batch=0, partition=0, plan="first")]
     sink.commit(first, 0)
     assert sink.read() == [{"id": "a", "v": 3, "s": "late"}]
-    replay = [sink.task(early, batch=0, partition=0), sink.task(late, batch=0, partition=1)]
+    replay = [sink.task(early, batch=0, partition=0, plan="replay"),
+              sink.task(late, batch=0, partition=1, plan="replay")]
     sink.commit(replay, 0)
     assert sink.read() == [{"id": "a", "v": 3, "s": "late"}]
 
