@@ -16,19 +16,25 @@ points). Before that flush goes out the task records a :class:`BlockClaim` in th
 commit table with ``checkAndPut``; every block a first attempt wrote into is therefore
 claimed before its first cell. A replay's task reads the claims with the attempt (the
 same get, see ``_committer``), adopts the block of its fingerprint, and writes exactly
-the cells the first attempt wrote. A task whose input wrote nothing before takes its
-own partition's block when free, else the lowest free one. Cost: one ``checkAndPut``
-per write task and batch.
+the cells the first attempt wrote. A retry of a task in the same plan keeps its block
+whatever its rows' order (the plan fixed its input). A task whose input has no earlier
+block writes above every block an earlier plan claimed, so whatever an earlier attempt
+left sorts below it. Cost: one ``checkAndPut`` per write task and batch.
 
 Contract (executor, once per task, at its first flush; idempotent for a retry of the
-same task). Limits, documented for users in docs/fault-tolerance.md:
+same task). Limits, documented for users in docs/hbase-sink.md:
 
+* behind a shuffle the rows reach a task in another order on a replay; the fingerprint
+  ignores order, but a first flush cut by the row limit may then hold other rows: no
+  adoption, and the first attempt's cells stay as older versions of the same values
+  (plain and committed reads exact; the version history shows them);
 * two tasks of one batch whose first flushes are identical but whose later flushes
-  differ are told apart within one planned batch; a replay may swap them, which leaves
-  the first attempt's later cells beside the replay's;
+  differ are told apart within one planned batch; a replay may swap them;
 * when one Kafka partition is split over several tasks (``minPartitions``) and a key is
-  in two splits of one batch, "the later split wins" holds on a replay for the splits
-  that wrote before; a split that wrote nothing before takes whatever block is free.
+  in two splits of one batch, "the later split wins" holds on a replay among the splits
+  that wrote before and among those that did not, not across the two groups;
+* repeated restarts of one batch with many tasks (over ~170) can use every block up;
+  the task then writes in its own block, with a warning.
 """
 
 from __future__ import annotations
