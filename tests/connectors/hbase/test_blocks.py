@@ -109,25 +109,29 @@ def test_the_fingerprint_covers_keys_deletes_and_values_in_any_order() -> None:
 KEYS = [row(f"k{i}", i) for i in range(6)]
 
 
+def rerun_reordered(sink, monkeypatch, *, plan: str):
+    """The first attempt (plan "s1", task 0) dies after its first flush; the rerun gets the
+    same rows in reverse order, as a shuffle may deliver them, and commits; reads exact."""
+    crash_after_first_flush(sink, monkeypatch, KEYS, partition=0, plan="s1")
+    again = sink.task(KEYS[::-1], batch=0, partition=0, plan=plan)
+    sink.commit([again], 0)
+    assert {r["id"]: r["v"] for r in sink.read()} == {f"k{i}": i for i in range(6)}
+    return again
+
+
 def test_behind_a_shuffle_a_retry_in_the_same_plan_keeps_its_block_whatever_the_row_order(
         make_sink, monkeypatch) -> None:
-    """A shuffle hands a task the same rows in another order on a retry: same plan, same block."""
     sink = make_sink(OPS, **{"op.column": "op", "sink.buffer-flush.max-rows": "2"})
-    crash_after_first_flush(sink, monkeypatch, KEYS, partition=0, plan="s1")
-    retry = sink.task(KEYS[::-1], batch=0, partition=0, plan="s1")
+    retry = rerun_reordered(sink, monkeypatch, plan="s1")
     assert block_of(retry) == 0
-    sink.commit([retry], 0)
-    assert {r["id"]: r["v"] for r in sink.read()} == {f"k{i}": i for i in range(6)}
     assert all(len(versions(sink, f"k{i}")) == 1 for i in range(6))
 
 
 def test_behind_a_shuffle_a_replay_adopts_its_block_when_the_first_flush_holds_the_same_rows(
         make_sink, monkeypatch) -> None:
     sink = make_sink(OPS, **{"op.column": "op"})  # one flush per task: order cannot change what it holds
-    crash_after_first_flush(sink, monkeypatch, KEYS, partition=1, plan="s1")
-    replay = sink.task(KEYS[::-1], batch=0, partition=1, plan="s2")
-    assert block_of(replay) == 1
-    sink.commit([replay], 0)
+    replay = rerun_reordered(sink, monkeypatch, plan="s2")
+    assert block_of(replay) == 0
     assert all(len(versions(sink, f"k{i}")) == 1 for i in range(6))
 
 
@@ -137,10 +141,7 @@ def test_behind_a_shuffle_a_replay_whose_first_flush_changed_writes_above_the_fi
     replay writes above the first attempt's block, so plain and committed reads are exact
     (the first attempt's cells stay as older versions of the same values)."""
     sink = make_sink(OPS, **{"op.column": "op", "sink.buffer-flush.max-rows": "2"})
-    crash_after_first_flush(sink, monkeypatch, KEYS, partition=0, plan="s1")
-    replay = sink.task(KEYS[::-1], batch=0, partition=0, plan="s2")
+    replay = rerun_reordered(sink, monkeypatch, plan="s2")
     assert block_of(replay) == 1
-    sink.commit([replay], 0)
-    assert {r["id"]: r["v"] for r in sink.read()} == {f"k{i}": i for i in range(6)}
     newest = {f"k{i}": versions(sink, f"k{i}")[0] for i in range(6)}
     assert all((ts - replay.base_ms) // TASK_WIDTH_MS == 1 for _, ts in newest.values())
