@@ -4,10 +4,18 @@ Wraps one group-less ``KafkaConsumer`` used only for metadata and ListOffsets
 (it never fetches records and never joins a group). Created lazily by the
 planner; all calls are synchronous and bounded by ``request_timeout_ms``.
 
-A lookup that fails on a connection or retriable broker error (a broker restarting,
-a leader moving) is retried ``fetchOffset.numRetries`` times, ``fetchOffset.retryIntervalMs``
-apart, as Spark's Kafka source does; then the query fails with :class:`SourceError`
-naming what was looked up and the two options, never with a bare client exception.
+Two retry budgets, because two different things go wrong:
+
+* until the cluster has answered once, a connection or retriable error is most likely
+  a wrong ``kafka.bootstrap.servers``: retried ``fetchOffset.numRetries`` times,
+  ``fetchOffset.retryIntervalMs`` apart, as Spark's Kafka source does, then the query
+  fails naming the two options;
+* once it has answered, the same errors mean the cluster is failing over (a leader
+  election, a broker restarting): retried with backoff for ``failover.timeoutMs``
+  (:mod:`._failover`), logged once per problem.
+
+Either way the query fails with :class:`SourceError` naming what was looked up and
+the option, never with a bare client exception.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from kafka.errors import KafkaError
 
 from ..._exceptions import SourceError
 
+from ._failover import ProblemLog, retry_failover
 from ._options import KafkaSourceOptions
 from ._positions import TopicPartition
 from ._secrets import install_client_log_redaction
@@ -57,6 +66,8 @@ class ClusterView:
         self._consumer: KafkaConsumer | None = None
         # Like Spark (Java Pattern.matches): the pattern must match the whole topic name.
         self._regex = re.compile(options.pattern) if options.pattern else None
+        self._answered = False
+        self._problems = ProblemLog(log, "barrier-kafka")
 
     def _client(self) -> KafkaConsumer:
         if self._consumer is None:
@@ -75,18 +86,41 @@ class ClusterView:
 
     def _retrying(self, what: str, call: Callable[[], T],
                   tps: Iterable[TopicPartition] = ()) -> T:
+        """``call()`` under the two retry budgets (see the module docstring)."""
+        if self._answered:
+            options = self._options
+            result = retry_failover(
+                what, lambda: self._vanishing(what, call, tps),
+                timeout_s=options.failover_timeout_ms / 1000,
+                interval_s=options.fetch_offset_retry_interval_ms / 1000,
+                problems=self._problems)
+        else:
+            result = self._first_contact(what, call, tps)
+            self._answered = True
+        return result
+
+    def _vanishing(self, what: str, call: Callable[[], T], tps: Iterable[TopicPartition]) -> T:
+        """``call()``; a retriable failure on a deleted topic becomes PartitionsVanished:
+        a lookup on a deleted topic times out again and again, so say so now."""
+        try:
+            return call()
+        except Exception as exc:  # noqa: BLE001 -- classified right below
+            tps = list(tps)
+            if _transient(exc) and tps and self._vanished(tps):
+                raise PartitionsVanished(f"cannot {what}: a topic of "
+                                         f"{sorted(str(tp) for tp in tps)} is gone") from exc
+            raise
+
+    def _first_contact(self, what: str, call: Callable[[], T],
+                       tps: Iterable[TopicPartition]) -> T:
+        """Before the cluster ever answered: ``fetchOffset.numRetries`` attempts, as Spark."""
         options = self._options
-        tps = list(tps)
         for attempt in range(options.fetch_offset_retries + 1):
             try:
-                return call()
+                return self._vanishing(what, call, tps)
             except Exception as exc:  # noqa: BLE001 -- classified right below
                 if not _transient(exc):
                     raise
-                if tps and self._vanished(tps):
-                    # a lookup on a deleted topic times out again and again: say so now
-                    raise PartitionsVanished(f"cannot {what}: a topic of "
-                                             f"{sorted(str(tp) for tp in tps)} is gone") from exc
                 if attempt == options.fetch_offset_retries:
                     raise SourceError(
                         f"cannot {what} from {options.bootstrap_servers} after "
@@ -94,11 +128,12 @@ class ClusterView:
                         f"{options.fetch_offset_retries}, fetchOffset.retryIntervalMs="
                         f"{options.fetch_offset_retry_interval_ms}): "
                         f"{type(exc).__name__}: {exc}") from None
+                # a line per attempt: few (fetchOffset.numRetries), and each one counts
                 log.warning("barrier-kafka: cannot %s (attempt %d of %d): %s: %s; retrying",
                             what, attempt + 1, options.fetch_offset_retries + 1,
                             type(exc).__name__, exc)
                 time.sleep(options.fetch_offset_retry_interval_ms / 1000)
-        raise AssertionError("unreachable")
+        raise SourceError(f"cannot {what}: no attempt was made")  # numRetries >= 0: unreachable
 
     def _vanished(self, tps: list[TopicPartition]) -> bool:
         """True when a topic of ``tps`` no longer exists (fresh metadata); False when

@@ -30,7 +30,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message
 from confluent_kafka import TopicPartition as ConfluentTP
 
 from ..._exceptions import ConfigError, SourceError
-from ._librdkafka import GONE, NOT_YET, ClientErrors, read_with, settings
+from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, read_with, settings
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, build_batch, gone
 from ._secrets import SecretScrubber
@@ -88,6 +88,8 @@ class _ConfluentFetcher:
             if err.code() in GONE:
                 raise gone(part) from None
             if err.code() in NOT_YET:
+                if err.code() not in UNREACHED:  # the cluster answered: say what it said
+                    self.errors.last = self.errors.scrub(err.str())
                 self._serve(max(timeout_s - (time.monotonic() - started), 0))
                 return None
             self.errors.record(err.code(), err.str(), err.fatal())

@@ -8,8 +8,10 @@ native library. The range contract is the one in :mod:`._partition_reader`.
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -17,11 +19,15 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTP
 from kafka.errors import OffsetOutOfRangeError
 
+from ._failover import ProblemLog, kafka_python_retriable, retry_failover
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, build_batch, check_loss, gone, no_progress
 from ._secrets import install_client_log_redaction
 
 __all__ = ["read_records"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 install_client_log_redaction()
 
@@ -55,16 +61,33 @@ def read_records(options: KafkaSourceOptions, part: KafkaRangePartition,
     """Yield the data records of ``part`` (no marker) as Arrow batches."""
     configs = {**_FETCH_DEFAULTS, **options.consumer_configs()}
     configs["max_poll_records"] = options.arrow_batch_size
-    consumer = KafkaConsumer(**configs, enable_auto_commit=False, auto_offset_reset="none",
-                             allow_auto_create_topics=False)
+    problems = ProblemLog(log, "barrier-kafka")
+
+    def failover(what: str, call: Callable[[], T]) -> T:
+        # A leader election or one broker restarting: the driver saw the cluster answer
+        # when it planned this range, so these heal (see ._failover).
+        return retry_failover(what, call, timeout_s=options.failover_timeout_ms / 1000,
+                              interval_s=0.2, problems=problems,
+                              topic_partition=part.channel)
+
+    consumer = failover("connect to the cluster", lambda: KafkaConsumer(
+        **configs, enable_auto_commit=False, auto_offset_reset="none",
+        allow_auto_create_topics=False))
     tp = KafkaTP(part.topic, part.partition)
     try:
         # A missing topic would otherwise show up only as "no progress" after
         # kafkaConsumer.pollTimeoutMs; the confluent path reports it as data loss at once.
-        if part.partition not in (consumer.partitions_for_topic(part.topic) or ()):
+        found = failover(f"look up the partitions of {part.topic}",
+                         lambda: consumer.partitions_for_topic(part.topic))
+        if part.partition not in (found or ()):
             raise gone(part)
         consumer.assign([tp])
-        earliest = consumer.beginning_offsets([tp]).get(tp)
+
+        def first_offset() -> int | None:
+            return failover(f"look up the earliest offset of {part.channel}",
+                            lambda: consumer.beginning_offsets([tp]).get(tp))
+
+        earliest = first_offset()
         if earliest is None:
             raise gone(part)
         pos = check_loss(options, part, part.start, earliest)
@@ -77,14 +100,27 @@ def read_records(options: KafkaSourceOptions, part: KafkaRangePartition,
             try:
                 fetched = consumer.poll(timeout_ms=200, max_records=options.arrow_batch_size)
             except OffsetOutOfRangeError:
-                earliest = consumer.beginning_offsets([tp])[tp]
+                earliest = first_offset()
+                if earliest is None:
+                    raise gone(part) from None
                 pos = check_loss(options, part, pos, earliest)
                 if pos >= part.end:
                     break
                 consumer.seek(tp, pos)
                 continue
+            except Exception as exc:  # noqa: BLE001 -- classified right below
+                if not kafka_python_retriable(exc):
+                    raise
+                problems.failing(f"read {part.channel}", f"{type(exc).__name__}: {exc}",
+                                 f"retrying; the task fails after {options.poll_timeout_ms} "
+                                 f"ms without progress (kafkaConsumer.pollTimeoutMs)")
+                if time.monotonic() > deadline:
+                    raise no_progress(options, part, pos) from None
+                time.sleep(0.2)
+                continue
             records = fetched.get(tp, ())
             if records:
+                problems.healed(f"read {part.channel}")
                 deadline = time.monotonic() + options.poll_timeout_ms / 1000
                 if records[-1].offset >= part.end:
                     records = [r for r in records if r.offset < part.end]

@@ -34,11 +34,12 @@ from typing import Protocol
 import pyarrow as pa
 
 from ..._exceptions import DataLossError, SourceError
+from ._failover import FAILOVER_OPTION, LIBRDKAFKA_RETRIABLE, ProblemLog
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, check_loss, gc_paused, gone, no_progress
 from ._secrets import SecretScrubber
 
-__all__ = ["DEFAULTS", "FORCED", "GONE", "NOT_YET", "ClientErrors", "Err", "Fetcher",
+__all__ = ["DEFAULTS", "FORCED", "GONE", "NOT_YET", "UNREACHED", "ClientErrors", "Err", "Fetcher",
            "earliest", "gone_or_unauthorised", "permanent_error", "read_with", "settings"]
 
 log = logging.getLogger(__name__)
@@ -107,8 +108,12 @@ class Err(enum.IntEnum):
 
 GONE = frozenset({Err.UNKNOWN_PARTITION, Err.UNKNOWN_TOPIC, Err.UNKNOWN_TOPIC_OR_PART})
 _OUT_OF_RANGE = frozenset({Err.AUTO_OFFSET_RESET, Err.OFFSET_OUT_OF_RANGE})
-# A lookup that may still succeed: the broker is not reachable (yet).
-NOT_YET = frozenset({Err.TIMED_OUT, Err.ALL_BROKERS_DOWN, Err.TRANSPORT})
+# A lookup that may still succeed: the broker is not reachable (yet), or the cluster is
+# failing over (a leader election, a broker restarting): the Java client's retriable set.
+NOT_YET = LIBRDKAFKA_RETRIABLE
+# Of those, the ones that only say "no answer yet": the client error (``error_cb``) that
+# came with them says why, and is kept rather than overwritten by a bare "timed out".
+UNREACHED = frozenset({Err.TIMED_OUT, Err.ALL_BROKERS_DOWN, Err.TRANSPORT})
 # Errors librdkafka would retry forever that no retry can fix: fail the task now, with
 # the options that fix them. A TLS disconnect mid-handshake is reported as TRANSPORT by
 # librdkafka, so SSL here means a real handshake failure (certificate, protocol).
@@ -148,6 +153,7 @@ class ClientErrors:
         self.scrub = scrub
         self.last = ""
         self.permanent: str | None = None
+        self.problems = ProblemLog(log, "barrier-kafka")
 
     def record(self, code: int, text: str, fatal: bool = False) -> None:
         self.last = self.scrub(text)
@@ -205,7 +211,10 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
               part: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
     """Yield the data records of ``part`` (no marker) as Arrow batches; closes ``fetcher``."""
     errors = fetcher.errors
-    lookup_s = options.client_configs.get("request_timeout_ms", 30_000) / 1000
+    # A lookup waits out a failover (leader election, broker restart), not just one
+    # request: the driver saw the cluster answer when it planned this range.
+    lookup_s = max(options.client_configs.get("request_timeout_ms", 30_000),
+                   options.failover_timeout_ms) / 1000
     try:
         pos = check_loss(options, part, part.start, earliest(fetcher, part, lookup_s))
         if pos >= part.end:
@@ -221,6 +230,7 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
                 errors.raise_permanent(part)
                 if added:
                     pos = next_offset
+                    errors.problems.healed(f"read {part.channel}")
                     deadline = time.monotonic() + options.poll_timeout_ms / 1000
                 if events:
                     ended, pos = _handle_events(events, fetcher, options, part, pos, lookup_s)
@@ -257,12 +267,18 @@ def earliest(fetcher: Fetcher, part: KafkaRangePartition, timeout_s: float) -> i
         except DataLossError:  # gone(part): deleted, or hidden from this user?
             raise gone_or_unauthorised(fetcher, part) from None
         fetcher.errors.raise_permanent(part)
+        what = f"look up the earliest offset of {part.channel}"
         if low is not None:
+            fetcher.errors.problems.healed(what)
             return low
+        if fetcher.errors.last:
+            fetcher.errors.problems.failing(what, fetcher.errors.last,
+                                            f"retrying for up to {timeout_s:g} s "
+                                            f"({FAILOVER_OPTION})")
         if time.monotonic() >= deadline:
             reason = fetcher.errors.last or "timed out"
             raise SourceError(f"cannot look up the earliest offset of {part.channel} within "
-                              f"{timeout_s:g} s (kafka.request.timeout.ms): {reason}",
+                              f"{timeout_s:g} s ({FAILOVER_OPTION}): {reason}",
                               topic_partition=part.channel)
 
 
@@ -305,5 +321,8 @@ def _handle_events(events: list[tuple[int, int, str]], fetcher: Fetcher,
                               topic_partition=part.channel)
         else:  # transient; the no-progress deadline bounds how long it may last
             fetcher.errors.last = fetcher.errors.scrub(text)
-            log.warning("barrier-kafka: reading %s: %s", part.channel, fetcher.errors.last)
+            fetcher.errors.problems.failing(
+                f"read {part.channel}", fetcher.errors.last,
+                f"librdkafka retries; the task fails after {options.poll_timeout_ms} ms "
+                f"without progress (kafkaConsumer.pollTimeoutMs)")
     return done, pos

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..._exceptions import ConfigError, SourceError
-from ._librdkafka import GONE, NOT_YET, ClientErrors, read_with, settings
+from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, read_with, settings
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, build_batch, gone
 from ._secrets import SecretScrubber
@@ -118,6 +118,8 @@ class _NativeFetcher:
         if err in GONE:
             raise gone(part)
         if err in NOT_YET:
+            if err not in UNREACHED:  # the cluster answered: say what it said
+                self.errors.last = self._scrub(text)
             return None
         if err:
             self.errors.record(err, text)

@@ -120,6 +120,12 @@ SPECS: tuple[OptionSpec, ...] = (
                type_name="int"),
     OptionSpec("fetchOffset.retryIntervalMs", parse_positive_int, 1000,
                "Driver: milliseconds between those retries.", type_name="int"),
+    OptionSpec("failover.timeoutMs", parse_positive_int, 120_000,
+               "Driver and executors: how long errors that heal on their own (a leader "
+               "change, the group coordinator moving, one broker down in a rolling restart) "
+               "are retried, with backoff, before the query fails naming this option. "
+               "Authentication, authorisation and out-of-range errors are never retried "
+               "(docs/kafka-source.md, failover).", type_name="int"),
     OptionSpec("commitOffsets", parse_bool, True,
                "Commit completed batches' offsets to `kafka.group.id`.", type_name="bool"),
     OptionSpec("arrowBatchSize", parse_positive_int, 10_000,
@@ -165,6 +171,7 @@ class KafkaSourceOptions:
     commit_offsets: bool = True
     fetch_offset_retries: int = 3
     fetch_offset_retry_interval_ms: int = 1000
+    failover_timeout_ms: int = 120_000
     arrow_batch_size: int = 10_000
     consumer_client: ConsumerClient = ConsumerClient.AUTO
     # Hold passwords: kept out of repr() so tracebacks and logs of the options stay clean.
@@ -306,6 +313,7 @@ def parse_declared_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
         commit_offsets=commit,
         fetch_offset_retries=values["fetchOffset.numRetries"],
         fetch_offset_retry_interval_ms=values["fetchOffset.retryIntervalMs"],
+        failover_timeout_ms=values["failover.timeoutMs"],
         arrow_batch_size=values["arrowBatchSize"],
         consumer_client=values["kafkaConsumer.client"],
         client_configs=configs,
