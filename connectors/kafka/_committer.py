@@ -6,8 +6,11 @@ them to the group with ``OffsetCommit`` via the admin API -- the source never jo
 the group, so no rebalance and no member id are involved.
 
 Contract:
-- best effort: a failed commit is logged and counted, never raised; the next
-  completion retries with newer offsets, which subsume the failed ones;
+- best effort: a failed commit is logged (once per problem) and counted, never
+  raised; :class:`~._background_commits.BackgroundCommits` retries it, or a newer
+  completion whose offsets subsume it;
+- coordinator moves: a retriable error drops the client, so the next attempt finds the
+  group's coordinator afresh (kafka-python would keep sending to the old one);
 - monotonic: a partition's committed offset never moves backwards (the group's
   current offsets are read once before the first commit, then tracked), so a
   replayed or older checkpoint is a no-op;
@@ -27,6 +30,7 @@ from kafka import TopicPartition as KafkaTP
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
+from ._failover import ProblemLog, kafka_python_retriable
 from ._group import commit_metadata, committed_offsets
 from ._metrics import SourceMetrics
 from ._positions import TopicPartition
@@ -57,6 +61,7 @@ class OffsetCommitter:
         self._committed: dict[TopicPartition, int] | None = None
         self._last_checkpoint = 0
         self._last_error: Exception | None = None
+        self._problems = ProblemLog(log, source)
 
     @property
     def last_committed_checkpoint(self) -> int:
@@ -85,12 +90,26 @@ class OffsetCommitter:
                 return self._commit_once(checkpoint_id, timestamp_ms, offsets)
             except (KafkaError, OSError) as exc:
                 self._last_error = exc
-                if not getattr(exc, "retriable", False) or attempt == _ATTEMPTS - 1:
+                retriable = kafka_python_retriable(exc)
+                if retriable:
+                    # The coordinator moved (NOT_COORDINATOR), is not elected yet, or its
+                    # broker died: kafka-python caches the coordinator per client and never
+                    # drops it, so every later commit would go to the old broker. A new
+                    # client looks the coordinator up afresh.
+                    self._reset_client()
+                if not retriable or attempt == _ATTEMPTS - 1:
                     break
-                # e.g. the coordinator is moving or __consumer_offsets is being created
                 self._committed = None
                 time.sleep(_BACKOFF_S * (attempt + 1))
         return self._commit_failed(checkpoint_id)
+
+    def _reset_client(self) -> None:
+        if self._admin is not None:
+            try:
+                self._admin.close()
+            except Exception:  # noqa: BLE001 -- a half-dead client; a new one follows
+                log.debug("%s: closing the admin client failed", self._source, exc_info=True)
+            self._admin = None
 
     def _commit_once(self, checkpoint_id: int, timestamp_ms: int,
                      offsets: Mapping[TopicPartition, int]) -> bool:
@@ -114,6 +133,7 @@ class OffsetCommitter:
         self._last_checkpoint = checkpoint_id
         self._metrics.add("commits_succeeded")
         self._metrics.set("last_committed_checkpoint", checkpoint_id)
+        self._problems.healed(f"commit to group {self._group_id!r}")
         log.info("%s: checkpoint %d committed to group %r: %s", self._source, checkpoint_id,
                  self._group_id, {str(tp): off for tp, off in sorted(offsets.items())})
         return True
@@ -122,9 +142,11 @@ class OffsetCommitter:
         self._metrics.add("commits_failed")
         # Force a fresh read next time: our view of the group may be stale.
         self._committed = None
-        log.warning("%s: committing checkpoint %d to group %r failed (%s); "
-                    "the next completed checkpoint retries", self._source, checkpoint_id,
-                    self._group_id, self._last_error)
+        self._problems.failing(f"commit to group {self._group_id!r}",
+                               f"{type(self._last_error).__name__}: {self._last_error}",
+                               f"committing checkpoint {checkpoint_id} failed; it (or a newer "
+                               f"one) is retried, the group stays behind, never ahead, and the "
+                               f"query goes on")
         return False
 
     def close(self) -> None:

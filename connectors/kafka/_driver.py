@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from ...state import PendingCheckpoints
 from ._cluster import ClusterView
+from ._background_commits import BackgroundCommits
 from ._committer import OffsetCommitter
 from ._metrics import SourceMetrics
 from ._offsets import SourceOffset
@@ -34,10 +35,12 @@ class DriverState:
         self.ledger = ledger
         self.metrics = SourceMetrics()
         self.cluster = ClusterView(options)
-        self.committer: OffsetCommitter | None = None
+        self.committer: BackgroundCommits | None = None
         if options.commit_offsets and options.group_id:
-            self.committer = OffsetCommitter(options.admin_configs(), options.group_id,
-                                             self.metrics)
+            group = options.group_id
+            self.committer = BackgroundCommits(
+                lambda: OffsetCommitter(options.admin_configs(), group, self.metrics),
+                name="barrier-kafka-commits", metrics=self.metrics)
         self.initial: dict | None = None
         self.target: dict[TopicPartition, int] | None = None
         self.latest_seen: dict[TopicPartition, int] | None = None

@@ -43,6 +43,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from ..._exceptions import ConfigError
 from ..._faults import fault_point
+from ._background_commits import BackgroundCommits
 from ._client_config import kafka_python_configs
 from ._security import parse_security
 from ._metrics import SourceMetrics
@@ -117,39 +118,58 @@ class _JsonEvents:
 class KafkaOffsetCommits(StreamingQueryListener):
     """The listener (and the handle returned to the caller).
 
-    Which query: the one named ``query_name``, else the first query started after
-    registration. Methods prefixed ``on`` are called by Spark's listener bus (driver, or
-    the Connect server); :meth:`wait_for`, :meth:`stats` and :meth:`close` by the user.
+    Which query: the one named ``query_name``; else the first query *started* after
+    registration (bound on its start event: progress events of queries that were
+    running before, or of a second query started later, are never committed to this
+    group; the second start is logged as an error naming ``query_name``). Methods
+    prefixed ``on`` are called by Spark's listener bus (driver, or the Connect
+    client); :meth:`wait_for`, :meth:`stats`, :meth:`finish` and :meth:`close` by the
+    user. Commits run on :class:`~._background_commits.BackgroundCommits`.
     """
 
     def __init__(self, group_id: str, admin_configs: Mapping[str, Any],
-                 query_name: str | None = None) -> None:
+                 query_name: str | None = None,
+                 running_before: frozenset[str] = frozenset()) -> None:
         self._group_id = group_id
         self._admin_configs = dict(admin_configs)
         self._query_name = query_name
+        self._running_before = running_before
         self._init_runtime()
 
     def _init_runtime(self) -> None:
         self._query_id: str | None = None
         self._cond = threading.Condition()
-        self._pending: tuple[int, dict[TopicPartition, int]] | None = None
-        self._closed = False
-        self._thread: threading.Thread | None = None
         self._committer: Any = None
         self._metrics = SourceMetrics()
-        self._last_batch = -1
+        self._commits = BackgroundCommits(
+            self._make_committer, name="spark-kafka-commits",
+            before_commit=lambda: fault_point("listener.before_group_commit"),
+            metrics=self._metrics)
+        self._last_progress = -1
+        self._terminated = False
+        self._ambiguous_warned = False
         self._events = 0
         self._listener_s_total = 0.0
         self._listener_s_max = 0.0
 
+    def _make_committer(self) -> Any:
+        from ._committer import OffsetCommitter
+
+        if self._committer is None:
+            self._committer = OffsetCommitter(self._admin_configs, self._group_id,
+                                              self._metrics, query_id=self._query_id,
+                                              source=_SOURCE)
+        return self._committer
+
     def __getstate__(self) -> dict[str, Any]:
         return {"group_id": self._group_id, "admin_configs": self._admin_configs,
-                "query_name": self._query_name}
+                "query_name": self._query_name, "running_before": self._running_before}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._group_id = state["group_id"]
         self._admin_configs = state["admin_configs"]
         self._query_name = state["query_name"]
+        self._running_before = state.get("running_before", frozenset())
         self._init_runtime()
 
     @property
@@ -169,28 +189,47 @@ class KafkaOffsetCommits(StreamingQueryListener):
 
     # -- listener side (Spark's listener bus) ----------------------------------------
 
-    def _mine(self, query_id: str, name: str | None) -> bool:
-        if self._query_id is not None:
-            return query_id == self._query_id
-        if self._query_name is not None and name != self._query_name:
-            return False
-        self._query_id = query_id
-        return True
+    def _mine(self, query_id: str, name: str | None, *, started: bool) -> bool:
+        """Is this event of the bound query? Binds on the first eligible start event.
+
+        A named listener binds to its name on any event (a name is unambiguous). An
+        unnamed one binds only on a start event of a query that was not running at
+        registration: progress events come in the order queries post them, so binding
+        on progress picked whichever query finished a batch first.
+        """
+        with self._cond:
+            if self._query_id is not None:
+                if query_id != self._query_id and started and self._query_name is None \
+                        and not self._ambiguous_warned:
+                    self._ambiguous_warned = True
+                    log.error("spark-kafka: commit_kafka_offsets for group %r is bound to "
+                              "query %s; query %s started after it is not committed. Call "
+                              "commit_kafka_offsets once per query with query_name= (the "
+                              "query's queryName) to commit both", self._group_id,
+                              self._query_id, query_id)
+                return query_id == self._query_id
+            if self._query_name is not None:
+                if name != self._query_name:
+                    return False
+            elif not started or query_id in self._running_before:
+                return False
+            self._query_id = query_id
+            return True
 
     def onQueryStarted(self, event: Any) -> None:
-        self._mine(str(event.id), event.name)
+        self._mine(str(event.id), event.name, started=True)
 
     def onQueryProgress(self, event: Any) -> None:
         started = time.perf_counter()
         progress = event.progress
-        if not self._mine(str(progress.id), progress.name):
+        if not self._mine(str(progress.id), progress.name, started=False):
             return
         offsets = kafka_source_offsets([(s.description, s.endOffset) for s in progress.sources])
+        if offsets:
+            # checkpointId = completed batches: Spark's batch id + 1
+            self._commits.submit(progress.batchId + 1, int(time.time() * 1000), offsets)
         with self._cond:
-            if offsets and progress.batchId > self._last_batch_seen():
-                self._pending = (progress.batchId, offsets)
-                self._start_worker()
-                self._cond.notify_all()
+            self._last_progress = max(self._last_progress, progress.batchId)
             spent = time.perf_counter() - started
             self._events += 1
             self._listener_s_total += spent
@@ -200,62 +239,18 @@ class KafkaOffsetCommits(StreamingQueryListener):
         """Nothing to do: the last batch's progress event already queued its commit."""
 
     def onQueryTerminated(self, event: Any) -> None:
-        """The query's last batch is queued already; the worker finishes it, then idles."""
-
-    def _last_batch_seen(self) -> int:
-        return self._pending[0] if self._pending else self._last_batch
-
-    def _start_worker(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="spark-kafka-commits",
-                                            daemon=True)
-            self._thread.start()
-
-    # -- worker thread ----------------------------------------------------------------
-
-    def _run(self) -> None:
-        from ._committer import OffsetCommitter
-
-        while True:
-            with self._cond:
-                while self._pending is None and not self._closed:
-                    self._cond.wait()
-                if self._pending is None:
-                    return
-                batch_id, offsets = self._pending
-                self._pending = None
-            fault_point("listener.before_group_commit")
-            try:
-                if self._committer is None:
-                    self._committer = OffsetCommitter(self._admin_configs, self._group_id,
-                                                      self._metrics, query_id=self._query_id,
-                                                      source=_SOURCE)
-                ok = self._committer.commit(batch_id + 1, int(time.time() * 1000), offsets)
-            except Exception:  # noqa: BLE001 - logged and counted, see below
-                # The committer handles Kafka's errors itself; anything else (a client
-                # setting kafka-python rejects, a bug) would end this thread, and with it
-                # every later commit, without a trace in stats(). Log it, count it, go on.
-                log.exception("spark-kafka: committing batch %d to group %r failed",
-                              batch_id, self._group_id)
-                self._metrics.add("commits_failed")
-                ok = False
-            with self._cond:
-                if ok:
-                    self._last_batch = max(self._last_batch, batch_id)
+        """Every progress event of the query came before this one (the bus is ordered):
+        :meth:`finish` waits for it to know the query's last completed batch."""
+        with self._cond:
+            if self._query_id is not None and str(event.id) == self._query_id:
+                self._terminated = True
                 self._cond.notify_all()
 
     # -- user side --------------------------------------------------------------------
 
     def wait_for(self, batch_id: int, timeout_s: float) -> bool:
         """True once ``batch_id`` (or a later batch) is committed to the group."""
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while self._last_batch < batch_id:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cond.wait(left)
-            return True
+        return self._commits.wait_for(batch_id + 1, timeout_s)
 
     def stats(self) -> dict[str, float]:
         """Commits succeeded/failed, last committed batch, listener time per event."""
@@ -263,33 +258,38 @@ class KafkaOffsetCommits(StreamingQueryListener):
             snap = self._metrics.snapshot()
             return {"commits_succeeded": snap["commits_succeeded"],
                     "commits_failed": snap["commits_failed"],
-                    "last_committed_batch": self._last_batch,
+                    "last_committed_batch": self._commits.committed - 1,
                     "events": self._events,
                     "listener_s_total": self._listener_s_total,
                     "listener_s_max": self._listener_s_max}
 
     def finish(self, query: Any, timeout_s: float = 60.0) -> bool:
-        """After ``query`` stopped: wait for its last batch's group commit, then :meth:`close`.
+        """After ``query`` stopped: wait for its last completed batch's group commit, then
+        :meth:`close`. True if that batch is in the group.
 
-        ``awaitTermination`` returns before Spark has delivered the last progress events,
-        so a driver that exits right after it would cut the last commit off (AvailableNow
-        above all). True if the last batch (``query.lastProgress``) is committed.
+        Why not ``query.lastProgress``: after about 10 s without data Spark reports an
+        idle progress naming the *next* batch, which never ran and never commits. The
+        last completed batch is the last one whose progress event reached this
+        listener before the query's termination event (Spark posts a batch's progress
+        only after its commit-log entry, and the bus delivers in order). So: wait for
+        the termination event (``awaitTermination`` returns before it is delivered),
+        then for that batch.
         """
-        last = query.lastProgress
-        done = last is None or self.wait_for(int(last["batchId"]), timeout_s)
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not self._terminated and self._query_id is not None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            last = self._last_progress
+        done = last < 0 or self.wait_for(last, max(deadline - time.monotonic(), 0))
         self.close()
         return done
 
     def close(self, timeout_s: float = 30.0) -> None:
         """Finish the pending commit (if any), stop the worker, close the admin client (idempotent)."""
-        with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
-        if self._committer is not None:
-            self._committer.close()
-            self._committer = None  # idempotent: finish() closes, a finally may close again
+        self._commits.close(timeout_s)
 
 
 def commit_kafka_offsets(spark: Any, group_id: str, options: Mapping[str, str], *,
@@ -299,9 +299,10 @@ def commit_kafka_offsets(spark: Any, group_id: str, options: Mapping[str, str], 
     Call before ``start()``. ``options`` are the ``kafka.*`` options given to the
     source (at least ``kafka.bootstrap.servers``; security settings as for
     ``barrier-kafka``); other keys are ignored. The listener binds to the query named
-    ``query_name``, else to the first query started after this call -- one call per
-    query, each with its own group. Remove it with ``spark.streams.removeListener``
-    and :meth:`KafkaOffsetCommits.close` when done.
+    ``query_name``, else to the first query started after this call (queries already
+    running are never bound) -- one call per query, each with its own group. When the
+    query has stopped, :meth:`KafkaOffsetCommits.finish` waits for its last completed
+    batch to reach the group; remove the listener with ``spark.streams.removeListener``.
     """
     if not group_id:
         raise ConfigError("commit_kafka_offsets needs a group_id")
@@ -318,6 +319,7 @@ def commit_kafka_offsets(spark: Any, group_id: str, options: Mapping[str, str], 
     client = {**kafka_python_configs(passthrough), **security.kafka_python()}
     admin = {"bootstrap_servers": bootstrap.split(","),
              **{k: v for k, v in client.items() if k in KafkaAdminClient.DEFAULT_CONFIG}}
-    listener = KafkaOffsetCommits(group_id, admin, query_name)
+    running = frozenset(str(q.id) for q in spark.streams.active)
+    listener = KafkaOffsetCommits(group_id, admin, query_name, running)
     spark.streams.addListener(listener)
     return listener

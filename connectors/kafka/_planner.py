@@ -16,7 +16,10 @@ Checkpoint protocol (Flink's ``snapshotState`` / ``notifyCheckpointComplete``):
 * **complete** -- Spark's ``MicroBatchExecution`` runs batch N, writes it to the
   commit log, and only then asks ``latestOffset(start=end_N)`` at the next
   trigger. So a ``start`` stamped with id N proves checkpoint N completed (the
-  sink committed); its offsets are committed to the consumer group then. This
+  sink committed); its offsets are handed to the group committer then, which
+  commits them on its own thread, off the batch's path (``_background_commits``:
+  a coordinator move never delays a batch; ``stop`` gives the last one a bounded
+  time to land). This
   also works after a driver restart (the ledger is empty, ``start`` carries
   everything) and on an idle stream (Spark still calls ``latestOffset`` every
   trigger), so a completed batch is committed within one trigger interval.
@@ -105,7 +108,7 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Resolve the starting position once; later calls return the same dict."""
         state = self._state()
         if state.initial is None:
-            offsets = resolve_initial(self._options, state.cluster, state.committer)
+            offsets = resolve_initial(self._options, state.cluster)
             state.initial = SourceOffset(0, _now_ms(), offsets).to_json()
             log.info("barrier-kafka: initial offsets %s", state.initial["offsets"])
         return state.initial
@@ -231,7 +234,7 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             offsets = {TopicPartition.from_channel(ch): off for ch, off in pending.offsets.items()}
         if state.committer is not None:
             fault_point("source.after_commitlog_before_kafka_commit")
-            state.committer.commit(completed.checkpoint_id, completed.timestamp_ms, offsets)
+            state.committer.submit(completed.checkpoint_id, completed.timestamp_ms, offsets)
 
     def commit(self, end: dict) -> None:
         """Spark: everything up to ``end`` is processed (batch in the commit log)."""

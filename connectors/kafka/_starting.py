@@ -20,8 +20,7 @@ __all__ = ["resolve_initial"]
 log = logging.getLogger(__name__)
 
 
-def resolve_initial(options: KafkaSourceOptions, cluster: ClusterView,
-                    committer: OffsetCommitter | None) -> dict[TopicPartition, int]:
+def resolve_initial(options: KafkaSourceOptions, cluster: ClusterView) -> dict[TopicPartition, int]:
     """Next offset per currently selected partition, per the starting options."""
     tps = cluster.discover()
     if not tps and options.assign:
@@ -36,7 +35,7 @@ def resolve_initial(options: KafkaSourceOptions, cluster: ClusterView,
     if kind is StartKind.SPECIFIC:
         return _specific(options, tps, earliest, latest)
     if kind is StartKind.GROUP:
-        return _from_group(options, tps, earliest, latest, committer)
+        return _from_group(options, tps, earliest, latest)
     stamps = ({tp: options.start_timestamp for tp in tps} if kind is StartKind.TIMESTAMP
               else dict(options.start_timestamps))
     option = "startingTimestamp" if kind is StartKind.TIMESTAMP else "startingOffsetsByTimestamp"
@@ -86,16 +85,15 @@ def _specific(options: KafkaSourceOptions, tps: set[TopicPartition],
 
 
 def _from_group(options: KafkaSourceOptions, tps: set[TopicPartition],
-                earliest: dict[TopicPartition, int], latest: dict[TopicPartition, int],
-                committer: OffsetCommitter | None) -> dict[TopicPartition, int]:
-    if committer is None:  # commitOffsets=false: read the group, never write it
-        reader = OffsetCommitter(options.admin_configs(), options.group_id or "", SourceMetrics())
-        try:
-            committed = reader.group_offsets()
-        finally:
-            reader.close()
-    else:
-        committed = committer.group_offsets()
+                earliest: dict[TopicPartition, int],
+                latest: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    # Read once at query start, with a client of its own: the committer's lives on its
+    # background thread (._background_commits).
+    reader = OffsetCommitter(options.admin_configs(), options.group_id or "", SourceMetrics())
+    try:
+        committed = reader.group_offsets()
+    finally:
+        reader.close()
     out: dict[TopicPartition, int] = {}
     for tp in tps:
         if tp in committed:
