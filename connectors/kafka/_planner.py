@@ -26,7 +26,8 @@ Checkpoint protocol (Flink's ``snapshotState`` / ``notifyCheckpointComplete``):
   ``commit(end)`` is treated as the same signal. Offsets of a batch that has not
   completed are never committed. With ``Trigger.AvailableNow`` Spark calls
   ``latestOffset`` once more after the final batch to find there is no more data;
-  that call commits the final batch.
+  that call commits the final batch, and waits (bounded) for it to land: Spark ends
+  the query and this process right after, without calling ``stop``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ from ._driver import DriverState
 from ._positions import TopicPartition
 
 __all__ = ["KafkaStreamPlanner"]
+
+# How long AvailableNow's last planning call waits for the last batch's group commit.
+_FINAL_COMMIT_WAIT_S = 30.0
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +158,11 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._below_minimum(state, current, end, limit):
             return start
         if end == dict(begin.offsets):
+            if state.target is not None and state.committer is not None:
+                # AvailableNow ends here: Spark stops the query and ends this process
+                # without calling stop(), which would cut the background commit of the
+                # last batch off. Give it a bounded time to land first.
+                state.committer.wait_for(begin.checkpoint_id, _FINAL_COMMIT_WAIT_S)
             return start
         planned = SourceOffset(begin.checkpoint_id + 1,
                                max(_now_ms(), begin.timestamp_ms + 1), end,

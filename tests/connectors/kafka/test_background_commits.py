@@ -25,9 +25,11 @@ class _Committer:
         self.failing = False
         self.calls: list[int] = []
         self.closed = False
+        self.entered = threading.Event()
 
     def commit(self, checkpoint_id: int, timestamp_ms: int,
                offsets: Mapping[TP, int]) -> bool:
+        self.entered.set()
         self.gate.wait(30)
         self.calls.append(checkpoint_id)
         return not self.failing
@@ -45,13 +47,15 @@ def test_submit_returns_at_once_while_a_commit_hangs_and_the_newest_wins() -> No
     committer = _Committer()
     committer.gate.clear()  # the coordinator's broker just died: the commit hangs
     commits = _queue(committer)
+    commits.submit(1, 0, {TP("t", 0): 10})
+    assert committer.entered.wait(10)  # checkpoint 1's commit hangs on the thread
     started = time.monotonic()
-    for checkpoint in (1, 2, 3, 4):
+    for checkpoint in (2, 3, 4):
         commits.submit(checkpoint, 0, {TP("t", 0): checkpoint * 10})
     assert time.monotonic() - started < 0.5
     committer.gate.set()
     assert commits.wait_for(4, 10)
-    assert committer.calls[0] == 1 and committer.calls[-1] == 4 and len(committer.calls) <= 2
+    assert committer.calls == [1, 4]  # 2 and 3 were replaced while 1 hung
     commits.submit(3, 0, {TP("t", 0): 30})  # older: ignored
     assert commits.close(5) and committer.calls[-1] == 4 and committer.closed
 
