@@ -20,7 +20,10 @@ The map follows the Java client's ``RetriableException`` tree:
   missing permission, told apart elsewhere).
 
 One problem is logged once (WARNING) with what is retried and for how long, again only
-when it changes, and once more (INFO) when it healed: :class:`ProblemLog`.
+when it changes, and once more (INFO) when it healed: :class:`ProblemLog`. kafka-python
+itself logs every failed reconnect to a dead broker at ERROR (several a second during
+a rolling restart); those lines go to DEBUG (:func:`quiet_reconnect_logs`, installed at
+import): the one line that matters is ours.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import TypeVar
 from ..._exceptions import SourceError
 
 __all__ = ["FAILOVER_OPTION", "LIBRDKAFKA_RETRIABLE", "ProblemLog", "kafka_python_retriable",
-           "retry_failover"]
+           "quiet_reconnect_logs", "retry_failover"]
 
 T = TypeVar("T")
 
@@ -148,3 +151,36 @@ def retry_failover(what: str, call: Callable[[], T], *, timeout_s: float,
             continue
         problems.healed(what)
         return result
+
+
+# kafka-python's loggers that report each connection attempt, and what they say then.
+_RECONNECT_LOGGERS = ("kafka.net.manager", "kafka.net.connection", "kafka.conn",
+                      "kafka.client_async")
+_RECONNECT_NOISE = ("Connection failed", "Connection lost", "Bootstrap", "ECONNREFUSED",
+                    "not ready", "Connection complete", "Closing connection")
+
+
+class _ReconnectNoise(logging.Filter):
+    """Moves kafka-python's per-attempt connection lines to DEBUG; passes the rest."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.DEBUG and any(
+                marker in str(record.msg) for marker in _RECONNECT_NOISE):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+_NOISE = _ReconnectNoise()
+
+
+def quiet_reconnect_logs() -> None:
+    """Idempotent: install :class:`_ReconnectNoise` on kafka-python's connection loggers."""
+    for name in _RECONNECT_LOGGERS:
+        logger = logging.getLogger(name)
+        if _NOISE not in logger.filters:
+            logger.addFilter(_NOISE)
+
+
+quiet_reconnect_logs()
+

@@ -109,3 +109,13 @@ def test_failover_timeout_option_is_validated() -> None:
     assert parse_source_options({**base, "failover.timeoutMs": "5000"}).failover_timeout_ms == 5000
     with pytest.raises(ConfigError, match="failover.timeoutMs"):
         parse_source_options({**base, "failover.timeoutMs": "0"})
+
+
+def test_kafka_pythons_reconnect_lines_go_to_debug(caplog: pytest.LogCaptureFixture) -> None:
+    """A rolling restart made kafka-python log every reconnect attempt at ERROR."""
+    caplog.set_level(logging.INFO)
+    manager = logging.getLogger("kafka.net.manager")
+    manager.error("Connection failed: %s", "KafkaConnectionError: 111 ECONNREFUSED")
+    manager.warning("Bootstrap connection to bootstrap-0 failed: %s (backoff 0.1 secs)", "x")
+    manager.error("an unrelated error stays")
+    assert [r.getMessage() for r in caplog.records] == ["an unrelated error stays"]
