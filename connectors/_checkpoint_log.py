@@ -10,7 +10,7 @@ readable record of what was planned is Spark's own offset log (``offsets/<batch>
 and of what completed, its commit log (``commits/<batch>``). Each offset-log entry
 holds one line per source, and the ``barrier-kafka`` line is a :class:`SourceOffset`,
 parsed with the source's own (version-checked) parser: that wire format has one owner,
-``connectors/kafka/_offsets.py``.
+``connectors/_kafka_offsets.py``, on the floor below both this reader and the source.
 
 Read-only, local paths only, no Spark needed: usable while the query runs or after.
 """
@@ -21,12 +21,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from typing import TYPE_CHECKING
-
 from .._exceptions import ConfigError, ProtocolError
-
-if TYPE_CHECKING:
-    from .kafka._offsets import SourceOffset
+from ._kafka_offsets import SourceOffset
 
 __all__ = ["CheckpointLogStatus", "SparkBatch", "checkpoint_log_status", "planned_batch", "local_checkpoint_dir"]
 
@@ -63,10 +59,6 @@ def _barrier_offset(lines: list[str]) -> SourceOffset | None:
     lines are skipped. Ours go through :meth:`SourceOffset.from_json`, so an unknown
     version raises ProtocolError instead of being read as if it were version 1.
     """
-    # Imported here: the kafka package re-exports this module's status reader, so a
-    # module-level import would run its __init__ while this module is half loaded.
-    from .kafka._offsets import SourceOffset
-
     for line in lines[1:]:  # lines[0] is the batch metadata
         try:
             obj = json.loads(line)

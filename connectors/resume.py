@@ -25,7 +25,7 @@ from .._exceptions import ProtocolError, SinkError
 from .hbase._connection import HBaseConnection
 from .hbase._options import DEFAULT_COMMIT_TABLE
 from .hbase._reader import find_commit
-from .kafka._offsets import nest_offsets
+from ._kafka_offsets import nest_offsets
 from .kafka._positions import SPARK_EARLIEST, TopicPartition
 
 __all__ = ["starting_offsets_from_sink"]

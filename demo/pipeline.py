@@ -54,7 +54,7 @@ from sparkbarrier._endpoints import (  # noqa: E402
     parse_hostport,
 )
 from sparkbarrier.connectors.hbase import DEFAULT_COMMIT_TABLE  # noqa: E402
-from sparkbarrier.connectors.kafka._offsets import SourceOffset  # noqa: E402
+from sparkbarrier.connectors._kafka_offsets import SourceOffset  # noqa: E402
 
 log = logging.getLogger("sparkbarrier.demo")
 

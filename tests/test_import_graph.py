@@ -2,7 +2,10 @@
 
 Every ``import`` counts, lazy ones inside functions too: a lazy import hides a circle
 from the interpreter, not from the reader, and the next refactoring that hoists it
-fails at import time. Modules are the ``.py`` files under the repository root (the
+fails at import time. So do the imports Python makes implicitly: importing ``a.b.c``
+runs ``a/b/__init__.py`` first, so an import from outside package ``a.b`` also depends
+on that package's ``__init__`` (the edge that hid ``connectors/_checkpoint_log.py`` →
+``connectors/kafka`` → back, until the offset format moved a floor down). Modules are the ``.py`` files under the repository root (the
 root is the ``sparkbarrier`` package), tests excluded. Folders without an
 ``__init__.py`` (``benchmarks/``, ``demo/``, ``examples/...``) are script folders: a
 bare ``import x`` there means the sibling ``x.py``, as when the script runs.
@@ -63,8 +66,25 @@ def _edges(module: str, path: Path, modules: dict[str, Path]) -> set[str]:
                 found.add(_target(f"{src}.{alias.name}", modules, script_dir)
                           or _target(src, modules, script_dir) or "")
     found.discard("")
+    found |= _implicit_packages(module, path, found, modules)
     found.discard(module)
     return found
+
+
+def _implicit_packages(module: str, path: Path, targets: set[str],
+                       modules: dict[str, Path]) -> set[str]:
+    """The package ``__init__`` modules that importing ``targets`` runs first: every
+    ancestor package of a target that is not an ancestor (or the package) of ``module``."""
+    own = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    mine = {".".join(own[:i]) for i in range(1, len(own) + 1)}
+    out = set()
+    for target in targets:
+        parts = target.split(".")
+        for i in range(1, len(parts)):
+            package = ".".join(parts[:i])
+            if package in modules and package not in mine:
+                out.add(package)
+    return out
 
 
 def _circles(graph: dict[str, set[str]]) -> list[set[str]]:
@@ -112,6 +132,14 @@ def test_the_graph_sees_the_package_and_lazy_imports() -> None:
     assert "sparkbarrier.barrier._sink" in graph["sparkbarrier.connectors.checkpointed._driver"]
     assert "sparkbarrier.connectors.hbase._writer" in graph["sparkbarrier.connectors.hbase._function"]
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+
+
+def test_the_graph_sees_the_package_init_an_import_runs() -> None:
+    """``from .kafka._x import y`` in ``connectors/`` runs ``connectors/kafka/__init__.py``."""
+    graph = import_graph()
+    assert "sparkbarrier.connectors.kafka" in graph["sparkbarrier.connectors.resume"]
+    # inside its own package a module does not depend on the package's __init__
+    assert "sparkbarrier.connectors.kafka" not in graph["sparkbarrier.connectors.kafka._planner"]
 
 
 def test_no_import_circles() -> None:

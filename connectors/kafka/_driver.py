@@ -15,7 +15,7 @@ from ._cluster import ClusterView
 from ._background_commits import BackgroundCommits
 from ._committer import OffsetCommitter
 from ._metrics import SourceMetrics
-from ._offsets import SourceOffset
+from .._kafka_offsets import SourceOffset
 from ._options import KafkaSourceOptions
 from ._positions import TopicPartition
 

@@ -52,7 +52,7 @@ from pyspark.sql.types import StructType
 from ..._exceptions import DataLossError, SourceError
 from ..._faults import fault_point
 from ...state import PendingCheckpoints
-from ._offsets import SourceOffset, nest_offsets
+from .._kafka_offsets import SourceOffset, nest_offsets
 from ._options import KafkaSourceOptions
 from ._partition_reader import KafkaRangePartition, read_range
 from ._starting import resolve_initial

@@ -10,7 +10,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..._exceptions import ConfigError, ProtocolError
+from ..._exceptions import ConfigError
+from .._kafka_offsets import TopicPartition
 
 __all__ = [
     "TopicPartition",
@@ -24,33 +25,6 @@ __all__ = [
     "SPARK_EARLIEST",
     "SPARK_LATEST",
 ]
-
-
-@dataclass(frozen=True, order=True)
-class TopicPartition:
-    """A Kafka topic-partition; its channel form is ``"topic:partition"``."""
-
-    topic: str
-    partition: int
-
-    @property
-    def channel(self) -> str:
-        return f"{self.topic}:{self.partition}"
-
-    @classmethod
-    def from_channel(cls, channel: str) -> TopicPartition:
-        """Parse the channel form (the one parser of it: ledger, commit records, resume).
-
-        Raises ProtocolError (``channel`` set): a channel is written by sparkbarrier
-        itself, so a malformed one means a record from elsewhere or a corrupt one.
-        """
-        topic, sep, part = channel.rpartition(":")
-        if not sep or not topic or not part.isdigit():
-            raise ProtocolError(f"not a 'topic:partition' channel: {channel!r}", channel=channel)
-        return cls(topic, int(part))
-
-    def __str__(self) -> str:
-        return self.channel
 
 
 @dataclass(frozen=True)

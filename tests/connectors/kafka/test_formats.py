@@ -24,7 +24,7 @@ from sparkbarrier.connectors.kafka import (
     committed_offsets,
 )
 from sparkbarrier.connectors.kafka._group import commit_metadata, parse_commit_metadata
-from sparkbarrier.connectors.kafka._offsets import SourceOffset
+from sparkbarrier.connectors._kafka_offsets import SourceOffset
 from sparkbarrier.connectors.kafka._positions import (
     EARLIEST,
     LATEST,

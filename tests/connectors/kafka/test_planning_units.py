@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparkbarrier import ProtocolError
-from sparkbarrier.connectors.kafka._offsets import SourceOffset
+from sparkbarrier.connectors._kafka_offsets import SourceOffset
 from sparkbarrier.connectors.kafka._planner import _cap_rows, _split
 from sparkbarrier.connectors.kafka._positions import TopicPartition as TP
 

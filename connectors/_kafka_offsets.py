@@ -1,4 +1,12 @@
-"""The source offset: what Spark's offset log persists for every micro-batch.
+"""The Kafka offset formats: the topic-partition key and ``barrier-kafka``'s source offset.
+
+One floor below both readers: the ``barrier-kafka`` planner writes the source offset,
+and Spark's checkpoint-log reader (:mod:`._checkpoint_log`, used by the status tools and
+every checkpointed sink) parses it back. Kept inside ``connectors/kafka`` it made the
+log reader import the Kafka package, whose ``__init__`` re-exports the log reader: an
+import circle hidden behind a function-level import.
+
+The source offset is what Spark's offset log persists for every micro-batch.
 
 JSON form (version 1)::
 
@@ -23,10 +31,36 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._exceptions import ProtocolError
-from ._positions import TopicPartition
+from .._exceptions import ProtocolError
 
-__all__ = ["OFFSET_VERSION", "SourceOffset", "nest_offsets"]
+__all__ = ["OFFSET_VERSION", "SourceOffset", "TopicPartition", "nest_offsets"]
+
+
+@dataclass(frozen=True, order=True)
+class TopicPartition:
+    """A Kafka topic-partition; its channel form is ``"topic:partition"``."""
+
+    topic: str
+    partition: int
+
+    @property
+    def channel(self) -> str:
+        return f"{self.topic}:{self.partition}"
+
+    @classmethod
+    def from_channel(cls, channel: str) -> TopicPartition:
+        """Parse the channel form (the one parser of it: ledger, commit records, resume).
+
+        Raises ProtocolError (``channel`` set): a channel is written by sparkbarrier
+        itself, so a malformed one means a record from elsewhere or a corrupt one.
+        """
+        topic, sep, part = channel.rpartition(":")
+        if not sep or not topic or not part.isdigit():
+            raise ProtocolError(f"not a 'topic:partition' channel: {channel!r}", channel=channel)
+        return cls(topic, int(part))
+
+    def __str__(self) -> str:
+        return self.channel
 
 OFFSET_VERSION = 1
 
