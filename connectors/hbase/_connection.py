@@ -152,7 +152,8 @@ class HBaseConnection:
     def connection(self) -> happybase.Connection:
         if self._conn is None:
             self._failover(lambda c: None, first=None)
-        assert self._conn is not None
+        if self._conn is None:  # _failover connects or raises; explicit, unlike assert
+            raise SinkError("no connection to any HBase Thrift gateway")
         return self._conn
 
     def reconnect(self) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..._exceptions import SinkError
+from ..._exceptions import ProtocolError, SinkError
 from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext
 from ._admin import DeletedCellsNotice, prepare_table
 from ._commit_table import ensure_commit_table
@@ -72,8 +72,7 @@ class HBaseSinkFunction(CheckpointedSink):
         :meth:`_tell` keeps its warning to once per ``sink.id`` across processes.
         """
         self._parse(options, schema)
-        opts, layout = self.opts, self.layout
-        assert opts is not None and layout is not None
+        opts, layout = self._parsed()
         if opts.kerberos is not None:  # credentials first: their error names the option to fix
             from ._sasl import check_credentials
 
@@ -97,8 +96,7 @@ class HBaseSinkFunction(CheckpointedSink):
         later regression is news again. Without a ``sink.id`` (the default one needs the
         query id, which planning does not see) the warning is given per process.
         """
-        opts = self.opts
-        assert opts is not None
+        opts, _ = self._parsed()
         if notice is None:
             if opts.sink_id:
                 forget_notice(conn, opts.commit_table, opts.sink_id, TABLE_NOTICE)
@@ -123,6 +121,20 @@ class HBaseSinkFunction(CheckpointedSink):
         self.layout = SinkLayout.build(_arrow_schema(data_schema), rowkey=opts.rowkey, op_column=opts.op_column,
                                        default_family=opts.column_family, mapping=opts.explicit_mapping())
         self.schema_json = data_schema.json()
+
+    def _parsed(self) -> tuple[HBaseSinkOptions, SinkLayout]:
+        """The options and layout; an explicit error (an ``assert`` vanishes under
+        ``python -O``) when Spark called out of the order the adapter guarantees."""
+        if self.opts is None or self.layout is None:
+            raise ProtocolError("barrier-hbase: the sink was used before its options were "
+                                "parsed (a bug in the call order, please report it)")
+        return self.opts, self.layout
+
+    def _task_writer(self) -> HBaseTaskWriter:
+        if self._writer is None:
+            raise ProtocolError("barrier-hbase: rows arrived before the task's writer began "
+                                "(a bug in the call order, please report it)")
+        return self._writer
 
     def _thrift2(self) -> Any:
         """A factory of Thrift2 admin connections (only some paths need one), or None."""
@@ -160,13 +172,11 @@ class HBaseSinkFunction(CheckpointedSink):
         self._writer.begin()
 
     def invoke(self, batch: pa.RecordBatch) -> None:
-        assert self._writer is not None
-        self._writer.add(batch)
+        self._task_writer().add(batch)
 
     def snapshot_state(self, batch_id: int) -> HBaseCommitMessage:
         """Flush at a barrier; after :meth:`end_of_input`, flush everything (held keys too)."""
-        assert self._writer is not None
-        return self._writer.snapshot(final=self._ended)
+        return self._task_writer().snapshot(final=self._ended)
 
     def end_of_input(self) -> bool:
         """The task's input is done: the next snapshot is the last one and writes everything.
@@ -183,10 +193,10 @@ class HBaseSinkFunction(CheckpointedSink):
     # -- driver --------------------------------------------------------------------
 
     def committer(self) -> Committer:
-        assert self.opts is not None and self.layout is not None
-        columns = [[t.name, t.family.decode(), t.qualifier.decode()] for t in self.layout.targets]
-        return Committer(HBaseConnection.from_options(self.opts), self.opts.commit_table, self.opts.table,
-                         fenced=self.opts.exactly_once, schema_json=self.schema_json, rowkey=self.opts.rowkey,
+        opts, layout = self._parsed()
+        columns = [[t.name, t.family.decode(), t.qualifier.decode()] for t in layout.targets]
+        return Committer(HBaseConnection.from_options(opts), opts.commit_table, opts.table,
+                         fenced=opts.exactly_once, schema_json=self.schema_json, rowkey=opts.rowkey,
                          columns=columns, thrift2=self._thrift2())
 
     def notify_checkpoint_complete(self, batch_id: int, completed: CompletedCheckpoint) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..._exceptions import SinkError
+from ..._exceptions import ProtocolError, SinkError
 from ._blocks import claim_block
 from ._buffer import MutationBuffer
 from ._committer import HBaseCommitMessage, plan_attempt
@@ -77,9 +77,14 @@ class HBaseTaskWriter:
                                        plan.base_ms, plan.prev_seq, plan.gap, plan.replay_of_committed,
                                        flush_rows=plan.max_rows, flush_bytes=plan.max_size)
 
+    def _begun(self, call: str) -> None:
+        """An explicit check (``assert`` vanishes under ``python -O``)."""
+        if self._msg is None or self._clock is None:
+            raise ProtocolError(f"HBaseTaskWriter.{call}() before begin()")
+
     def add(self, data: pa.RecordBatch) -> None:
         """Buffer a batch of data rows (no marker rows)."""
-        assert self._msg is not None and self._clock is not None, "begin() first"
+        self._begun("add")
         if not data.num_rows:
             return
         if self._buf is None:
@@ -94,7 +99,7 @@ class HBaseTaskWriter:
 
     def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
         """Flush (Flink's snapshot at the barrier: unconditional) and report what is written so far."""
-        assert self._msg is not None and self._clock is not None, "begin() first"
+        self._begun("snapshot")
         if self._buf is not None:
             self._buf.flush(final=final)
             if self._buf.max_round is not None:

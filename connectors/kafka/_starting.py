@@ -68,7 +68,9 @@ def _pick(start: PartitionStart, tp: TopicPartition, earliest: dict[TopicPartiti
         return earliest[tp]
     if isinstance(start, Latest):
         return latest[tp]
-    assert isinstance(start, AtOffset)
+    if not isinstance(start, AtOffset):  # explicit: assert vanishes under python -O
+        raise ConfigError(f"unsupported start position {start!r} for {tp}",
+                          option="startingOffsets")
     return start.offset
 
 
