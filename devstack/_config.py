@@ -60,6 +60,13 @@ class Port(enum.Enum):
     HBASE_MASTER = ("hbase_master", 16000)
     HBASE_REGIONSERVER = ("hbase_regionserver", 16020)
     KDC = ("kdc", 18088)  # optional: `python -m sparkbarrier.devstack kdc up` (TCP only)
+    # optional: the 3-node KRaft cluster (`python -m sparkbarrier.devstack cluster up`)
+    KAFKA_CLUSTER_1 = ("kafka_cluster_1", 19092)
+    KAFKA_CLUSTER_2 = ("kafka_cluster_2", 19093)
+    KAFKA_CLUSTER_3 = ("kafka_cluster_3", 19094)
+    KAFKA_CLUSTER_CONTROLLER_1 = ("kafka_cluster_controller_1", 19192)
+    KAFKA_CLUSTER_CONTROLLER_2 = ("kafka_cluster_controller_2", 19193)
+    KAFKA_CLUSTER_CONTROLLER_3 = ("kafka_cluster_controller_3", 19194)
 
     def __init__(self, key: str, default: int) -> None:
         self.key = key

@@ -32,6 +32,7 @@ __all__ = [
     "is_ours",
     "spawn",
     "stop_processes",
+    "kill_processes",
     "port_is_free",
     "port_accepts",
     "choose_ports",
@@ -151,6 +152,27 @@ def stop_processes(
         names = ", ".join(f"{r.name} (pid {r.pid})" for r in stubborn)
         raise DevstackError(
             f"{names} still alive after SIGKILL",
+            fix="inspect the process with `ps -o pid,stat,cmd -p <pid>` and stop it by hand",
+        )
+    return live
+
+
+def kill_processes(records: Iterable[ProcessRecord], *, wait_s: float = 10.0) -> list[ProcessRecord]:
+    """SIGKILL every record that is still ours (no SIGTERM first: a crash, not a
+    shutdown, so a server gets no chance to hand anything over) and wait until they
+    are gone.
+
+    Returns the records that were running. Raises ``DevstackError`` if one outlives
+    ``wait_s``.
+    """
+    live = [r for r in records if is_ours(r)]
+    for record in live:
+        _signal(record.pid, signal.SIGKILL)
+    stubborn = _wait_gone(live, wait_s)
+    if stubborn:
+        names = ", ".join(f"{r.name} (pid {r.pid})" for r in stubborn)
+        raise DevstackError(
+            f"{names} still alive {wait_s:.0f}s after SIGKILL",
             fix="inspect the process with `ps -o pid,stat,cmd -p <pid>` and stop it by hand",
         )
     return live
