@@ -14,7 +14,9 @@ as plain JVMs on 127.0.0.1; their jars come from Maven Central once (cached, see
 until ``down``.
 
 Optional: a private MIT Kerberos KDC (``python -m sparkbarrier.devstack kdc up``,
-``Kdc().up()``; see ``_kdc`` and docs/kerberos-devstack.md).
+``Kdc().up()``; see ``_kdc`` and docs/kerberos-devstack.md), and a 3-node Kafka cluster
+whose brokers failover tests kill and restart (``python -m sparkbarrier.devstack
+cluster up``; ``_kafka_cluster.KafkaCluster``, the tests' ``kafka_cluster`` fixture).
 """
 
 from __future__ import annotations

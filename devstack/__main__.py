@@ -1,4 +1,5 @@
-"""``python -m sparkbarrier.devstack up | down | status | env | kdc up|down|env | kerberos up|down|env``.
+"""``python -m sparkbarrier.devstack up | down | status | env | kdc up|down|env | kerberos up|down|env |
+cluster up|down|env|status``.
 
 stdout carries only machine-usable output (``export`` lines, the status table);
 progress goes to stderr. Any ``DevstackError`` ends as ONE line on stderr
@@ -18,6 +19,7 @@ from collections.abc import Sequence
 
 from .._exceptions import DevstackError
 from ._config import Port
+from ._kafka_cluster import CLUSTER_PORTS, KafkaCluster
 from ._kdc import REALM, Kdc
 from ._stack import Devstack, StackStatus
 
@@ -37,13 +39,13 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start (idempotent) and print export lines")
     for port in Port:
-        if port is Port.KDC:  # the KDC is optional and started by `kdc up`
+        if port is Port.KDC or port in CLUSTER_PORTS:  # optional: started by `kdc up`, `cluster up`
             continue
         up.add_argument(port.flag, type=int, dest=port.key, metavar="N",
                         help=f"{port.key} port (default {port.default}, env {port.env})")
     up.add_argument("--timeout", type=float, default=240.0,
                     help="seconds allowed for the servers to start (default 240)")
-    sub.add_parser("down", help="stop this stack's servers (the KDC too)")
+    sub.add_parser("down", help="stop this stack's servers (the KDC and the 3-node cluster too)")
     sub.add_parser("status", help="show processes; exit 3 if not all run")
     sub.add_parser("env", help="print export lines of the running stack; exit 3 if not running")
     kdc = sub.add_parser("kdc", help="the optional private Kerberos KDC (MIT, realm "
@@ -54,6 +56,14 @@ def _parser() -> argparse.ArgumentParser:
     krb = sub.add_parser("kerberos", help="the KDC plus a Kerberized Kafka broker and a Kerberized "
                          "HBase with SASL Thrift gateways: up (idempotent) | down | env")
     krb.add_argument("action", choices=("up", "down", "env"))
+    cluster = sub.add_parser("cluster", help="the optional 3-node Kafka (KRaft) cluster for failover tests: "
+                             "up (idempotent) | down | env | status")
+    cluster.add_argument("action", choices=("up", "down", "env", "status"))
+    for port in CLUSTER_PORTS:
+        cluster.add_argument(port.flag, type=int, dest=port.key, metavar="N",
+                             help=f"{port.key} port for `up` (default {port.default}, env {port.env})")
+    cluster.add_argument("--timeout", type=float, default=120.0,
+                         help="seconds allowed for `up` (default 120)")
     return parser
 
 
@@ -118,6 +128,38 @@ def _run_kdc(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_cluster(args: argparse.Namespace) -> int:
+    """``cluster up`` and ``cluster env`` print the export line (``env``: while a quorum
+    of nodes runs); ``status`` prints one row per node (exit 3 unless all three run)."""
+    ports = {p: v for p in CLUSTER_PORTS if (v := getattr(args, p.key, None)) is not None}
+    cluster = KafkaCluster(args.home, ports=ports, start_timeout_s=args.timeout)
+    if args.action == "down":
+        stopped = cluster.down()
+        print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"), file=sys.stderr)
+        return 0
+    if args.action == "status":
+        status = cluster.status()
+        print(f"devstack home: {status.home}")
+        for n in status.nodes:
+            state = "up" if n.alive and n.serving else ("alive, not serving" if n.alive else "down")
+            ports_text = " ".join(f"{k}={v}" for k, v in n.ports.items()) or "-"
+            print(f"  {n.name:<15} {state:<19} pid={n.pid if n.pid is not None else '-':<8} {ports_text}  "
+                  f"log={n.log}")
+        return 0 if status.running else EXIT_NOT_RUNNING
+    if args.action == "up":
+        started = time.monotonic()
+        bootstrap: str | None = cluster.up()
+        logging.getLogger(__name__).info("cluster up in %.1fs", time.monotonic() - started)
+    else:
+        bootstrap = cluster.running_bootstrap()
+    if bootstrap is None:
+        print("devstack: the kafka cluster is not running; fix: python -m sparkbarrier.devstack cluster up",
+              file=sys.stderr)
+        return EXIT_NOT_RUNNING
+    print(cluster.exports(bootstrap), end="")
+    return 0
+
+
 def _print_status(status: StackStatus) -> None:
     print(f"devstack home: {status.home}")
     for p in status.processes:
@@ -134,6 +176,8 @@ def _run(args: argparse.Namespace) -> int:
         return _run_kdc(args)
     if args.command == "kerberos":
         return _run_kerberos(args)
+    if args.command == "cluster":
+        return _run_cluster(args)
     if args.command == "up":
         ports = {p: v for p in Port if (v := getattr(args, p.key, None)) is not None}
         stack = Devstack(args.home, ports=ports, start_timeout_s=args.timeout)

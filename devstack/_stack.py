@@ -7,6 +7,9 @@ Two components, each started and health-checked as a unit:
   ``hbase-thrift`` (Thrift1, what happybase speaks) and ``hbase-thrift2``
   (THBaseService: family attributes, region locations, exact-version deletes).
 
+Optional, started apart (``cluster up``, ``_kafka_cluster``): a 3-node Kafka cluster
+for failover tests. ``endpoints`` names it while it runs and ``down`` stops it too.
+
 ``up`` leaves a component alone while all its processes are ours, alive and listening
 (and answer a real round trip); otherwise it stops what is left of it and starts it
 afresh from empty data. Whatever ``up`` started is stopped again if ``up`` fails, so
@@ -35,7 +38,7 @@ from .._endpoints import (
     KAFKA_SECURITY_ENV,
 )
 from .._exceptions import DevstackError
-from . import _hbase, _hbase_kerberos, _kafka, _kafka_kerberos, _kafka_security, _kdc
+from . import _hbase, _hbase_kerberos, _kafka, _kafka_cluster, _kafka_kerberos, _kafka_security, _kdc
 from ._config import Paths, Port, port_requests
 from ._jvm import find_java
 from ._maven import resolve_classpath
@@ -90,6 +93,7 @@ class Endpoints:
     hbase_thrift_tls: tuple[str, int] | None = None  # the TLS (HTTPS) Thrift1 gateway
     hbase_thrift_tls_ca: str | None = None  # the CA (PEM) that signed its certificate
     kafka_security: str | None = None  # the secured listeners' manifest (JSON file)
+    kafka_cluster_bootstrap: str | None = None  # the optional 3-node cluster, while it runs
 
     def env(self) -> dict[str, str]:
         """The variables the test fixtures and the demo read."""
@@ -104,6 +108,8 @@ class Endpoints:
             env[HBASE_TLS_CA_ENV] = self.hbase_thrift_tls_ca
         if self.kafka_security:
             env[KAFKA_SECURITY_ENV] = self.kafka_security
+        if self.kafka_cluster_bootstrap:
+            env[_kafka_cluster.KAFKA_CLUSTER_ENV] = self.kafka_cluster_bootstrap
         return env
 
     def exports(self) -> str:
@@ -204,6 +210,8 @@ class Devstack:
             hbase_thrift_tls=(_hbase.TLS_HOST, tls.ports[Port.HBASE_THRIFT_TLS.key]),
             hbase_thrift_tls_ca=str(_hbase.tls_ca(self.paths.data("hbase"))),
             kafka_security=str(_kafka.security_manifest(self.paths.data("kafka"))),
+            kafka_cluster_bootstrap=_kafka_cluster.KafkaCluster(
+                self.paths.home, cache=self.paths.cache, environ=self._environ).running_bootstrap(),
         )
 
     # ------------------------------------------------------------------ down
@@ -213,10 +221,11 @@ class Devstack:
         Idempotent; returns the names of the processes that were running.
         """
         with stack_lock(self.paths.run):
-            # The optional Kerberized servers and KDC (`kerberos up` / `kdc up`) of this
-            # home go down with the stack, the KDC with the others (they only renew from it).
+            # The optional Kerberized servers and KDC (`kerberos up` / `kdc up`) and the
+            # 3-node Kafka cluster (`cluster up`) of this home go down with the stack, the
+            # KDC with the others (they only renew from it).
             stopped = stop_recorded(self.paths.run, [*_PROCESSES, *_hbase_kerberos.NAMES, _kafka_kerberos.NAME,
-                                                     _kdc.NAME], grace_by_name=_STOP_GRACE_S)
+                                                     _kdc.NAME, *_kafka_cluster.NAMES], grace_by_name=_STOP_GRACE_S)
         for record in stopped:
             log.info("stopped %s (pid %d)", record.name, record.pid)
         return [r.name for r in stopped]

@@ -92,3 +92,31 @@ def test_exports_are_eval_friendly_lines() -> None:
         "export SPARKBARRIER_HBASE_THRIFT2=127.0.0.1:9095",
     ]
     assert all(re.fullmatch(r"export [A-Z0-9_]+=[0-9.:]+", line) for line in text.splitlines())
+
+
+def test_cluster_nodes_form_one_quorum_that_keeps_acked_records(tmp_path: Path) -> None:
+    from sparkbarrier.devstack._kafka_cluster_nodes import server_properties
+
+    ports = {1: (19092, 19192), 2: (19093, 19193), 3: (19094, 19194)}
+    props = dict(line.split("=", 1) for line in server_properties(2, tmp_path, ports).splitlines())
+    assert props["node.id"] == "2" and props["process.roles"] == "broker,controller"
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:19192,2@127.0.0.1:19193,3@127.0.0.1:19194"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:19093,CONTROLLER://127.0.0.1:19193"
+    assert [props[k] for k in ("default.replication.factor", "min.insync.replicas",
+                               "offsets.topic.replication.factor", "transaction.state.log.min.isr")] == ["3", "2", "3", "2"]
+    assert props["auto.create.topics.enable"] == props["unclean.leader.election.enable"] == "false"
+
+
+def test_cluster_export_line_and_ports_stay_out_of_up() -> None:
+    from sparkbarrier.devstack.__main__ import _parser
+    from sparkbarrier.devstack._kafka_cluster import CLUSTER_PORTS, KafkaCluster
+
+    assert KafkaCluster.exports("127.0.0.1:1,127.0.0.1:2,127.0.0.1:3") == (
+        "export SPARKBARRIER_KAFKA_CLUSTER_BOOTSTRAP=127.0.0.1:1,127.0.0.1:2,127.0.0.1:3\n")
+    env = Endpoints("127.0.0.1:9092", ("127.0.0.1", 9090), ("127.0.0.1", 9095),
+                    kafka_cluster_bootstrap="127.0.0.1:1,127.0.0.1:2,127.0.0.1:3").env()
+    assert env["SPARKBARRIER_KAFKA_CLUSTER_BOOTSTRAP"] == "127.0.0.1:1,127.0.0.1:2,127.0.0.1:3"
+    up_help = _parser().parse_args(["up"])
+    assert not any(hasattr(up_help, p.key) for p in CLUSTER_PORTS)
+    cluster = _parser().parse_args(["cluster", "up", CLUSTER_PORTS[0].flag, "29092"])
+    assert getattr(cluster, CLUSTER_PORTS[0].key) == 29092
