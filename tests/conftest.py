@@ -9,6 +9,9 @@ else the devstack's; the HBase container image serves no Thrift2, so under
 testcontainers it is None and tests that need it skip.
 The pytest header says which one was used. Servers start lazily: pure unit tests never
 wait for them.
+
+The 3-node Kafka cluster of the failover tests (``kafka_cluster``) is always the
+devstack's, whatever the backend: its tests kill and restart brokers.
 """
 
 from __future__ import annotations
@@ -143,6 +146,45 @@ def hbase_thrift2(servers: Servers) -> tuple[str, int]:
         pytest.skip(f"no HBase Thrift2 server: set {HBASE_THRIFT2_ENV}=host:port "
                     "or use the devstack")
     return servers.hbase_thrift2
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster() -> Iterator[object]:
+    """The devstack's 3-node KRaft cluster (``devstack/_kafka_cluster.py``): RF 3, min ISR 2,
+    brokers a test may ``kill``, ``stop``, ``start`` and ``restart``; yields the
+    ``KafkaCluster``.
+
+    Started once per session, and only when a test asks for it; a cluster that cannot
+    start fails the test, never skips it. Always the devstack (Docker and the endpoint
+    variables do not apply). Stopped at the end if this session started it (three idle
+    brokers cost ~5 % of a 2-core machine); one started by ``devstack cluster up`` is
+    left running. Before each test that uses it, ``_kafka_cluster_healthy`` starts any
+    node an earlier test left down and waits until every partition is fully in sync.
+    """
+    from sparkbarrier.devstack import DevstackError
+    from sparkbarrier.devstack._kafka_cluster import KafkaCluster
+
+    cluster = KafkaCluster()
+    started_here = not cluster.status().running
+    try:
+        cluster.up()
+    except DevstackError as exc:
+        tail = f"\n--- last lines of {exc.log_path} ---\n{exc.log_tail}" if exc.log_tail else ""
+        pytest.fail(f"the devstack's 3-node Kafka cluster did not start: {exc}{tail}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+        if started_here:
+            cluster.down()
+
+
+@pytest.fixture(autouse=True)
+def _kafka_cluster_healthy(request: pytest.FixtureRequest) -> None:
+    """Each test that uses ``kafka_cluster`` starts on a healthy cluster, even after a
+    test that failed with a broker down (tests that use no cluster pay nothing)."""
+    if "kafka_cluster" in request.fixturenames:
+        request.getfixturevalue("kafka_cluster").heal()
 
 
 # Kerberos (issue 19): the session's private KDC and Kerberized servers live in

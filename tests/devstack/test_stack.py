@@ -31,7 +31,8 @@ _EXPORT = re.compile(
     r"export SPARKBARRIER_HBASE_THRIFT_TLS=localhost:(\d+)\n"
     r"export SPARKBARRIER_HBASE_THRIFT_TLS_CA=/\S+/sparkbarrier-thrift-ca\.pem\n"
     r"export SPARKBARRIER_KAFKA_SECURITY=(/\S+/kafka-security\.json)\n"
-)
+    r"(?:export SPARKBARRIER_KAFKA_CLUSTER_BOOTSTRAP=127\.0\.0\.1:\d+,127\.0\.0\.1:\d+,127\.0\.0\.1:\d+\n)?"
+)  # the last line while the optional 3-node cluster runs (`cluster up`, fixture kafka_cluster)
 _PROCESSES = ["kafka", "hbase-master", "hbase-thrift", "hbase-thrift2", "hbase-thrift-b", "hbase-thrift-tls"]
 
 
@@ -83,6 +84,14 @@ def test_env_output_evaluates_in_a_shell(shared: Devstack) -> None:
     host2, port2 = endpoints.hbase_thrift2
     assert out == [endpoints.kafka_bootstrap, f"{host}:{port}", f"{host2}:{port2}"]
     assert port2 != port
+
+
+def test_env_names_the_kafka_cluster_while_it_runs(shared: Devstack, kafka_cluster) -> None:
+    result = run_cli("env")
+    assert result.returncode == 0
+    assert f"export SPARKBARRIER_KAFKA_CLUSTER_BOOTSTRAP={kafka_cluster.bootstrap}\n" in result.stdout
+    endpoints = shared.endpoints()
+    assert endpoints is not None and endpoints.kafka_cluster_bootstrap == kafka_cluster.bootstrap
 
 
 def test_cli_up_on_running_stack_prints_env_on_stdout_only(shared: Devstack) -> None:
