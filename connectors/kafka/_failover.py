@@ -37,7 +37,7 @@ from typing import TypeVar
 from ..._exceptions import SourceError
 
 __all__ = ["FAILOVER_OPTION", "LIBRDKAFKA_RETRIABLE", "ProblemLog", "kafka_python_retriable",
-           "quiet_reconnect_logs", "retry_failover"]
+           "librdkafka_log_level", "quiet_reconnect_logs", "retry_failover"]
 
 T = TypeVar("T")
 
@@ -99,7 +99,7 @@ class ProblemLog:
         self._since = 0.0
 
     def failing(self, what: str, error: str, retry: str) -> None:
-        key = f"{what}: {error}"
+        key = what  # the error's text varies while one problem lasts (counts, brokers)
         with self._lock:
             if self._problem == key:
                 self._log.debug("%s: still cannot %s (%s)", self._prefix, what, error)
@@ -183,4 +183,19 @@ def quiet_reconnect_logs() -> None:
 
 
 quiet_reconnect_logs()
+
+
+# librdkafka's log facilities that report one broker's connection coming and going: a
+# dead broker in a rolling restart produces several a second, all saying the same.
+_RDKAFKA_RECONNECT = frozenset({"FAIL", "REQTMOUT", "BROKERFAIL", "CONNECT", "STATE",
+                                "DESTROY", "TERMINATE"})
+
+
+def librdkafka_log_level(level: int, text: str) -> int:
+    """The logging level for one librdkafka log line: DEBUG for reconnect chatter.
+
+    The problem itself reaches the caller once, through :class:`ProblemLog`.
+    """
+    facility = text.split(" ", 1)[0].rstrip(":")
+    return logging.DEBUG if facility in _RDKAFKA_RECONNECT else level
 

@@ -275,6 +275,10 @@ def earliest(fetcher: Fetcher, part: KafkaRangePartition, timeout_s: float) -> i
             fetcher.errors.problems.failing(what, fetcher.errors.last,
                                             f"retrying for up to {timeout_s:g} s "
                                             f"({FAILOVER_OPTION})")
+            # librdkafka asks the leader it has cached, and a lookup failing does not
+            # refresh that cache (a fetch would): after the leader's broker died it kept
+            # asking the dead one. A metadata request for the topic learns the new leader.
+            fetcher.topic_error(max(min(_LOOKUP_SLICE_S, deadline - time.monotonic()), 0.01))
         if time.monotonic() >= deadline:
             reason = fetcher.errors.last or "timed out"
             raise SourceError(f"cannot look up the earliest offset of {part.channel} within "

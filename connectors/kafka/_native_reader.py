@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..._exceptions import ConfigError, SourceError
+from ._failover import librdkafka_log_level
 from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, read_with, settings
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, build_batch, gone
@@ -102,7 +103,7 @@ class _NativeFetcher:
             if kind == "error":  # a fatal error arrives here too, as Err.FATAL
                 self.errors.record(code, text)
             else:
-                level = _LOG_LEVELS.get(code, logging.DEBUG)
+                level = librdkafka_log_level(_LOG_LEVELS.get(code, logging.DEBUG), text)
                 if log.isEnabledFor(level):
                     log.log(level, "%s", self._scrub(text))
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._options import is_secret_key, redact
+from ._failover import librdkafka_log_level
 
 __all__ = ["SecretScrubber", "install_client_log_redaction"]
 
@@ -88,6 +89,7 @@ class SecretScrubber:
         return out
 
     def log(self, level: int, fmt: str, *args: object) -> None:
-        level = self._level if self._level is not None else level
+        text = fmt % args if args else fmt
+        level = self._level if self._level is not None else librdkafka_log_level(level, text)
         if self._logger.isEnabledFor(level):
-            self._logger.log(level, "%s", self(fmt % args if args else fmt))
+            self._logger.log(level, "%s", self(text))

@@ -75,6 +75,10 @@ class _FakeFetcher:
                                                    "credentials")
         return None
 
+    def topic_error(self, timeout_s: float) -> tuple[int, str]:
+        """The metadata request a failing lookup makes to learn a moved leader."""
+        return 0, ""
+
     def close(self) -> None:
         self.closed = True
 
