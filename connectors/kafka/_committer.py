@@ -30,7 +30,7 @@ from kafka import TopicPartition as KafkaTP
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
-from ._failover import ProblemLog, kafka_python_retriable
+from ._failover import ProblemLog, describe, kafka_python_retriable
 from ._group import commit_metadata, committed_offsets
 from ._metrics import SourceMetrics
 from ._positions import TopicPartition
@@ -143,7 +143,7 @@ class OffsetCommitter:
         # Force a fresh read next time: our view of the group may be stale.
         self._committed = None
         self._problems.failing(f"commit to group {self._group_id!r}",
-                               f"{type(self._last_error).__name__}: {self._last_error}",
+                               describe(self._last_error) if self._last_error else "unknown",
                                f"committing checkpoint {checkpoint_id} failed; it (or a newer "
                                f"one) is retried, the group stays behind, never ahead, and the "
                                f"query goes on")

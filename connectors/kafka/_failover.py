@@ -37,7 +37,7 @@ from typing import TypeVar
 from ..._exceptions import SourceError
 
 __all__ = ["FAILOVER_OPTION", "LIBRDKAFKA_RETRIABLE", "ProblemLog", "kafka_python_retriable",
-           "librdkafka_log_level", "quiet_reconnect_logs", "retry_failover"]
+           "describe", "librdkafka_log_level", "quiet_reconnect_logs", "retry_failover"]
 
 T = TypeVar("T")
 
@@ -82,6 +82,12 @@ def kafka_python_retriable(exc: BaseException) -> bool:
     if isinstance(exc, KafkaError):
         return bool(getattr(exc, "retriable", False))
     return isinstance(exc, (ConnectionError, TimeoutError))
+
+
+def describe(exc: BaseException) -> str:
+    """``"Type: message"`` once (kafka-python's messages already start with the type)."""
+    text, name = str(exc), type(exc).__name__
+    return text if text.startswith(name) else f"{name}: {text}"
 
 
 class ProblemLog:
@@ -136,7 +142,7 @@ def retry_failover(what: str, call: Callable[[], T], *, timeout_s: float,
         except Exception as exc:  # noqa: BLE001 -- classified right below
             if not retriable(exc):
                 raise
-            error = f"{type(exc).__name__}: {exc}"
+            error = describe(exc)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise SourceError(

@@ -19,7 +19,7 @@ from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTP
 from kafka.errors import OffsetOutOfRangeError
 
-from ._failover import ProblemLog, kafka_python_retriable, retry_failover
+from ._failover import ProblemLog, describe, kafka_python_retriable, retry_failover
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, build_batch, check_loss, gone, no_progress
 from ._secrets import install_client_log_redaction
@@ -111,7 +111,7 @@ def read_records(options: KafkaSourceOptions, part: KafkaRangePartition,
             except Exception as exc:  # noqa: BLE001 -- classified right below
                 if not kafka_python_retriable(exc):
                     raise
-                problems.failing(f"read {part.channel}", f"{type(exc).__name__}: {exc}",
+                problems.failing(f"read {part.channel}", describe(exc),
                                  f"retrying; the task fails after {options.poll_timeout_ms} "
                                  f"ms without progress (kafkaConsumer.pollTimeoutMs)")
                 if time.monotonic() > deadline:

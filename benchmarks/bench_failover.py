@@ -1,0 +1,121 @@
+"""How long a broker failure stalls a query, per read path, beside Spark's JVM source.
+
+    .venv/bin/python benchmarks/bench_failover.py [--rounds 2]
+
+Why: on a multi-broker cluster a leader kill, a coordinator kill or a rolling restart
+must not fail a query (tests/integration/test_kafka_failover.py asserts that); what is
+left is the stall: how long batches stop completing while the cluster elects new
+leaders. The goal is no longer than Spark's own Kafka source in the same run.
+
+Each round starts the devstack's 3-broker cluster (replication factor 3, min ISR 2), a
+producer writing ~200 records/s all along, and four queries at once (1 s trigger, each
+into its own Parquet sink): ``barrier-kafka`` on the ``native``, ``confluent`` and
+``kafka-python`` paths, and ``format("kafka")`` + ``commit_kafka_offsets``. Then: SIGKILL
+the leader of partition 0 (started again after the measurement window), SIGKILL the
+broker coordinating the groups, and restart each broker in turn. The stall of a fault
+is the longest gap between two completed batches from the fault until the window ends
+(two batches after the cluster is healthy again). Reported per fault and path: seconds,
+and the ratio to the JVM source in the same round.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "tests" / "integration"), str(HERE.parent / "tests")]
+
+from failover_kit import PATHS, FailoverRun  # noqa: E402
+
+
+def _spark():
+    from pyspark.sql import SparkSession
+
+    from sparkbarrier._jvm_kafka import jvm_kafka_jars  # the JVM source's jars
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    return (SparkSession.builder.master("local[2]").appName("bench-failover")
+            .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+            .config("spark.jars", jvm_kafka_jars())
+            .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+
+
+def _round(spark, cluster, workdir: Path) -> dict[str, dict[str, float]]:
+    run = FailoverRun(spark, cluster, workdir, f"bench_failover_{uuid.uuid4().hex[:8]}")
+    stalls: dict[str, dict[str, float]] = {}
+
+    def measure(fault: str, since: float) -> None:
+        run.wait_batches(2)
+        until = time.monotonic()
+        stalls[fault] = {p: run.stall_s(p, since, until) for p in run.queries}
+
+    try:
+        run.start()
+        run.wait_batches(3)
+        leader = cluster.leader(run.topic, 0)
+        since = time.monotonic()
+        cluster.kill(leader)
+        measure("leader SIGKILL", since)
+        cluster.start(leader)
+        cluster.wait_healthy()
+        run.wait_batches(2)
+
+        coordinator = cluster.coordinator(run.queries["native"].group)
+        since = time.monotonic()
+        cluster.kill(coordinator)
+        measure("coordinator SIGKILL", since)
+        cluster.start(coordinator)
+        cluster.wait_healthy()
+        run.wait_batches(2)
+
+        since = time.monotonic()
+        for node in cluster.node_ids:
+            cluster.restart(node)
+            cluster.wait_healthy()
+        measure("rolling restart (3 brokers)", since)
+        failed = run.exceptions()
+        if failed:
+            raise SystemExit(f"queries failed: {failed}")
+    finally:
+        run.stop()
+    return stalls
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+
+    from sparkbarrier.devstack._kafka_cluster import KafkaCluster
+
+    cluster = KafkaCluster()  # the devstack's home, as `python -m sparkbarrier.devstack cluster up`
+    cluster.up()
+    spark = _spark()
+    rounds = []
+    with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp:
+        for i in range(args.rounds):
+            rounds.append(_round(spark, cluster, Path(tmp) / f"r{i}"))
+            print(f"round {i + 1}: {rounds[-1]}", flush=True)
+    spark.stop()
+
+    print(f"\nstall per fault (longest gap between completed batches, s), {args.rounds} rounds:")
+    print("| fault | " + " | ".join(PATHS) + " | path / JVM (median) |")
+    print("| --- |" + " ---: |" * (len(PATHS) + 1))
+    for fault in rounds[0]:
+        cells = [" / ".join(f"{r[fault][p]:.1f}" for r in rounds) for p in PATHS]
+        ratios = [statistics.median(r[fault][p] / r[fault]["jvm"] for r in rounds)
+                  for p in PATHS if p != "jvm"]
+        print(f"| {fault} | " + " | ".join(cells) + " | "
+              + " / ".join(f"{x:.2f}" for x in ratios) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
