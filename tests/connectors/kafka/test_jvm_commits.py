@@ -267,3 +267,43 @@ def test_secured_cluster_options_as_spark_takes_them_commit_over_sasl_ssl(
     finally:
         spark.streams.removeListener(handle)
         handle.close()
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(240)
+def test_an_unnamed_listener_commits_only_the_query_started_after_it_and_finish_skips_idle_progress(
+        spark, kafka: KafkaTool, unique_name, tmp_path) -> None:
+    """Two defects found on one broker: bound to whichever query posted progress first
+    (the group got a running query's offsets), and ``finish`` waited for the batch an
+    idle progress names (it never runs) and returned False after 60 s."""
+    old_topic, new_topic = kafka.create_topic(unique_name("old")), kafka.create_topic(unique_name("new"))
+    kafka.produce(old_topic, 6)
+    kafka.produce(new_topic, 4)
+
+    def start(topic: str, ckpt: str):
+        return (spark.readStream.format("kafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+                .option("subscribe", topic).option("startingOffsets", "earliest").load()
+                .writeStream.format("noop").trigger(processingTime="500 milliseconds")
+                .option("checkpointLocation", str(tmp_path / ckpt)).start())
+
+    running = start(old_topic, "old")
+    group = unique_name("g")
+    handle = commit_kafka_offsets(spark, group, {"kafka.bootstrap.servers": kafka.bootstrap})
+    try:
+        wait_for(lambda: running.lastProgress and running.lastProgress["numInputRows"] > 0, 120,
+                 "the query running before the call progresses")
+        kafka.produce(old_topic, 6, start=100)  # more progress events of the old query
+        query = start(new_topic, "new")
+        wait_for(lambda: kafka.group_offsets(group) == {(new_topic, 0): 2, (new_topic, 1): 2},
+                 120, "the new query's offsets in the group")
+        last_ran = query.lastProgress["batchId"]
+        # Spark reports an idle progress naming the next batch after ~10 s without data
+        wait_for(lambda: query.lastProgress["batchId"] > last_ran, 60, "an idle progress")
+        assert not (tmp_path / "new" / "commits" / str(query.lastProgress["batchId"])).exists()
+        query.stop()
+        assert handle.finish(query, 30) is True
+        assert set(kafka.group_offsets(group)) == {(new_topic, 0), (new_topic, 1)}
+    finally:
+        running.stop()
+        spark.streams.removeListener(handle)
+        handle.close()
