@@ -2,11 +2,13 @@
 
 Endpoints are chosen once per session, in this order:
   (a) ``SPARKBARRIER_KAFKA_BOOTSTRAP`` / ``SPARKBARRIER_HBASE_THRIFT`` set → use them;
-  (b) a Docker engine answers → testcontainers (Kafka module; generic HBase container);
-  (c) the project's devstack (``python -m sparkbarrier.devstack up``).
+  (b) ``SPARKBARRIER_BACKEND=testcontainers`` → testcontainers (Kafka module; generic
+      HBase container), only when asked: the image is unpinned and serves no Thrift2;
+  (c) the project's devstack (``python -m sparkbarrier.devstack up``), the default, with
+      or without a Docker engine, so ``./dev test`` runs the same servers everywhere.
 The HBase Thrift2 endpoint (``hbase_thrift2``) is ``SPARKBARRIER_HBASE_THRIFT2`` if set,
-else the devstack's; the HBase container image serves no Thrift2, so under
-testcontainers it is None and tests that need it skip.
+else the devstack's; where the backend has none (testcontainers), a test that needs it
+fails naming the variable: a missing server is a failure, never a skip.
 The pytest header says which one was used. Servers start lazily: pure unit tests never
 wait for them.
 
@@ -58,9 +60,13 @@ def _docker_reachable() -> bool:
 def _choose_backend() -> str:
     if os.environ.get(KAFKA_ENV) and os.environ.get(HBASE_ENV):
         return "env"
-    if os.environ.get("SPARKBARRIER_BACKEND") in ("env", "testcontainers", "devstack"):
-        return os.environ["SPARKBARRIER_BACKEND"]
-    return "testcontainers" if _docker_reachable() else "devstack"
+    backend = os.environ.get("SPARKBARRIER_BACKEND", "devstack")
+    if backend not in ("env", "testcontainers", "devstack"):
+        raise pytest.UsageError(f"SPARKBARRIER_BACKEND={backend!r}: use devstack (default), "
+                                "testcontainers or env")
+    if backend == "testcontainers" and not _docker_reachable():
+        raise pytest.UsageError("SPARKBARRIER_BACKEND=testcontainers but no Docker engine answers")
+    return backend
 
 
 _BACKEND = _choose_backend()
@@ -70,8 +76,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     detail = {
         "env": f"{KAFKA_ENV}={os.environ.get(KAFKA_ENV)} {HBASE_ENV}={os.environ.get(HBASE_ENV)} "
                f"{HBASE_THRIFT2_ENV}={os.environ.get(HBASE_THRIFT2_ENV)}",
-        "testcontainers": f"Docker engine reachable: {KAFKA_IMAGE}, {HBASE_IMAGE}",
-        "devstack": "no Docker engine and no endpoint variables: python -m sparkbarrier.devstack",
+        "testcontainers": f"SPARKBARRIER_BACKEND=testcontainers: {KAFKA_IMAGE}, {HBASE_IMAGE}",
+        "devstack": "the default: python -m sparkbarrier.devstack",
     }[_BACKEND]
     return [f"sparkbarrier backend: {_BACKEND} ({detail})"]
 
@@ -141,10 +147,10 @@ def hbase_thrift(servers: Servers) -> tuple[str, int]:
 
 @pytest.fixture(scope="session")
 def hbase_thrift2(servers: Servers) -> tuple[str, int]:
-    """The HBase Thrift2 server; skips the test where the backend has none."""
+    """The HBase Thrift2 server; fails the test where the backend has none."""
     if servers.hbase_thrift2 is None:
-        pytest.skip(f"no HBase Thrift2 server: set {HBASE_THRIFT2_ENV}=host:port "
-                    "or use the devstack")
+        pytest.fail(f"no HBase Thrift2 server: set {HBASE_THRIFT2_ENV}=host:port "
+                    "or use the devstack (the default backend)")
     return servers.hbase_thrift2
 
 

@@ -50,7 +50,7 @@ def _listening(port: int) -> bool:
 def connect_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """A Spark Connect client session on a local server started for this module (bounded)."""
     if importlib.util.find_spec("grpc") is None:
-        pytest.skip("grpcio not installed (the test extra installs pyspark[connect])")
+        pytest.fail("grpcio not installed (the test extra installs pyspark[connect]: ./dev)")
     import pyspark
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
