@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds = []
     with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp:
         for i in range(args.rounds):
+            cluster.heal()  # every broker back and in sync before a round
             rounds.append(_round(spark, cluster, Path(tmp) / f"r{i}"))
             print(f"round {i + 1}: {rounds[-1]}", flush=True)
     spark.stop()

@@ -179,14 +179,23 @@ class ClusterAdmin:
                      configs: dict[str, str] | None = None, *, timeout_s: float = 30.0) -> None:
         """Create ``name`` (an existing one is kept) and wait until every partition has a
         leader and its full ISR."""
-        from kafka.errors import TopicAlreadyExistsError
+        from kafka.errors import KafkaError, TopicAlreadyExistsError
 
         spec = {"num_partitions": partitions, "replication_factor": replication_factor,
                 "configs": dict(configs or {})}
-        try:
-            self._call(lambda admin: admin.create_topics({name: spec}, timeout_ms=_REQUEST_TIMEOUT_MS))
-        except TopicAlreadyExistsError:
-            log.info("topic %s exists already", name)
+
+        def create() -> str | None:
+            try:
+                self._call(lambda admin: admin.create_topics({name: spec}, timeout_ms=_REQUEST_TIMEOUT_MS))
+            except TopicAlreadyExistsError:
+                log.info("topic %s exists already", name)
+            except KafkaError as exc:
+                # After restarts the client's cached controller may be a node id it no
+                # longer knows (UnknownBrokerIdError); _call dropped the client, ask again.
+                return f"create_topics failed: {exc!r}"
+            return None
+
+        poll(create, timeout_s=timeout_s, what=f"topic {name} created", fix=_FIX_NODES)
 
         def check() -> str | None:
             states = self.partitions([name])
