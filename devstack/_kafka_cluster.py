@@ -40,6 +40,8 @@ from ._jvm import Java, find_java, write_log4j_config
 from ._kafka_cluster_admin import ClusterAdmin, ClusterQuestions, poll
 from ._maven import Classpath, resolve_classpath
 from ._process import (
+    ProcessStatus,
+    check_requested_ports,
     ProcessRecord,
     choose_ports,
     is_ours,
@@ -75,17 +77,10 @@ _DOWN_GRACE_S = 30.0  # all three at once: the last ones may wait for a quorum t
 
 
 @dataclass(frozen=True)
-class NodeStatus:
-    """One node's JVM. ``alive`` means the pid is ours and running; ``serving`` means
-    its ports accept connections."""
+class NodeStatus(ProcessStatus):
+    """One node's JVM (:class:`ProcessStatus`) and its node id."""
 
     node_id: int
-    name: str
-    pid: int | None
-    alive: bool
-    serving: bool
-    ports: dict[str, int]
-    log: str
 
 
 @dataclass(frozen=True)
@@ -291,14 +286,9 @@ class KafkaCluster(ClusterQuestions):
 
     def _check_requested_ports(self, records: Mapping[int, ProcessRecord | None]) -> None:
         for node_id, record in records.items():
-            assert record is not None  # serving implies a record
-            for port in _NODE_PORTS[node_id]:
-                wanted = self._port_requests.get(port)
-                if wanted is not None and record.ports.get(port.key) != wanted:
-                    raise DevstackError(
-                        f"kafka cluster node {node_id} already runs with {port.key} port "
-                        f"{record.ports.get(port.key)}, not the requested {wanted}",
-                        fix="run `python -m sparkbarrier.devstack cluster down` first, or drop the port request")
+            if record is not None:  # serving implies a record
+                check_requested_ports(f"kafka cluster node {node_id}", record, _NODE_PORTS[node_id],
+                                      self._port_requests, "python -m sparkbarrier.devstack cluster down")
 
     def _java(self) -> tuple[Java, Classpath]:
         if self._jvm is None:

@@ -28,6 +28,8 @@ from ._config import Port
 
 __all__ = [
     "ProcessRecord",
+    "ProcessStatus",
+    "check_requested_ports",
     "marker_for",
     "is_ours",
     "spawn",
@@ -45,6 +47,20 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class ProcessStatus:
+    """One server process: ``alive`` = pid is ours and running; ``serving`` = its ports
+    accept connections."""
+
+    name: str
+    pid: int | None
+    alive: bool
+    serving: bool
+    ports: dict[str, int]
+    log: str
+
 
 
 def marker_for(name: str, home: Path) -> str:
@@ -147,13 +163,7 @@ def stop_processes(
         log.info("%s (pid %d) still running %.0fs after SIGTERM; sending SIGKILL",
                  record.name, record.pid, graces[record.name])
         _signal(record.pid, signal.SIGKILL)
-    stubborn = _wait_gone(remaining, kill_wait_s)
-    if stubborn:
-        names = ", ".join(f"{r.name} (pid {r.pid})" for r in stubborn)
-        raise DevstackError(
-            f"{names} still alive after SIGKILL",
-            fix="inspect the process with `ps -o pid,stat,cmd -p <pid>` and stop it by hand",
-        )
+    _require_gone(remaining, kill_wait_s, "after SIGKILL")
     return live
 
 
@@ -168,14 +178,19 @@ def kill_processes(records: Iterable[ProcessRecord], *, wait_s: float = 10.0) ->
     live = [r for r in records if is_ours(r)]
     for record in live:
         _signal(record.pid, signal.SIGKILL)
-    stubborn = _wait_gone(live, wait_s)
+    _require_gone(live, wait_s, f"{wait_s:.0f}s after SIGKILL")
+    return live
+
+
+def _require_gone(records: Sequence[ProcessRecord], wait_s: float, when: str) -> None:
+    """Wait up to ``wait_s`` for ``records`` (already SIGKILLed) to be gone, else raise."""
+    stubborn = _wait_gone(records, wait_s)
     if stubborn:
         names = ", ".join(f"{r.name} (pid {r.pid})" for r in stubborn)
         raise DevstackError(
-            f"{names} still alive {wait_s:.0f}s after SIGKILL",
+            f"{names} still alive {when}",
             fix="inspect the process with `ps -o pid,stat,cmd -p <pid>` and stop it by hand",
         )
-    return live
 
 
 def stop_recorded(run_dir: Path, names: Iterable[str], *, grace_s: float = 30.0,
@@ -321,3 +336,17 @@ def stack_lock(run_dir: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def check_requested_ports(name: str, record: ProcessRecord, ports: Iterable[Port],
+                          requests: Mapping[Port, int | None], down: str) -> None:
+    """A running ``name`` must use the ports the caller asked for; else say how to fix it."""
+    for port in ports:
+        wanted = requests.get(port)
+        if wanted is not None and record.ports.get(port.key) != wanted:
+            raise DevstackError(
+                f"{name} already runs with {port.key} port {record.ports.get(port.key)}, "
+                f"not the requested {wanted}",
+                fix=f"run `{down}` first, or drop the port request",
+            )
+

@@ -43,6 +43,8 @@ from ._config import Paths, Port, port_requests
 from ._jvm import find_java
 from ._maven import resolve_classpath
 from ._process import (
+    ProcessStatus,
+    check_requested_ports,
     ProcessRecord,
     choose_ports,
     died,
@@ -115,19 +117,6 @@ class Endpoints:
     def exports(self) -> str:
         """``export K=V`` lines for ``eval "$(python -m sparkbarrier.devstack env)"``."""
         return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.env().items())
-
-
-@dataclass(frozen=True)
-class ProcessStatus:
-    """One server process: ``alive`` = pid is ours and running; ``serving`` = its ports
-    accept connections."""
-
-    name: str
-    pid: int | None
-    alive: bool
-    serving: bool
-    ports: dict[str, int]
-    log: str
 
 
 @dataclass(frozen=True)
@@ -270,16 +259,9 @@ class Devstack:
         for component in healthy:
             for name in _COMPONENTS[component]:
                 record = records[name]
-                assert record is not None  # healthy implies a record
-                for port in _PROCESS_PORTS[name]:
-                    wanted = self._port_requests.get(port)
-                    if wanted is not None and record.ports.get(port.key) != wanted:
-                        raise DevstackError(
-                            f"{name} already runs with {port.key} port "
-                            f"{record.ports.get(port.key)}, not the requested {wanted}",
-                            fix="run `python -m sparkbarrier.devstack down` first, "
-                            "or drop the port request",
-                        )
+                if record is not None:  # healthy implies a record
+                    check_requested_ports(name, record, _PROCESS_PORTS[name], self._port_requests,
+                                          "python -m sparkbarrier.devstack down")
 
     def _recheck(self) -> None:
         endpoints = self.endpoints()
