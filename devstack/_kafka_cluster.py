@@ -40,9 +40,9 @@ from ._jvm import Java, find_java, write_log4j_config
 from ._kafka_cluster_admin import ClusterAdmin, ClusterQuestions, poll
 from ._maven import Classpath, resolve_classpath
 from ._process import (
+    ProcessRecord,
     ProcessStatus,
     check_requested_ports,
-    ProcessRecord,
     choose_ports,
     is_ours,
     kill_processes,

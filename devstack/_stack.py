@@ -38,14 +38,22 @@ from .._endpoints import (
     KAFKA_SECURITY_ENV,
 )
 from .._exceptions import DevstackError
-from . import _hbase, _hbase_kerberos, _kafka, _kafka_cluster, _kafka_kerberos, _kafka_security, _kdc
+from . import (
+    _hbase,
+    _hbase_kerberos,
+    _kafka,
+    _kafka_cluster,
+    _kafka_kerberos,
+    _kafka_security,
+    _kdc,
+)
 from ._config import Paths, Port, port_requests
 from ._jvm import find_java
 from ._maven import resolve_classpath
 from ._process import (
+    ProcessRecord,
     ProcessStatus,
     check_requested_ports,
-    ProcessRecord,
     choose_ports,
     died,
     is_ours,
