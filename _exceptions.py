@@ -4,6 +4,8 @@ The tree::
 
     SparkBarrierError
     ├── ConfigError                 bad option / value; raised at query start
+    │   └── KerberosError           a Kerberos login or SASL handshake refused, on either
+    │                               hop (Kafka GSSAPI, HBase Thrift SASL); ``option`` names the fix
     ├── ProtocolError               checkpoint protocol violated (barrier/, state/)
     │   ├── StateCompatibilityError restored state belongs to another source/sink
     │   └── CorruptStateError       a state file fails its checksum or version check
@@ -24,6 +26,7 @@ from typing import Any
 __all__ = [
     "SparkBarrierError",
     "ConfigError",
+    "KerberosError",
     "ProtocolError",
     "StateCompatibilityError",
     "CorruptStateError",
@@ -50,6 +53,17 @@ class ConfigError(SparkBarrierError, ValueError):
     def __init__(self, message: str, *, option: str | None = None) -> None:
         super().__init__(message)
         self.option = option
+
+
+class KerberosError(ConfigError):
+    """Kerberos or SASL refused: bad credentials, an unknown principal, no ticket, a qop
+    mismatch. Permanent (retrying cannot heal it), so a configuration error: ``option``
+    names what to fix, ``gateway`` where (HBase), on the Kafka and the HBase hop alike."""
+
+    def __init__(self, message: str, *, option: str | None = None,
+                 gateway: str | None = None) -> None:
+        super().__init__(message, option=option)
+        self.gateway = gateway
 
 
 class ProtocolError(SparkBarrierError):

@@ -37,7 +37,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..._exceptions import SinkError
+from ..._exceptions import KerberosError
 
 __all__ = ["Qop", "KerberosSettings", "KerberosError", "GssapiSaslClient", "acquire", "check_credentials",
            "parse_qops", "sasl_transport", "sasl_protocol"]
@@ -66,17 +66,6 @@ class Qop(enum.IntEnum):
 QOP_NAMES = {"auth": Qop.AUTH, "authentication": Qop.AUTH, "auth-int": Qop.AUTH_INT,
              "integrity": Qop.AUTH_INT, "auth-conf": Qop.AUTH_CONF, "privacy": Qop.AUTH_CONF}
 """Hadoop's names and HBase's newer ones (``hbase.thrift.security.qop`` accepts both)."""
-
-
-class KerberosError(SinkError):
-    """Kerberos or SASL refused: bad credentials, unknown principal, qop mismatch.
-
-    Permanent (retrying cannot heal it). ``option`` names what to fix, ``gateway`` where.
-    """
-
-    def __init__(self, message: str, *, option: str | None = None, gateway: str | None = None) -> None:
-        super().__init__(message)
-        self.option, self.gateway = option, gateway
 
 
 @dataclass(frozen=True)

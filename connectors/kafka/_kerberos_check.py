@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..._exceptions import ConfigError
+from ..._exceptions import KerberosError
 from ._kerberos import JAAS, SERVICE, Kerberos, credentials
 
 __all__ = ["check_kerberos"]
@@ -42,39 +42,39 @@ def _reason(exc: Exception) -> str:
     return (found.group(1) if found else text).strip()
 
 
-def _login_error(kerberos: Kerberos, exc: Exception) -> ConfigError:
+def _login_error(kerberos: Kerberos, exc: Exception) -> KerberosError:
     code, reason = getattr(exc, "min_code", None), _reason(exc)
     who = kerberos.principal or "the ticket cache's principal"
     if code == _PREAUTH_FAILED or "Preauthentication failed" in reason:
-        return ConfigError(
+        return KerberosError(
             f"the KDC refused the Kerberos login of {who} ({reason}): the keytab "
             f"{kerberos.keytab!r} holds an old or another principal's key; export a current "
             f"keytab for {who} (kadmin ktadd, ipa-getkeytab) and check principal= in {JAAS!r}",
             option=JAAS)
     if code == _C_PRINCIPAL_UNKNOWN or "not found in Kerberos database" in reason:
-        return ConfigError(
+        return KerberosError(
             f"the KDC does not know the principal {who} ({reason}); check principal= in "
             f"{JAAS!r} (with its @REALM) and that the principal exists", option=JAAS)
     if "Cannot contact any KDC" in reason or "Cannot find KDC" in reason:
         config = os.environ.get("KRB5_CONFIG", "/etc/krb5.conf")
-        return ConfigError(
+        return KerberosError(
             f"no KDC answered for the Kerberos login of {who} ({reason}); check the realm's "
             f"kdc entries in {config} (KRB5_CONFIG; on executors spark.executorEnv."
             f"KRB5_CONFIG) and that the KDC is reachable", option=JAAS)
     if kerberos.keytab is None:
         cache = kerberos.ticket_cache or os.environ.get("KRB5CCNAME", "the default ticket cache")
-        return ConfigError(
+        return KerberosError(
             f"no valid Kerberos ticket for {who} in {cache} ({reason}); run kinit as the "
             f"job's user (where the clients run), or log in with a keytab: {JAAS!r} = "
             f'...Krb5LoginModule required useKeyTab=true keyTab="..." principal="...";',
             option=JAAS)
-    return ConfigError(f"the Kerberos login of {who} with keytab {kerberos.keytab!r} failed "
+    return KerberosError(f"the Kerberos login of {who} with keytab {kerberos.keytab!r} failed "
                        f"({reason}); check {JAAS!r}", option=JAAS)
 
 
 def check_kerberos(kerberos: Kerberos, bootstrap_servers: str,
                    domain_name: str | None = None) -> None:
-    """Raise :class:`ConfigError` naming the option when the login or a service ticket
+    """Raise :class:`KerberosError` (a ConfigError) naming the option when the login or a service ticket
     for a bootstrap host is refused; return when every host's ticket was granted."""
     import gssapi
 
@@ -94,7 +94,7 @@ def check_kerberos(kerberos: Kerberos, bootstrap_servers: str,
             code, reason = getattr(exc, "min_code", None), _reason(exc)
             if code == _S_PRINCIPAL_UNKNOWN or (
                     "not found in Kerberos database" in reason and "Server" in reason):
-                raise ConfigError(
+                raise KerberosError(
                     f"the KDC has no service principal {kerberos.service_name}/{host} "
                     f"({reason}); Kerberos names a broker by the host the client connects "
                     f"to: put the host name of the brokers' principals in "

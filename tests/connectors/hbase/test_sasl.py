@@ -321,3 +321,18 @@ def test_kerberos_page_has_the_generated_option_table() -> None:
 
     page = Path(__file__).resolve().parents[3] / "docs" / "hbase-kerberos.md"
     assert hbase_kerberos_options_table() in page.read_text(), "regenerate the table in docs/hbase-kerberos.md"
+
+
+def test_one_kerberos_error_in_the_documented_tree_for_both_hops() -> None:
+    """The same refused login was a ConfigError on the Kafka hop and a SinkError outside
+    the documented tree on the HBase hop; now one KerberosError (a ConfigError) on both."""
+    import sparkbarrier
+    from sparkbarrier import ConfigError
+    from sparkbarrier.connectors.kafka import _kerberos_check
+
+    assert KerberosError is sparkbarrier.KerberosError and issubclass(KerberosError, ConfigError)
+    assert "KerberosError" in (sparkbarrier._exceptions.__doc__ or "")
+    err = _kerberos_check._login_error(
+        _kerberos_check.Kerberos(principal="etl@EXAMPLE.COM", keytab=None, service_name="kafka"),
+        RuntimeError("No Kerberos credentials available"))
+    assert isinstance(err, KerberosError) and err.option == _kerberos_check.JAAS
