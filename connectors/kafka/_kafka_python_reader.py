@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTP
-from kafka.errors import OffsetOutOfRangeError
+from kafka.errors import KafkaTimeoutError, OffsetOutOfRangeError
 
 from ._failover import ProblemLog, describe, kafka_python_retriable, retry_failover
 from ._options import KafkaSourceOptions
@@ -77,9 +77,15 @@ def read_records(options: KafkaSourceOptions, part: KafkaRangePartition,
     try:
         # A missing topic would otherwise show up only as "no progress" after
         # kafkaConsumer.pollTimeoutMs; the confluent path reports it as data loss at once.
-        found = failover(f"look up the partitions of {part.topic}",
-                         lambda: consumer.partitions_for_topic(part.topic))
-        if part.partition not in (found or ()):
+        def partitions() -> set[int]:
+            found = consumer.partitions_for_topic(part.topic) or set()
+            if part.partition not in found and part.topic in consumer.topics():
+                # the cluster has the topic (fresh metadata) but the cached view lacks the
+                # partition: a leader election; the Java client retries this too
+                raise KafkaTimeoutError(f"{part.channel} missing from the cached metadata")
+            return found
+
+        if part.partition not in failover(f"look up the partitions of {part.topic}", partitions):
             raise gone(part)
         consumer.assign([tp])
 

@@ -264,8 +264,12 @@ def earliest(fetcher: Fetcher, part: KafkaRangePartition, timeout_s: float) -> i
         left = deadline - time.monotonic()
         try:
             low = fetcher.earliest(max(min(_LOOKUP_SLICE_S, left), 0.01))
-        except DataLossError:  # gone(part): deleted, or hidden from this user?
-            raise gone_or_unauthorised(fetcher, part) from None
+        except DataLossError:  # gone(part): deleted, hidden from this user, or a failover?
+            failure = gone_or_unauthorised(fetcher, part)
+            if failure is not None:
+                raise failure from None
+            low = None
+            fetcher.errors.last = _STALE
         fetcher.errors.raise_permanent(part)
         what = f"look up the earliest offset of {part.channel}"
         if low is not None:
@@ -286,18 +290,28 @@ def earliest(fetcher: Fetcher, part: KafkaRangePartition, timeout_s: float) -> i
                               topic_partition=part.channel)
 
 
-def gone_or_unauthorised(fetcher: Fetcher, part: KafkaRangePartition) -> Exception:
-    """Data loss for a deleted topic; a permanent error when the user may not see it.
+def gone_or_unauthorised(fetcher: Fetcher, part: KafkaRangePartition) -> Exception | None:
+    """Data loss for a deleted topic; a permanent error when the user may not see it;
+    None when the topic is there after all.
 
     Kafka answers a topic the user may not Describe as if it did not exist, so
     librdkafka reports a deleted topic and a missing permission alike. A missing
-    permission is no data loss: a fresh metadata request tells them apart.
+    permission is no data loss: a fresh metadata request tells them apart. So does it
+    tell a failover: while a leader is elected librdkafka's cached metadata may lack the
+    partition (the Java client retries UNKNOWN_TOPIC_OR_PARTITION); when the fresh
+    answer has the topic, the caller retries within its deadline.
     """
     code, text = fetcher.topic_error(_METADATA_S)
     if code == Err.TOPIC_AUTHORIZATION_FAILED:
         return SourceError(f"cannot read {part.channel}: {permanent_error(code, text)}",
                            topic_partition=part.channel)
-    return gone(part)
+    if code in GONE:
+        return gone(part)
+    return None
+
+
+# What a lookup waits on when librdkafka's metadata lacks a partition the cluster has.
+_STALE = "librdkafka's metadata lacks the partition (a leader election?)"
 
 
 def _handle_events(events: list[tuple[int, int, str]], fetcher: Fetcher,
@@ -319,7 +333,14 @@ def _handle_events(events: list[tuple[int, int, str]], fetcher: Fetcher,
                 return True, pos
             fetcher.assign(pos)
         elif code in GONE:
-            raise gone_or_unauthorised(fetcher, part)
+            failure = gone_or_unauthorised(fetcher, part)
+            if failure is not None:
+                raise failure
+            fetcher.errors.last = _STALE  # the no-progress deadline bounds the wait
+            fetcher.errors.problems.failing(
+                f"read {part.channel}", _STALE,
+                f"librdkafka retries; the task fails after {options.poll_timeout_ms} ms "
+                f"without progress (kafkaConsumer.pollTimeoutMs)")
         elif (failure := permanent_error(code, fetcher.errors.scrub(text))) is not None:
             raise SourceError(f"cannot read {part.channel}: {failure}",
                               topic_partition=part.channel)
