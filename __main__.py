@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._endpoints import HBASE_ENV, KAFKA_ENV, parse_hostport
 from ._exceptions import ConfigError, SparkBarrierError
+
 if TYPE_CHECKING:  # the connectors import pyspark and the clients: only when a command runs
     from .connectors.hbase import SinkStatus
     from .connectors.kafka import CheckpointLogStatus, GroupStatus
@@ -130,7 +131,7 @@ def _when(ms: int | None) -> str:
 def _table(headers: list[str], rows: list[list[Any]]) -> str:
     cells = [headers] + [["-" if v is None else str(v) for v in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths)))
+    lines = ["  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True)))
              for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from ._aligner import CheckpointBarrierAligner
 from ._functions import CheckpointedFunction, CheckpointListener, InitializationContext
-from ._handler import AbortReason, BarrierHandler, CheckpointTarget
 from ._guarantee import DeliveryGuarantee
+from ._handler import AbortReason, BarrierHandler, CheckpointTarget
 from ._processor import Downstream, InputProcessor
 from ._sink import CheckpointedSink, CompletedCheckpoint, SinkContext, TwoPhaseCommitSink
 from ._tracker import MAX_CHECKPOINTS_TO_TRACK, CheckpointBarrierTracker

@@ -22,10 +22,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .._exceptions import ProtocolError, SinkError
+from ._kafka_offsets import nest_offsets
 from .hbase._connection import HBaseConnection
 from .hbase._options import DEFAULT_COMMIT_TABLE
 from .hbase._reader import find_commit
-from ._kafka_offsets import nest_offsets
 from .kafka._positions import SPARK_EARLIEST, TopicPartition
 
 __all__ = ["starting_offsets_from_sink"]

@@ -42,10 +42,10 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 from pyspark.sql.types import StructType
 
 from ..._exceptions import ConfigError, SinkError
-from .._options import OptionSpec, parse_bool, parse_options, parse_stripped
 from ...barrier._sink import CheckpointedSink, SinkContext
-from ._options import DELIVERY_GUARANTEE, RENAMED_SINK_OPTIONS
+from .._options import OptionSpec, parse_bool, parse_options, parse_stripped
 from ._driver import Completion, checkpoint_location, state_directory
+from ._options import DELIVERY_GUARANTEE, RENAMED_SINK_OPTIONS
 from ._runs import RunKey, new_run_id, started_function, validate_once
 from ._task import TaskCommitMessage, run_task
 

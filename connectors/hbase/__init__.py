@@ -10,16 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..checkpointed._markers import keep_markers
 from ._datasource import BarrierHBaseDataSource
 from ._lineage import CellLineage, lineage
-from ..checkpointed._markers import keep_markers
 from ._options import (
     DEFAULT_COMMIT_TABLE,
-    READ_OPTION_SPECS as _READ_OPTION_SPECS,
-    SINK_OPTION_SPECS as _SINK_OPTION_SPECS,
     DeliveryGuarantee,
     HBaseSinkOptions,
     parse_sink_options,
+)
+from ._options import (
+    READ_OPTION_SPECS as _READ_OPTION_SPECS,
+)
+from ._options import (
+    SINK_OPTION_SPECS as _SINK_OPTION_SPECS,
 )
 from ._reader import read_committed
 from ._sasl import KerberosError, KerberosSettings, Qop
@@ -55,7 +59,6 @@ def register(spark: Any) -> None:
 def hbase_options_table() -> str:
     """Markdown table of the sink options (for docs/options.md)."""
     from .._options import options_table
-
     from ._options import KERBEROS_OPTION_SPECS
 
     return options_table([spec for spec in _SINK_OPTION_SPECS if spec not in KERBEROS_OPTION_SPECS])

@@ -36,12 +36,12 @@ from ..._exceptions import FencedError, ProtocolError, SinkError
 from ...barrier._sink import merge_offsets
 from ._commit_table import (
     ATTEMPT_COLUMN,
-    put_history,
     COMMIT_COLUMN,
     AttemptRecord,
     CommitRecord,
     check_and_put,
     put_cell,
+    put_history,
     read_state,
 )
 from ._connection import HBaseConnection

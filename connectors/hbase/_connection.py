@@ -206,7 +206,8 @@ class HBaseConnection:
                                     gateway, type(exc).__name__, exc)
         detail = "; ".join(f"{g}: {type(e).__name__}: {e}" for g, e in errors.items())
         raise SinkError(
-            f"cannot reach the HBase Thrift server: no gateway answered after {self._rounds} pass(es) over {n} gateway(s) "
+            f"cannot reach the HBase Thrift server: no gateway answered after {self._rounds} pass(es) "
+            f"over {n} gateway(s) "
             f"[{describe(self._gateways)}] ({detail}); are they running and are hbase.thrift.* right? "
             "(hbase.thrift.failover.rounds / hbase.thrift.failover.backoff set the retries)"
         ) from errors.get(self.gateway)

@@ -35,7 +35,8 @@ def parse_gateways(raw: str, default_port: int | None, option: str = "hbase.thri
     """``"h1:9090, h2"`` → gateways; an entry without a port takes ``default_port``.
 
     An IPv6 address with a port is bracketed (``[::1]:9090``); the brackets are dropped
-    from the host (sockets want the bare address) and put back when it is printed. Duplicates are an error: they would skew the spreading.
+    from the host (sockets want the bare address) and put back when it is printed. Duplicates
+    are an error: they would skew the spreading.
     """
     out: list[Gateway] = []
     for item in (part.strip() for part in raw.split(",")):

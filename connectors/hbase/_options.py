@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._exceptions import ConfigError
+from ...barrier import DeliveryGuarantee
 from .._options import (
     OptionSpec,
     enum_choices,
@@ -29,7 +30,6 @@ from .._options import (
     parse_stripped,
     parse_timestamp_ms,
 )
-from ...barrier import DeliveryGuarantee
 from ..checkpointed._options import DELIVERY_GUARANTEE, RENAMED_SINK_OPTIONS
 from ._gateways import Gateway, parse_gateways
 from ._sasl import KerberosSettings, parse_qops

@@ -29,12 +29,12 @@ import pyarrow as pa
 from ..._exceptions import ConfigError, SinkError
 from ._commit_table import CommitRecord, list_sinks, read_history, read_state
 from ._connection import TRANSPORT_ERRORS, HBaseConnection
-from ._sasl import KerberosSettings
-from ._gateways import parse_gateways
-from ._tls import TlsSettings
 from ._encoding import decode_column
+from ._gateways import parse_gateways
 from ._key_ranges import FULL, KeyRange
 from ._options import DEFAULT_COMMIT_TABLE
+from ._sasl import KerberosSettings
+from ._tls import TlsSettings
 
 __all__ = ["find_commit", "view_record", "read_committed", "committed_schema", "iter_committed",
            "region_ranges"]
@@ -139,7 +139,7 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
     def emit() -> pa.RecordBatch:
         arrays = [decode_column(keys, f.type, f.name) if is_key
                   else decode_column([r.get(col) for r in rows], f.type, f.name)
-                  for (is_key, col, _), f in zip(plan, schema)]
+                  for (is_key, col, _), f in zip(plan, schema, strict=True)]
         keys.clear()
         rows.clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._client_config import client_settings
 from .._checkpoint_log import CheckpointLogStatus, SparkBatch, checkpoint_log_status
+from ._client_config import client_settings
 from ._group import CommittedOffset, GroupStatus, PartitionStatus, committed_offsets, group_status
 from ._jvm_commits import KafkaOffsetCommits, commit_kafka_offsets
 from ._options import KafkaSourceOptions, kafka_options_table
-from ._reader_choice import parse_source_options
 from ._positions import TopicPartition
+from ._reader_choice import parse_source_options
 from ._source import BarrierKafkaDataSource, source_schema
 
 __all__ = [

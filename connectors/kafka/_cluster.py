@@ -31,7 +31,6 @@ from kafka import TopicPartition as KafkaTP
 from kafka.errors import KafkaError
 
 from ..._exceptions import SourceError
-
 from ._failover import ProblemLog, retry_failover
 from ._options import KafkaSourceOptions
 from ._positions import TopicPartition

@@ -157,7 +157,7 @@ class _ConfluentFetcher:
             offsets = np.arange(first, last + 1, dtype=np.int64)
         else:
             offsets = np.fromiter(map(Message.offset, msgs), np.int64, n)
-        kinds, stamps = zip(*map(Message.timestamp, msgs))
+        kinds, stamps = zip(*map(Message.timestamp, msgs), strict=True)
         return build_batch(
             self._part, self._schema, keys=list(map(Message.key, msgs)),
             values=list(map(Message.value, msgs)), offsets=offsets,

@@ -11,11 +11,11 @@ import time
 from collections.abc import Mapping
 
 from ...state import PendingCheckpoints
-from ._cluster import ClusterView
+from .._kafka_offsets import SourceOffset
 from ._background_commits import BackgroundCommits
+from ._cluster import ClusterView
 from ._committer import OffsetCommitter
 from ._metrics import SourceMetrics
-from .._kafka_offsets import SourceOffset
 from ._options import KafkaSourceOptions
 from ._positions import TopicPartition
 

@@ -45,9 +45,9 @@ from ..._exceptions import ConfigError
 from ..._faults import fault_point
 from ._background_commits import BackgroundCommits
 from ._client_config import kafka_python_configs
-from ._security import parse_security
 from ._metrics import SourceMetrics
 from ._positions import TopicPartition
+from ._security import parse_security
 
 __all__ = ["KafkaOffsetCommits", "commit_kafka_offsets", "kafka_source_offsets"]
 

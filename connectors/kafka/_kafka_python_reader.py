@@ -46,7 +46,7 @@ def _to_batch(records: list, part: KafkaRangePartition, schema: pa.Schema,
               headers: bool) -> pa.RecordBatch:
     """Transpose ConsumerRecord tuples once (C speed), then hand whole columns on."""
     n = len(records)
-    cols = list(zip(*records))  # ConsumerRecord fields, in namedtuple order
+    cols = list(zip(*records, strict=True))  # ConsumerRecord fields, in namedtuple order
     col = {name: cols[i] for i, name in enumerate(records[0]._fields)}
     return build_batch(
         part, schema, keys=col["key"], values=col["value"],

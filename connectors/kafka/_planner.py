@@ -53,11 +53,11 @@ from ..._exceptions import DataLossError, SourceError
 from ..._faults import fault_point
 from ...state import PendingCheckpoints
 from .._kafka_offsets import SourceOffset, nest_offsets
+from ._driver import DriverState
 from ._options import KafkaSourceOptions
 from ._partition_reader import KafkaRangePartition, read_range
-from ._starting import resolve_initial
-from ._driver import DriverState
 from ._positions import TopicPartition
+from ._starting import resolve_initial
 
 __all__ = ["KafkaStreamPlanner"]
 

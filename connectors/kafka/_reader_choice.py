@@ -3,8 +3,8 @@
 Two moments decide it:
 
 * query start, on the driver (:func:`parse_source_options`, which parses the options
-  and then calls :func:`client_at_query_start`): an explicit choice that cannot work fails ``load()`` with the reason and
-  the fix -- ``native`` where the compiled module does not load, ``native`` or
+  and then calls :func:`client_at_query_start`): an explicit choice that cannot work
+  fails ``load()`` with the reason and the fix -- ``native`` where the compiled module does not load, ``native`` or
   ``confluent`` with GSSAPI -- and ``auto`` with GSSAPI becomes ``kafka-python``
   (the only client path here that logs in with Kerberos; see ``_kerberos``), so every
   executor gets that answer with the options;

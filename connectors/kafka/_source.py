@@ -40,8 +40,8 @@ from pyspark.sql.types import (
 
 from ...barrier.markers import MARKER_DDL
 from ._options import KafkaSourceOptions
-from ._reader_choice import parse_source_options
 from ._planner import KafkaStreamPlanner
+from ._reader_choice import parse_source_options
 
 __all__ = ["BarrierKafkaDataSource", "source_schema"]
 

@@ -1,0 +1,36 @@
+"""The product code passes the linter (ruff, configured in pyproject.toml).
+
+Product code = the package minus its test machinery: ``barrier/``, ``state/``,
+``connectors/``, ``shims/`` and the top-level modules. Run by ``./dev unit`` and
+``./dev test`` alike (no server).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PRODUCT = ["barrier", "state", "connectors", "shims", "__init__.py", "__main__.py",
+           "_endpoints.py", "_exceptions.py", "_faults.py", "_jvm_kafka.py"]
+
+
+def test_product_code_passes_ruff() -> None:
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", *PRODUCT],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_no_assert_in_product_code() -> None:
+    """``assert`` vanishes under ``python -O``: product code raises explicit errors."""
+    import ast
+
+    found = []
+    for name in PRODUCT:
+        path = ROOT / name
+        for file in ([path] if path.is_file() else sorted(path.rglob("*.py"))):
+            for node in ast.walk(ast.parse(file.read_text(), str(file))):
+                if isinstance(node, ast.Assert):
+                    found.append(f"{file.relative_to(ROOT)}:{node.lineno}")
+    assert found == []
