@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import TypeAlias
 
 import pyarrow as pa
 
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 Downstream = Callable[[Hashable, pa.RecordBatch], None]
 """Receives ``(channel, data batch)`` in processing order."""
 
-Element = pa.RecordBatch | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition
+Element: TypeAlias = pa.RecordBatch | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition
 
 
 class InputProcessor:

@@ -1,4 +1,5 @@
-"""The product code passes the linter (ruff, configured in pyproject.toml).
+"""The product code passes the linter and the type checker (ruff and mypy, configured in
+pyproject.toml).
 
 Product code = the package minus its test machinery: ``barrier/``, ``state/``,
 ``connectors/``, ``shims/`` and the top-level modules. Run by ``./dev unit`` and
@@ -34,3 +35,17 @@ def test_no_assert_in_product_code() -> None:
                 if isinstance(node, ast.Assert):
                     found.append(f"{file.relative_to(ROOT)}:{node.lineno}")
     assert found == []
+
+
+def test_product_code_passes_mypy(tmp_path: Path) -> None:
+    """mypy needs the package under its own name: the repository root *is* ``sparkbarrier``,
+    so it runs from a directory holding a ``sparkbarrier`` link to the root."""
+    (tmp_path / "sparkbarrier").symlink_to(ROOT, target_is_directory=True)
+    targets = ["-p", "sparkbarrier.barrier", "-p", "sparkbarrier.state", "-p", "sparkbarrier.connectors",
+               *(arg for name in PRODUCT if name.endswith(".py")
+                 for arg in ("-m", "sparkbarrier" if name == "__init__.py" else f"sparkbarrier.{name[:-3]}"))]
+    done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
+                           "--cache-dir", str(ROOT / ".mypy_cache"), *targets],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+

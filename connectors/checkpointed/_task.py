@@ -158,11 +158,11 @@ def _run(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.Record
                 if single and shim.last_barrier is not None and piece.checkpoint_id <= shim.last_barrier:
                     continue  # another source partition's copy of a barrier already counted
                 shim.last_barrier = piece.checkpoint_id
-            channel = SINGLE_CHANNEL if single else piece.channel
-            if channel is None:
+            marker_channel = SINGLE_CHANNEL if single else piece.channel
+            if marker_channel is None:
                 raise SinkError(f"a {type(piece).__name__} marker without a channel reached the sink",
                                 batch_id=context.batch_id)
-            feeder.feed(channel, piece)
+            feeder.feed(marker_channel, piece)
     feeder.end()
     always = fn.end_of_input()  # True: the function holds data back, its last snapshot follows always
     if shim.dirty or not msg.handles or always:

@@ -81,7 +81,7 @@ def claim_block(conn: HBaseConnection, commit_table: str, sink_id: str, *, base_
     attempt (another ``base_ms``) counts as free. A lost ``checkAndPut`` race re-reads
     that one block and decides again.
     """
-    current = dict(known)
+    current: dict[int, bytes | None] = dict(known)
     for _ in range(_MAX_TRIES):
         claims = _claims_of(current, base_ms)
         own = [c for c in claims.values() if c.plan == plan and c.task == task]

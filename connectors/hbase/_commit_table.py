@@ -81,7 +81,8 @@ class _JsonRecord:
     _what: ClassVar[str]
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()  # type: ignore[arg-type]
+        return json.dumps(asdict(self), sort_keys=True,  # type: ignore[call-overload]  # subclasses are dataclasses
+                          separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls: type[_R], raw: bytes) -> _R:

@@ -58,7 +58,7 @@ def open_connection(host: str, port: int, transport: str, protocol: str, timeout
     )
 
 
-class _TlsConnection(happybase.Connection):  # type: ignore[misc]
+class _TlsConnection(happybase.Connection):
     """happybase over Thrift-over-HTTPS (the only TLS HBase's gateways offer, see ``_tls``).
 
     happybase builds its client in ``_refresh_thrift_client`` from a plain ``TSocket``;
@@ -77,7 +77,7 @@ class _TlsConnection(happybase.Connection):  # type: ignore[misc]
         self.client = TClient(Hbase, https_protocol(self._protocol_name, self.transport))
 
 
-class _SaslConnection(happybase.Connection):  # type: ignore[misc]
+class _SaslConnection(happybase.Connection):
     """happybase over SASL/GSSAPI (Kerberos), as a gateway with ``hbase.thrift.security.qop`` speaks it.
 
     The SASL transport does its own framing, so ``hbase.thrift.transport`` does not apply;

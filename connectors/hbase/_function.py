@@ -13,6 +13,7 @@ is not needed (``uses_ledger = False``) and checkpoint locations on HDFS or S3 w
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -63,7 +64,7 @@ class HBaseSinkFunction(CheckpointedSink):
 
     # -- planning worker, query start (once per run and process) ---------------
 
-    def validate(self, options: dict[str, str], schema: Any) -> None:
+    def validate(self, options: Mapping[str, str], schema: Any) -> None:
         """Fail the query before its first batch: options, schema, the table, the commit table.
 
         The only place that connects at query start (one Thrift connection, and one
@@ -109,11 +110,11 @@ class HBaseSinkFunction(CheckpointedSink):
 
     # -- commit worker, once per run and process ---------------------------------
 
-    def start(self, options: dict[str, str], schema: Any) -> None:
+    def start(self, options: Mapping[str, str], schema: Any) -> None:
         """Keep what every commit needs (options, layout); no connection: :meth:`validate` checked the store."""
         self._parse(options, schema)
 
-    def _parse(self, options: dict[str, str], schema: Any) -> None:
+    def _parse(self, options: Mapping[str, str], schema: Any) -> None:
         from pyspark.sql.types import StructType
 
         opts = self.opts = parse_sink_options(options)

@@ -129,7 +129,8 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
 
     schema = to_arrow_schema(committed_schema(record), timezone="UTC")
     by_name = {c[0]: f"{c[1]}:{c[2]}".encode() for c in record.columns}
-    plan = [(f.name == record.rowkey, by_name.get(f.name), f.type) for f in schema]
+    # (is the row key, the cell column -- None only for the row key --, type)
+    plan = [(f.name == record.rowkey, by_name.get(f.name, b""), f.type) for f in schema]
     families = sorted({c[1].encode() for c in record.columns})
     table = conn.connection.table(record.table)
     gaps = record.gaps

@@ -163,7 +163,7 @@ def acquire(settings: KerberosSettings) -> Any:
         try:
             if settings.keytab is not None:
                 digest = hashlib.sha256(f"{settings.principal}\0{settings.keytab}".encode()).hexdigest()[:16]
-                store = {b"client_keytab": settings.keytab.encode(),
+                store: dict[bytes | str, bytes | str] = {b"client_keytab": settings.keytab.encode(),
                          b"ccache": f"MEMORY:sparkbarrier-{os.getpid()}-{digest}".encode()}
                 creds = gssapi.Credentials(name=name, usage="initiate", store=store)
             else:
@@ -364,7 +364,7 @@ def sasl_protocol(protocol: str, transport: Any) -> Any:
     if protocol == "compact":
         return TCompactProtocol(transport, decode_response=False)
     try:
-        from thriftpy2.protocol.cybin import TCyBinaryProtocol
+        from thriftpy2.protocol.cybin import TCyBinaryProtocol  # type: ignore[attr-defined]  # Cython, no stub
         from thriftpy2.transport.cybase import CyTransportBase
     except ImportError:
         return TBinaryProtocol(transport, decode_response=False)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -77,35 +77,37 @@ class HBaseTaskWriter:
                                        plan.base_ms, plan.prev_seq, plan.gap, plan.replay_of_committed,
                                        flush_rows=plan.max_rows, flush_bytes=plan.max_size)
 
-    def _begun(self, call: str) -> None:
-        """An explicit check (``assert`` vanishes under ``python -O``)."""
+    def _begun(self, call: str) -> tuple[HBaseCommitMessage, TaskClock]:
+        """The attempt's message and clock; an explicit check (``assert`` vanishes under
+        ``python -O``)."""
         if self._msg is None or self._clock is None:
             raise ProtocolError(f"HBaseTaskWriter.{call}() before begin()")
+        return self._msg, self._clock
 
     def add(self, data: pa.RecordBatch) -> None:
         """Buffer a batch of data rows (no marker rows)."""
-        self._begun("add")
+        msg, clock = self._begun("add")
         if not data.num_rows:
             return
         if self._buf is None:
             o = self._opts
             # The attempt's recorded limits, not the options: a replay flushes where it first did.
-            self._buf = MutationBuffer(self._conn, o.table, self._clock,
+            self._buf = MutationBuffer(self._conn, o.table, clock,
                                        families=self._layout_for(data.schema).families,
                                        max_rows=self._plan.max_rows, max_size=self._plan.max_size,
                                        batch_id=self._id.batch_id,
                                        claim=self._claim if o.exactly_once else None)
-        self._msg.rows += self._add(data, self._buf)
+        msg.rows += self._add(data, self._buf)
 
     def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
         """Flush (Flink's snapshot at the barrier: unconditional) and report what is written so far."""
-        self._begun("snapshot")
+        msg, _ = self._begun("snapshot")
         if self._buf is not None:
             self._buf.flush(final=final)
             if self._buf.max_round is not None:
-                self._msg.ts_end = self._buf.clock.end(self._buf.max_round)
-            self._msg.held_keys = self._buf.held_keys
-        return replace(self._msg)
+                msg.ts_end = self._buf.clock.end(self._buf.max_round)
+            msg.held_keys = self._buf.held_keys
+        return replace(msg)
 
     def close(self) -> None:
         self._conn.close()
@@ -133,7 +135,7 @@ class HBaseTaskWriter:
         if key_arr.null_count:
             raise SinkError(f"column {layout.rowkey!r} (the row key) is null in {key_arr.null_count} row(s)",
                             batch_id=self._id.batch_id)
-        keys = encode_column(key_arr)
+        keys = cast(list[bytes], encode_column(key_arr))  # null keys were rejected just above
         if layout.op_column is not None:
             ops = pc.utf8_lower(data.column(layout.op_column)).to_pylist()
             bad = set(ops) - {None, "upsert", "delete"}

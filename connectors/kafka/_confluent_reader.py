@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -55,6 +56,12 @@ def executor_group_id(options: KafkaSourceOptions) -> str:
     set. The compiled path (the default) needs no group at all.
     """
     return options.group_id or UNJOINED_GROUP
+
+
+def _offset(msg: Message) -> int:
+    """A consumed message's offset: confluent-kafka's stubs allow None, which only a
+    produced-but-undelivered message has; a consumer's messages always carry one."""
+    return cast(int, msg.offset())
 
 
 class _ConfluentFetcher:
@@ -134,15 +141,15 @@ class _ConfluentFetcher:
                               topic_partition=self._part.channel) from None
         events: list[tuple[int, int, str]] = []
         if msgs and any(map(Message.error, msgs)):
-            events = [(m.error().code(), m.offset(), m.error().str())
-                      for m in msgs if m.error() is not None]
+            events = [(err.code(), _offset(m), err.str())
+                      for m in msgs if (err := m.error()) is not None]
             msgs = [m for m in msgs if m.error() is None]
         hit_end = False
-        if msgs and msgs[-1].offset() >= end:
-            msgs = [m for m in msgs if m.offset() < end]
+        if msgs and _offset(msgs[-1]) >= end:
+            msgs = [m for m in msgs if _offset(m) < end]
             hit_end = True
         self._pending.extend(msgs)
-        return len(msgs), (msgs[-1].offset() + 1 if msgs else -1), hit_end, False, events
+        return len(msgs), (_offset(msgs[-1]) + 1 if msgs else -1), hit_end, False, events
 
     @property
     def rows(self) -> int:
@@ -152,7 +159,7 @@ class _ConfluentFetcher:
         """Columns by mapping librdkafka's C accessors over the batch; no per-record loop."""
         msgs, self._pending = self._pending, []
         n = len(msgs)
-        first, last = msgs[0].offset(), msgs[-1].offset()
+        first, last = _offset(msgs[0]), _offset(msgs[-1])
         if last - first == n - 1:  # offsets strictly increase, so this means no gap
             offsets = np.arange(first, last + 1, dtype=np.int64)
         else:

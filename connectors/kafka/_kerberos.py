@@ -170,7 +170,8 @@ def credentials(kerberos: Kerberos) -> Any:
     name = (gssapi.Name(kerberos.principal, gssapi.NameType.kerberos_principal)
             if kerberos.principal else None)
     if kerberos.use_ticket_cache:
-        store = {"ccache": kerberos.ticket_cache} if kerberos.ticket_cache else None
+        store: dict[bytes | str, bytes | str] | None = (
+            {"ccache": kerberos.ticket_cache} if kerberos.ticket_cache else None)
         try:
             creds = gssapi.Credentials(name=name, usage="initiate", store=store)
             creds.lifetime  # noqa: B018 -- raises ExpiredCredentialsError when expired
@@ -182,8 +183,9 @@ def credentials(kerberos: Kerberos) -> Any:
     check_keytab(kerberos)
     with _lock:
         ccache = _private_ccache(kerberos)
+    keytab = kerberos.keytab or ""  # only reached with a keytab: useTicketCache returned above
     return gssapi.Credentials(name=name, usage="initiate",
-                              store={"client_keytab": kerberos.keytab, "ccache": ccache})
+                              store={"client_keytab": keytab, "ccache": ccache})
 
 
 class KerberosLogin:

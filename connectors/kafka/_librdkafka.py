@@ -117,7 +117,7 @@ UNREACHED = frozenset({Err.TIMED_OUT, Err.ALL_BROKERS_DOWN, Err.TRANSPORT})
 # Errors librdkafka would retry forever that no retry can fix: fail the task now, with
 # the options that fix them. A TLS disconnect mid-handshake is reported as TRANSPORT by
 # librdkafka, so SSL here means a real handshake failure (certificate, protocol).
-_FIX = {
+_FIX: dict[int, str] = {
     Err.AUTHENTICATION: "check the user and password in kafka.sasl.jaas.config, "
                         "kafka.sasl.mechanism and kafka.security.protocol",
     Err.SASL_AUTHENTICATION_FAILED: "check the user and password in kafka.sasl.jaas.config "
@@ -341,8 +341,8 @@ def _handle_events(events: list[tuple[int, int, str]], fetcher: Fetcher,
                 f"read {part.channel}", _STALE,
                 f"librdkafka retries; the task fails after {options.poll_timeout_ms} ms "
                 f"without progress (kafkaConsumer.pollTimeoutMs)")
-        elif (failure := permanent_error(code, fetcher.errors.scrub(text))) is not None:
-            raise SourceError(f"cannot read {part.channel}: {failure}",
+        elif (reason := permanent_error(code, fetcher.errors.scrub(text))) is not None:
+            raise SourceError(f"cannot read {part.channel}: {reason}",
                               topic_partition=part.channel)
         else:  # transient; the no-progress deadline bounds how long it may last
             fetcher.errors.last = fetcher.errors.scrub(text)

@@ -52,7 +52,7 @@ def _metadata(config: dict[str, object], errors: _Errors, budget_s: float):  # n
     """Metadata, or None when the budget ran out or a login/TLS error came first."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({**config, "error_cb": errors})
+    admin = AdminClient({**config, "error_cb": errors})  # type: ignore[dict-item]  # stubs omit callbacks
     deadline = time.monotonic() + budget_s
     while time.monotonic() < deadline and not (errors.auth or errors.tls):
         try:

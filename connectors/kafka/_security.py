@@ -299,8 +299,8 @@ def parse_security(passthrough: MutableMapping[str, str]) -> Security:
                                   f"'kafka.sasl.jaas.config' (as for Spark's Kafka source)",
                                   option="kafka.sasl.jaas.config")
     if mechanism != "GSSAPI":
-        unused = [k for k in ("sasl.mechanism", "sasl.jaas.config", "sasl.plain.username",
-                              "sasl.plain.password") if k in opts and not sasl]
+        unused: list[str] = [k for k in ("sasl.mechanism", "sasl.jaas.config", "sasl.plain.username",
+                                         "sasl.plain.password") if k in opts and not sasl]
         unused += [k for k in ("sasl.kerberos.service.name", "sasl.kerberos.name",
                                "sasl.kerberos.kinit.cmd", *_KERBEROS_TUNING) if k in opts]
         if unused and not sasl:

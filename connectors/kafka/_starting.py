@@ -36,8 +36,9 @@ def resolve_initial(options: KafkaSourceOptions, cluster: ClusterView) -> dict[T
         return _specific(options, tps, earliest, latest)
     if kind is StartKind.GROUP:
         return _from_group(options, tps, earliest, latest)
-    stamps = ({tp: options.start_timestamp for tp in tps} if kind is StartKind.TIMESTAMP
-              else dict(options.start_timestamps))
+    stamps: dict[TopicPartition, int] = dict(options.start_timestamps)
+    if kind is StartKind.TIMESTAMP and options.start_timestamp is not None:  # parsed together
+        stamps = {tp: options.start_timestamp for tp in tps}
     option = "startingTimestamp" if kind is StartKind.TIMESTAMP else "startingOffsetsByTimestamp"
     missing = sorted(set(stamps) - tps)
     if missing:
