@@ -141,9 +141,8 @@ def planned_batch(location: str | None, batch_id: int) -> SparkBatch | None:
     """What ``barrier-kafka`` (or Spark's own Kafka source) planned for batch ``batch_id``.
 
     None when the checkpoint is not local, the entry is missing, or no Kafka source is
-    in it; Spark's own source gives offsets without a checkpoint id. Spark writes the entry
-    before it runs the batch, so a sink's commit
-    of that batch always finds it.
+    in it; Spark's own source gives offsets without a checkpoint id. Spark writes the
+    entry before it runs the batch, so a sink's commit of that batch always finds it.
     """
     root = local_checkpoint_dir(location)
     if root is None:

@@ -15,15 +15,11 @@ from ._datasource import BarrierHBaseDataSource
 from ._lineage import CellLineage, lineage
 from ._options import (
     DEFAULT_COMMIT_TABLE,
+    READ_OPTION_SPECS as _READ_OPTION_SPECS,
+    SINK_OPTION_SPECS as _SINK_OPTION_SPECS,
     DeliveryGuarantee,
     HBaseSinkOptions,
     parse_sink_options,
-)
-from ._options import (
-    READ_OPTION_SPECS as _READ_OPTION_SPECS,
-)
-from ._options import (
-    SINK_OPTION_SPECS as _SINK_OPTION_SPECS,
 )
 from ._reader import read_committed
 from ._sasl import KerberosError, KerberosSettings, Qop

@@ -314,8 +314,7 @@ def sasl_transport(host: str, port: int, timeout_ms: int, settings: KerberosSett
     on the plain path, can sit on top: the pure-Python protocol costs ~2.5x client CPU),
     else (or with ``cython=False``) its pure-Python one. Pair it with :func:`sasl_protocol`.
     """
-    from thriftpy2.transport import TSocket, TTransportException
-    from thriftpy2.transport import sasl as thrift_sasl
+    from thriftpy2.transport import TSocket, TTransportException, sasl as thrift_sasl
 
     pure = thrift_sasl.TSaslClientTransport
     base = getattr(thrift_sasl, "TCySaslClientTransport", pure) if cython else pure

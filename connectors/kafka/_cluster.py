@@ -26,8 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from kafka import KafkaConsumer
-from kafka import TopicPartition as KafkaTP
+from kafka import KafkaConsumer, TopicPartition as KafkaTP
 from kafka.errors import KafkaError
 
 from ..._exceptions import SourceError

@@ -25,8 +25,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from kafka import KafkaAdminClient
-from kafka import TopicPartition as KafkaTP
+from kafka import KafkaAdminClient, TopicPartition as KafkaTP
 from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 

@@ -27,8 +27,7 @@ from typing import cast
 
 import numpy as np
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message
-from confluent_kafka import TopicPartition as ConfluentTP
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition as ConfluentTP
 
 from ..._exceptions import ConfigError, SourceError
 from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, read_with, settings

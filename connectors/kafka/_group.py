@@ -154,8 +154,7 @@ def group_status(bootstrap: str, group: str, topics: list[str] | None = None,
     ConfigError naming the option when a Kerberos (GSSAPI) login is refused (checked
     with the KDC first: kafka-python would only time out bootstrapping).
     """
-    from kafka import KafkaAdminClient, KafkaConsumer
-    from kafka import TopicPartition as KafkaTP
+    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition as KafkaTP
     from kafka.errors import KafkaError
 
     from ._kerberos import KerberosLogin

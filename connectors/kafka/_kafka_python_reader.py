@@ -15,8 +15,7 @@ from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
-from kafka import KafkaConsumer
-from kafka import TopicPartition as KafkaTP
+from kafka import KafkaConsumer, TopicPartition as KafkaTP
 from kafka.errors import KafkaTimeoutError, OffsetOutOfRangeError
 
 from ._failover import ProblemLog, describe, kafka_python_retriable, retry_failover

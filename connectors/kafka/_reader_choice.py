@@ -4,10 +4,10 @@ Two moments decide it:
 
 * query start, on the driver (:func:`parse_source_options`, which parses the options
   and then calls :func:`client_at_query_start`): an explicit choice that cannot work
-  fails ``load()`` with the reason and the fix -- ``native`` where the compiled module does not load, ``native`` or
-  ``confluent`` with GSSAPI -- and ``auto`` with GSSAPI becomes ``kafka-python``
-  (the only client path here that logs in with Kerberos; see ``_kerberos``), so every
-  executor gets that answer with the options;
+  fails ``load()`` with the reason and the fix -- ``native`` where the compiled module
+  does not load, ``native`` or ``confluent`` with GSSAPI -- and ``auto`` with GSSAPI
+  becomes ``kafka-python`` (the only client path here that logs in with Kerberos; see
+  ``_kerberos``), so every executor gets that answer with the options;
 * each task, on the executor (:func:`reader_for`): ``auto`` picks the compiled
   reader where it loads on *that* machine, else confluent-kafka with a warning.
 """
