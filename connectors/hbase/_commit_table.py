@@ -75,14 +75,18 @@ def _check_version(obj: dict[str, Any], what: str) -> None:
         )
 
 
+@dataclass(frozen=True)
 class _JsonRecord:
-    """One JSON wire format per record class, written and read here only (compact, sorted keys)."""
+    """One JSON wire format per record class, written and read here only (compact, sorted keys).
+
+    A frozen dataclass without fields, so that every record (a frozen dataclass) is one
+    to the type checker too.
+    """
 
     _what: ClassVar[str]
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True,  # type: ignore[call-overload]  # subclasses are dataclasses
-                          separators=(",", ":")).encode()
+        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls: type[_R], raw: bytes) -> _R:

@@ -27,7 +27,14 @@ from typing import cast
 
 import numpy as np
 import pyarrow as pa
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition as ConfluentTP
+from confluent_kafka import (
+    OFFSET_INVALID,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition as ConfluentTP,
+)
 
 from ..._exceptions import ConfigError, SourceError
 from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, read_with, settings
@@ -58,9 +65,17 @@ def executor_group_id(options: KafkaSourceOptions) -> str:
 
 
 def _offset(msg: Message) -> int:
-    """A consumed message's offset: confluent-kafka's stubs allow None, which only a
-    produced-but-undelivered message has; a consumer's messages always carry one."""
+    """A data message's offset. confluent-kafka returns None for a negative offset (so its
+    stubs say ``int | None``); a consumed data message always has one."""
     return cast(int, msg.offset())
+
+
+def _event_offset(msg: Message) -> int:
+    """An error event's offset as the compiled fetcher reports it: librdkafka's own
+    ``OFFSET_INVALID`` where the event carries none (confluent-kafka gives None). Only a
+    PARTITION_EOF's offset is read (``_librdkafka._handle_events``), and it has one."""
+    offset = msg.offset()
+    return OFFSET_INVALID if offset is None else offset
 
 
 class _ConfluentFetcher:
@@ -140,7 +155,7 @@ class _ConfluentFetcher:
                               topic_partition=self._part.channel) from None
         events: list[tuple[int, int, str]] = []
         if msgs and any(map(Message.error, msgs)):
-            events = [(err.code(), _offset(m), err.str())
+            events = [(err.code(), _event_offset(m), err.str())
                       for m in msgs if (err := m.error()) is not None]
             msgs = [m for m in msgs if m.error() is None]
         hit_end = False

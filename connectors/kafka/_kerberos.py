@@ -180,12 +180,14 @@ def credentials(kerberos: Kerberos) -> Any:
             if kerberos.keytab is None:
                 raise
         # Java: useTicketCache first, then the keytab (useKeyTab=true) when it holds nothing
+    if kerberos.keytab is None:  # parse_krb5_jaas requires one without useTicketCache
+        raise ConfigError(f"option {JAAS!r}: Krb5LoginModule needs useKeyTab=true with "
+                          f'keyTab="..." or useTicketCache=true', option=JAAS)
     check_keytab(kerberos)
     with _lock:
         ccache = _private_ccache(kerberos)
-    keytab = kerberos.keytab or ""  # only reached with a keytab: useTicketCache returned above
     return gssapi.Credentials(name=name, usage="initiate",
-                              store={"client_keytab": keytab, "ccache": ccache})
+                              store={"client_keytab": kerberos.keytab, "ccache": ccache})
 
 
 class KerberosLogin:

@@ -36,9 +36,12 @@ def resolve_initial(options: KafkaSourceOptions, cluster: ClusterView) -> dict[T
         return _specific(options, tps, earliest, latest)
     if kind is StartKind.GROUP:
         return _from_group(options, tps, earliest, latest)
-    stamps: dict[TopicPartition, int] = dict(options.start_timestamps)
-    if kind is StartKind.TIMESTAMP and options.start_timestamp is not None:  # parsed together
+    if kind is StartKind.TIMESTAMP:
+        if options.start_timestamp is None:  # explicit: the options parser sets both together
+            raise ConfigError("startingTimestamp is not set", option="startingTimestamp")
         stamps = {tp: options.start_timestamp for tp in tps}
+    else:
+        stamps = dict(options.start_timestamps)
     option = "startingTimestamp" if kind is StartKind.TIMESTAMP else "startingOffsetsByTimestamp"
     missing = sorted(set(stamps) - tps)
     if missing:
