@@ -46,6 +46,6 @@ def test_product_code_passes_mypy(tmp_path: Path) -> None:
                  for arg in ("-m", "sparkbarrier" if name == "__init__.py" else f"sparkbarrier.{name[:-3]}"))]
     done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
                            "--cache-dir", str(ROOT / ".mypy_cache"), *targets],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
 
