@@ -8,6 +8,7 @@ Product code = the package minus its test machinery: ``barrier/``, ``state/``,
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,13 +40,16 @@ def test_no_assert_in_product_code() -> None:
 
 def test_product_code_passes_mypy(tmp_path: Path) -> None:
     """mypy needs the package under its own name: the repository root *is* ``sparkbarrier``,
-    so it runs from a directory holding a ``sparkbarrier`` link to the root."""
+    so it runs from a directory holding a ``sparkbarrier`` link to the root. The shims are
+    top-level modules (``pyspark_barrier_kafka``): found through MYPYPATH."""
     (tmp_path / "sparkbarrier").symlink_to(ROOT, target_is_directory=True)
     targets = ["-p", "sparkbarrier.barrier", "-p", "sparkbarrier.state", "-p", "sparkbarrier.connectors",
                *(arg for name in PRODUCT if name.endswith(".py")
-                 for arg in ("-m", "sparkbarrier" if name == "__init__.py" else f"sparkbarrier.{name[:-3]}"))]
+                 for arg in ("-m", "sparkbarrier" if name == "__init__.py" else f"sparkbarrier.{name[:-3]}")),
+               *(arg for shim in sorted((ROOT / "shims").glob("*.py")) for arg in ("-m", shim.stem))]
     done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
                            "--cache-dir", str(ROOT / ".mypy_cache"), *targets],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "MYPYPATH": str(ROOT / "shims")})
     assert done.returncode == 0, done.stdout + done.stderr
 
