@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing as _typing
+
 from ._exceptions import (
     ConfigError,
     CorruptStateError,
@@ -15,6 +17,11 @@ from ._exceptions import (
     SparkBarrierError,
     StateCompatibilityError,
 )
+
+if _typing.TYPE_CHECKING:  # annotations only: the checkpointed adapter imports pyspark
+    from collections.abc import Callable
+
+    from .barrier import CheckpointedSink
 
 __version__ = "0.1.0"
 
@@ -62,14 +69,15 @@ def register(spark: object) -> None:
     register_kafka(spark)
     register_hbase(spark)
 
-def checkpointed_sink(spark: object, name: str, factory: object) -> object:
+
+def checkpointed_sink(spark: object, name: str, factory: Callable[[], CheckpointedSink]) -> object:
     """Register ``name`` as a streaming sink that runs ``factory()``'s checkpointed sink functions.
 
     See :mod:`sparkbarrier.connectors.checkpointed` and docs/checkpointed-sinks.md. Imported lazily (pyspark).
     """
     from .connectors.checkpointed import checkpointed_sink as _register
 
-    return _register(spark, name, factory)  # type: ignore[arg-type]
+    return _register(spark, name, factory)
 
 
 __all__ = [

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..._exceptions import ConfigError
+from ..._exceptions import ConfigError, ProtocolError
 from ..._faults import fault_point
 from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, merge_offsets
 from ...state import PendingCheckpoints
@@ -99,6 +99,11 @@ class Completion:
             return None
         return PendingCheckpoints.restore(self._dir, identity=self._identity, allow_mismatch=self._allow)
 
+    def _save(self, ledger: PendingCheckpoints) -> None:
+        if self._dir is None:  # explicit: _ledger() gives a ledger only with a directory
+            raise ProtocolError("checkpointed sink: a ledger to save but no ledger directory")
+        ledger.save(self._dir)
+
     def commit(self, messages: Sequence[Any], batch_id: int) -> bool:
         """Notify the function unless the batch was applied before; True when notified."""
         completed = completed_checkpoint(messages, batch_id, self._location)
@@ -112,13 +117,13 @@ class Completion:
                 return False
             if batch_id not in pending:
                 ledger.add(batch_id, completed.source_offsets, int(time.time() * 1000))
-                ledger.save(self._dir)  # type: ignore[arg-type]
+                self._save(ledger)
         fault_point("sink.after_flush_before_commit")
         self._fn.notify_checkpoint_complete(batch_id, completed)
         fault_point("checkpointed.after_store_commit_before_ledger")
         if ledger is not None:
             ledger.complete(batch_id)
-            ledger.save(self._dir)  # type: ignore[arg-type]
+            self._save(ledger)
         fault_point("sink.after_commit_before_commitlog")
         return True
 

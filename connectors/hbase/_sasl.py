@@ -327,7 +327,7 @@ def sasl_transport(host: str, port: int, timeout_ms: int, settings: KerberosSett
         del clients[:-1]
         return clients[-1]
 
-    class _Transport(base):  # type: ignore[misc, valid-type]
+    class _Transport(base):  # type: ignore[misc, valid-type]  # a base chosen at run time
         """``open`` splits failures: the socket (may heal: failover) from the handshake."""
 
         @property

@@ -180,8 +180,11 @@ class KafkaOffsetCommits(StreamingQueryListener):
         if getattr(self, "_jlistenerobj", None) is None:
             from pyspark import SparkContext
 
-            self._jlistenerobj = SparkContext._jvm.PythonStreamingQueryListenerWrapper(  # type: ignore[union-attr]
-                _JsonEvents(self))
+            jvm = SparkContext._jvm
+            if jvm is None:  # explicit: classic PySpark asks for it with its context running
+                raise ConfigError("commit_kafka_offsets: no running SparkContext to register the "
+                                  "listener with")
+            self._jlistenerobj = jvm.PythonStreamingQueryListenerWrapper(_JsonEvents(self))
         return self._jlistenerobj
 
     def __repr__(self) -> str:  # never the client settings: they may hold secrets

@@ -220,7 +220,7 @@ def install_gssapi_mechanism() -> None:
 
     upstream = get_sasl_mechanism("GSSAPI")
 
-    class _QueryGSSAPI(upstream):  # type: ignore[misc, valid-type]
+    class _QueryGSSAPI(upstream):  # type: ignore[misc, valid-type]  # a base chosen at run time
         """kafka-python's GSSAPI client, with the query's credentials when
         ``sasl_kerberos_name`` is a :class:`KerberosLogin`; upstream otherwise."""
 

@@ -19,11 +19,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from ..._exceptions import ConfigError
 from ._librdkafka import Err
 from ._options import KafkaSourceOptions
 from ._secrets import SecretScrubber
+
+if TYPE_CHECKING:
+    from confluent_kafka import KafkaError
 
 __all__ = ["check_access"]
 
@@ -39,8 +43,8 @@ class _Errors:
         self.auth: str | None = None
         self.tls: str | None = None
 
-    def __call__(self, err: object) -> None:
-        code, text = err.code(), self.scrub(err.str())  # type: ignore[attr-defined]
+    def __call__(self, err: KafkaError) -> None:
+        code, text = err.code(), self.scrub(err.str())
         with self._lock:
             if code in (Err.AUTHENTICATION, Err.SASL_AUTHENTICATION_FAILED):
                 self.auth = self.auth or text
