@@ -20,7 +20,7 @@ from kafka.errors import KafkaTimeoutError, OffsetOutOfRangeError
 
 from ._failover import ProblemLog, describe, kafka_python_retriable, retry_failover
 from ._options import KafkaSourceOptions
-from ._range import KafkaRangePartition, build_batch, check_loss, gone, no_progress
+from ._range import KafkaRangePartition, build_batch, check_loss, gone, no_progress, until_no_progress
 from ._secrets import install_client_log_redaction
 
 __all__ = ["read_records"]
@@ -117,8 +117,7 @@ def read_records(options: KafkaSourceOptions, part: KafkaRangePartition,
                 if not kafka_python_retriable(exc):
                     raise
                 problems.failing(f"read {part.channel}", describe(exc),
-                                 f"retrying; the task fails after {options.poll_timeout_ms} "
-                                 f"ms without progress (kafkaConsumer.pollTimeoutMs)")
+                                 f"retrying; {until_no_progress(options)}")
                 if time.monotonic() > deadline:
                     raise no_progress(options, part, pos) from None
                 time.sleep(0.2)

@@ -36,7 +36,7 @@ import pyarrow as pa
 from ..._exceptions import DataLossError, SourceError
 from ._failover import FAILOVER_OPTION, LIBRDKAFKA_RETRIABLE, ProblemLog
 from ._options import KafkaSourceOptions
-from ._range import KafkaRangePartition, check_loss, gc_paused, gone, no_progress
+from ._range import KafkaRangePartition, check_loss, gc_paused, gone, no_progress, until_no_progress
 from ._secrets import SecretScrubber
 
 __all__ = ["DEFAULTS", "FORCED", "GONE", "NOT_YET", "UNREACHED", "ClientErrors", "Err", "Fetcher",
@@ -336,18 +336,18 @@ def _handle_events(events: list[tuple[int, int, str]], fetcher: Fetcher,
             failure = gone_or_unauthorised(fetcher, part)
             if failure is not None:
                 raise failure
-            fetcher.errors.last = _STALE  # the no-progress deadline bounds the wait
-            fetcher.errors.problems.failing(
-                f"read {part.channel}", _STALE,
-                f"librdkafka retries; the task fails after {options.poll_timeout_ms} ms "
-                f"without progress (kafkaConsumer.pollTimeoutMs)")
+            _retrying_read(fetcher, options, part, _STALE)
         elif (reason := permanent_error(code, fetcher.errors.scrub(text))) is not None:
             raise SourceError(f"cannot read {part.channel}: {reason}",
                               topic_partition=part.channel)
         else:  # transient; the no-progress deadline bounds how long it may last
-            fetcher.errors.last = fetcher.errors.scrub(text)
-            fetcher.errors.problems.failing(
-                f"read {part.channel}", fetcher.errors.last,
-                f"librdkafka retries; the task fails after {options.poll_timeout_ms} ms "
-                f"without progress (kafkaConsumer.pollTimeoutMs)")
+            _retrying_read(fetcher, options, part, fetcher.errors.scrub(text))
     return done, pos
+
+
+def _retrying_read(fetcher: Fetcher, options: KafkaSourceOptions, part: KafkaRangePartition,
+                   error: str) -> None:
+    """A read error librdkafka retries itself; the no-progress deadline bounds the wait."""
+    fetcher.errors.last = error
+    fetcher.errors.problems.failing(f"read {part.channel}", error,
+                                    f"librdkafka retries; {until_no_progress(options)}")

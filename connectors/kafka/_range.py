@@ -24,7 +24,7 @@ from ..._exceptions import DataLossError, SourceError
 from ._options import KafkaSourceOptions
 
 __all__ = ["KafkaRangePartition", "build_batch", "check_loss", "gc_paused", "gone",
-           "no_progress"]
+           "no_progress", "until_no_progress"]
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +72,12 @@ def check_loss(options: KafkaSourceOptions, part: KafkaRangePartition, pos: int,
 def gone(part: KafkaRangePartition) -> DataLossError:
     """The partition of a planned range no longer exists (deleted topic)."""
     return DataLossError(f"{part.channel} no longer exists", topic_partition=part.channel)
+
+
+def until_no_progress(options: KafkaSourceOptions) -> str:
+    """How long a read keeps retrying: the bound :func:`no_progress` enforces, for logs."""
+    return (f"the task fails after {options.poll_timeout_ms} ms without progress "
+            f"(kafkaConsumer.pollTimeoutMs)")
 
 
 def no_progress(options: KafkaSourceOptions, part: KafkaRangePartition, position: int,
