@@ -13,8 +13,10 @@ Examples::
 
 Endpoints come from ``--bootstrap`` / ``--hbase`` or ``SPARKBARRIER_KAFKA_BOOTSTRAP`` /
 ``SPARKBARRIER_HBASE_THRIFT`` (``eval "$(python -m sparkbarrier.devstack env)"`` sets them
-for the local devstack). Exit status: 0 shown, 1 something asked for was not found or
-unreachable, 2 usage error. This module is a CLI, so it writes to stdout/stderr.
+for the local devstack). HBase takes the sink's own ``hbase.*`` options
+(``--hbase-option hbase.thrift.tls=true``, or a file of them with ``--hbase-config``), so
+TLS, Kerberos, gateway lists and failover mean what they mean in the sink. Exit status: 0 shown,
+1 something asked for was not found or unreachable, 2 usage error. This module is a CLI, so it writes to stdout/stderr.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from ._endpoints import HBASE_ENV, KAFKA_ENV, parse_hostport
+from ._endpoints import HBASE_ENV, KAFKA_ENV
 from ._exceptions import ConfigError, SparkBarrierError
 
 if TYPE_CHECKING:  # the connectors import pyspark and the clients: only when a command runs
@@ -51,8 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--sink-id", help="sink.id of the barrier-hbase sink")
     st.add_argument("--commit-table", help="commit table (default: barrier-hbase's, sparkbarrier_commits)")
     st.add_argument("--table", help="expected data table of the sink (checked against the commit record)")
-    st.add_argument("--hbase", help=f"HBase Thrift1 host:port (default ${HBASE_ENV})")
-    _add_kerberos(st)
+    _add_hbase(st)
     st.add_argument("--checkpoint-location", help="local Spark checkpoint dir: last completed + pending batches")
     st.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     ln = sub.add_parser("lineage", help="which checkpoint wrote a row's cells, when, from which Kafka offsets")
@@ -62,14 +63,20 @@ def _parser() -> argparse.ArgumentParser:
     ln.add_argument("--versions", type=int, default=1, help="versions per cell (default %(default)s)")
     ln.add_argument("--sink-id", help="sink.id (needed only when several sinks wrote the table)")
     ln.add_argument("--commit-table", help="commit table (default: barrier-hbase's, sparkbarrier_commits)")
-    ln.add_argument("--hbase", help=f"HBase Thrift1 host:port (default ${HBASE_ENV})")
-    _add_kerberos(ln)
+    _add_hbase(ln)
     ln.add_argument("--json", action="store_true", help="print JSON instead of a table")
     return parser
 
 
-def _add_kerberos(parser: argparse.ArgumentParser) -> None:
-    """The sink's ``hbase.thrift.kerberos.*`` options, for Kerberized (SASL/GSSAPI) gateways."""
+def _add_hbase(parser: argparse.ArgumentParser) -> None:
+    """How to reach the gateways: the sink's ``hbase.*`` options, with shorthands for the common ones."""
+    parser.add_argument("--hbase", help=f"HBase Thrift1 host:port, or a list h1:9090,h2:9090 "
+                                        f"(hbase.thrift.host; default ${HBASE_ENV})")
+    parser.add_argument("--hbase-option", action="append", metavar="KEY=VALUE", default=[],
+                        help="any hbase.* option of the sink, e.g. hbase.thrift.tls=true, "
+                             "hbase.thrift.tls.ca=/path/ca.pem (repeatable)")
+    parser.add_argument("--hbase-config", metavar="FILE",
+                        help="a properties file of hbase.* options (key=value lines)")
     parser.add_argument("--hbase-kerberos", action="store_true",
                         help="log in to the gateway with Kerberos (the ticket cache unless a keytab is given)")
     parser.add_argument("--hbase-kerberos-principal", help="client principal (hbase.thrift.kerberos.client.principal)")
@@ -78,27 +85,36 @@ def _add_kerberos(parser: argparse.ArgumentParser) -> None:
                         help="primary of the gateway's principal (default %(default)s)")
 
 
-def _kerberos(args: argparse.Namespace) -> Any:
-    """KerberosSettings from the flags, or None (a plain gateway)."""
-    if not (args.hbase_kerberos or args.hbase_kerberos_principal or args.hbase_kerberos_keytab):
-        return None
-    if args.hbase_kerberos_keytab and not args.hbase_kerberos_principal:
-        raise _UsageError("--hbase-kerberos-keytab needs --hbase-kerberos-principal")
-    from .connectors.hbase import KerberosSettings
+def _hbase_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``hbase.*`` options from ``--hbase-config``, ``--hbase-option`` and the shorthand flags,
+    checked now by the sink's specs (a bad one is a usage error naming it)."""
+    options = _properties(args.hbase_config, "--hbase-config") if args.hbase_config else {}
+    for item in args.hbase_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise _UsageError(f"--hbase-option takes KEY=VALUE, got {item.split('=')[0][:40]!r}")
+        options[key.strip()] = value.strip()
+    keys = {key.lower() for key in options}
+    if args.hbase or "hbase.thrift.host" not in keys:
+        options["hbase.thrift.host"] = _endpoint(args.hbase, HBASE_ENV, "HBase Thrift (--hbase)")
+    if args.hbase_kerberos or args.hbase_kerberos_principal or args.hbase_kerberos_keytab:
+        if args.hbase_kerberos_keytab and not args.hbase_kerberos_principal:
+            raise _UsageError("--hbase-kerberos-keytab needs --hbase-kerberos-principal")
+        options.update({"hbase.thrift.authentication": "kerberos",
+                        "hbase.thrift.kerberos.service": args.hbase_kerberos_service,
+                        "hbase.thrift.kerberos.client.principal": args.hbase_kerberos_principal or "",
+                        "hbase.thrift.kerberos.client.keytab": args.hbase_kerberos_keytab or ""})
+    from .connectors.hbase import parse_connection_options
 
-    return KerberosSettings(principal=args.hbase_kerberos_principal, keytab=args.hbase_kerberos_keytab,
-                            service=args.hbase_kerberos_service)
+    try:
+        parse_connection_options(options, source_name="sparkbarrier CLI's HBase")
+    except ConfigError as exc:
+        raise _UsageError(str(exc)) from None
+    return options
 
 
 class _UsageError(Exception):
     pass
-
-
-def _hostport(value: str, what: str) -> tuple[str, int]:
-    try:
-        return parse_hostport(value, what)
-    except ConfigError as exc:
-        raise _UsageError(str(exc)) from None
 
 
 def as_json(obj: Any) -> Any:
@@ -173,14 +189,13 @@ def _status(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {}
     if args.group:
         bootstrap = _endpoint(args.bootstrap, KAFKA_ENV, "Kafka (--bootstrap)")
-        settings = client_settings(_properties(args.command_config)) if args.command_config else {}
+        settings = client_settings(_properties(args.command_config, "--command-config")) if args.command_config else {}
         out["group"] = group_status(bootstrap, args.group, args.topic, settings,
                                     allow_empty=bool(args.checkpoint_location))
     elif args.topic:
         raise _UsageError("--topic needs --group")
     if args.sink_id:
-        host, port = _hostport(_endpoint(args.hbase, HBASE_ENV, "HBase Thrift (--hbase)"), "--hbase")
-        sink = sink_status(host, port, args.sink_id, _commit_table(args), kerberos=_kerberos(args))
+        sink = sink_status(None, None, args.sink_id, _commit_table(args), options=_hbase_options(args))
         if args.table and sink.table != args.table:
             raise SparkBarrierError(f"sink {args.sink_id!r} writes table {sink.table!r}, not {args.table!r}")
         out["sink"] = sink
@@ -211,13 +226,13 @@ def _status(args: argparse.Namespace) -> int:
     return 0
 
 
-def _properties(path: str) -> dict[str, str]:
+def _properties(path: str, flag: str) -> dict[str, str]:
     """Java ``.properties`` (``key=value``, ``#``/``!`` comments, ``\\`` continuations, as
     JAAS lines are often written); the values are secrets and never printed."""
     try:
         text = open(path, encoding="utf-8").read()
     except OSError as exc:
-        raise _UsageError(f"--command-config: cannot read {path!r} ({exc.strerror})") from None
+        raise _UsageError(f"{flag}: cannot read {path!r} ({exc.strerror})") from None
     out: dict[str, str] = {}
     logical = ""
     for raw in text.splitlines():
@@ -232,7 +247,7 @@ def _properties(path: str) -> dict[str, str]:
         if not sep:
             key, sep, value = logical.partition(":")
         if not sep:
-            raise _UsageError(f"--command-config: {path!r} has a line without '=': "
+            raise _UsageError(f"{flag}: {path!r} has a line without '=': "
                               f"{key.strip()[:40]!r}")
         out[key.strip()] = value.strip()
         logical = ""
@@ -261,9 +276,8 @@ def _commit_table(args: argparse.Namespace) -> str:
 def _lineage(args: argparse.Namespace) -> int:
     from .connectors.hbase import lineage
 
-    host, port = _hostport(_endpoint(args.hbase, HBASE_ENV, "HBase Thrift (--hbase)"), "--hbase")
-    cells = lineage(host, port, args.table, args.row, column=args.column, sink_id=args.sink_id,
-                    commit_table=_commit_table(args), versions=args.versions, kerberos=_kerberos(args))
+    cells = lineage(None, None, args.table, args.row, column=args.column, sink_id=args.sink_id,
+                    commit_table=_commit_table(args), versions=args.versions, options=_hbase_options(args))
     if not cells:
         raise SparkBarrierError(f"row {args.row!r} of table {args.table!r} has no cells")
     if args.json:

@@ -42,9 +42,9 @@ INTENDED: dict[str, list[str]] = {
     ],
     "sparkbarrier.connectors.hbase": [
         "BarrierHBaseDataSource", "CellLineage", "DEFAULT_COMMIT_TABLE", "DeliveryGuarantee",
-        "HBaseSinkOptions", "KerberosError", "KerberosSettings", "Qop", "SinkStatus", "hbase_options_table",
-        "hbase_read_options_table", "hbase_kerberos_options_table",
-        "keep_markers", "lineage", "parse_sink_options", "read_committed", "register",
+        "HBaseConnectionOptions", "HBaseSinkOptions", "KerberosError", "KerberosSettings", "Qop", "SinkStatus",
+        "hbase_options_table", "hbase_read_options_table", "hbase_kerberos_options_table",
+        "keep_markers", "lineage", "parse_connection_options", "parse_sink_options", "read_committed", "register",
         "sink_status",
     ],
     "sparkbarrier.connectors.checkpointed": [

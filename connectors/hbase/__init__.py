@@ -18,7 +18,9 @@ from ._options import (
     READ_OPTION_SPECS as _READ_OPTION_SPECS,
     SINK_OPTION_SPECS as _SINK_OPTION_SPECS,
     DeliveryGuarantee,
+    HBaseConnectionOptions,
     HBaseSinkOptions,
+    parse_connection_options,
     parse_sink_options,
 )
 from ._reader import read_committed
@@ -30,6 +32,7 @@ __all__ = [
     "CellLineage",
     "DEFAULT_COMMIT_TABLE",
     "DeliveryGuarantee",
+    "HBaseConnectionOptions",
     "HBaseSinkOptions",
     "KerberosError",
     "KerberosSettings",
@@ -40,6 +43,7 @@ __all__ = [
     "hbase_kerberos_options_table",
     "keep_markers",
     "lineage",
+    "parse_connection_options",
     "parse_sink_options",
     "read_committed",
     "register",

@@ -26,10 +26,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from thriftpy2.thrift import TException
-
 from ..._exceptions import ConfigError, SinkError
 from ._connection import HBaseConnection
+from ._errors import SERVER_ERRORS, refused
 
 __all__ = ["prepare_table", "DeletedCellsNotice", "MIN_VERSIONS", "CREATE_VERSIONS", "keep_deleted_cells_command"]
 
@@ -100,9 +99,9 @@ def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], 
                     table, tuple(wanted), "created through Thrift1, which cannot set KEEP_DELETED_CELLS "
                     "(set hbase.thrift2.port to create it that way)"))
             log.info("created HBase table %s with families %s", table, wanted)
-        except (TException, SinkError) as exc:
+        except SERVER_ERRORS + (SinkError,) as exc:
             if table.encode() not in c.tables():
-                raise SinkError(f"cannot create HBase table {table!r}: {exc}") from exc
+                raise refused(f"cannot create HBase table {table!r}", exc) from exc
             return True  # another planning process created it first: check it like any table
         return False
 

@@ -35,12 +35,11 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from thriftpy2.thrift import TException
-
 from ..._exceptions import FlushError, SinkError
 from ..._faults import fault_point
 from ._blocks import fingerprint
 from ._connection import HBaseConnection
+from ._errors import refusals
 from ._timestamps import ROUNDS, TaskClock
 
 __all__ = ["MutationBuffer", "FAULT_AFTER_PARTIAL_FLUSH", "FLUSHED_KEYS_LIMIT"]
@@ -184,14 +183,9 @@ class MutationBuffer:
     def _send(self, mutations: list[Any], ts: int) -> None:
         if not mutations:
             return
-        try:
+        with refusals(f"writing {len(mutations)} row(s) to HBase table {self._table.decode()!r} "
+                      f"at timestamp {ts} failed", error=FlushError, also=(SinkError,), batch_id=self.batch_id):
             self._conn.call(lambda c: c.client.mutateRowsTs(self._table, mutations, ts, {}))
-        except (TException, SinkError) as exc:
-            raise FlushError(
-                f"writing {len(mutations)} row(s) to HBase table {self._table.decode()!r} "
-                f"at timestamp {ts} failed: {_first_line(exc)}",
-                batch_id=self.batch_id,
-            ) from exc
 
 
 def _thrift_types() -> tuple[Any, Any]:

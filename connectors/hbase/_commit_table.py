@@ -31,10 +31,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from thriftpy2.thrift import TException
-
-from ..._exceptions import ProtocolError, SinkError
+from ..._exceptions import ProtocolError
 from ._connection import HBaseConnection
+from ._errors import SERVER_ERRORS, refusals, refused
 
 __all__ = [
     "RECORD_VERSION",
@@ -210,38 +209,25 @@ def ensure_commit_table(conn: HBaseConnection, name: str) -> None:
             return
         try:
             c.create_table(name, {COMMIT_FAMILY: {"max_versions": 10}})
-        except TException as exc:
-            if name.encode() not in c.tables():
-                raise SinkError(f"cannot create commit table {name!r}: {exc}") from exc
+        except SERVER_ERRORS as exc:
+            if name.encode() not in c.tables():  # else another planner created it first
+                raise refused(f"cannot create commit table {name!r}", exc) from exc
 
     conn.call(create)
 
 
 def read_state(conn: HBaseConnection, commit_table: str, sink_id: str) -> SinkState:
     """The sink's row in one get: commit, attempt and the block claims (a few KB at most)."""
-    try:
+    with refusals(f"cannot read sink {sink_id!r} from commit table {commit_table!r}"):
         row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_FAMILY.encode()]))
-    except TException as exc:
-        raise SinkError(f"cannot read sink {sink_id!r} from commit table {commit_table!r}: "
-                        f"{_short(exc)}") from exc
     blocks = {int(column[len(BLOCK_PREFIX):]): value for column, value in row.items()
               if column.startswith(BLOCK_PREFIX)}
     return SinkState(row.get(COMMIT_COLUMN), row.get(ATTEMPT_COLUMN), blocks)
 
 
 def read_cell(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes) -> bytes | None:
-    try:
+    with refusals(f"cannot read {column.decode()} of sink {sink_id!r} from {commit_table!r}"):
         return conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column])).get(column)
-    except TException as exc:
-        raise SinkError(f"cannot read {column.decode()} of sink {sink_id!r} from {commit_table!r}: "
-                        f"{_short(exc)}") from exc
-
-
-def _short(exc: BaseException) -> str:
-    """First line of a Thrift IOError (the server sends a whole Java stack trace)."""
-    message = getattr(exc, "message", None)
-    text = message.decode(errors="replace") if isinstance(message, bytes) else str(message or exc)
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes,
@@ -258,11 +244,9 @@ def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column
         return bool(c.client.checkAndPut(commit_table.encode(), sink_id.encode(), column,
                                          expected, mutation, {}))
 
-    try:
+    with refusals(f"checkAndPut on {commit_table!r} row {sink_id!r} failed"):
         if conn.call(cap):
             return True
-    except TException as exc:
-        raise SinkError(f"checkAndPut on {commit_table!r} row {sink_id!r} failed: {_short(exc)}") from exc
     return read_cell(conn, commit_table, sink_id, column) == value
 
 
@@ -289,11 +273,8 @@ def put_history(conn: HBaseConnection, commit_table: str, record: CommitRecord) 
 def read_history(conn: HBaseConnection, commit_table: str, sink_id: str) -> list[CommitRecord]:
     """The sink's commit records, oldest first."""
     prefix = sink_id.encode() + _HISTORY_SEP
-    try:
+    with refusals(f"cannot read the history of sink {sink_id!r} from {commit_table!r}"):
         rows = conn.call(lambda c: list(c.table(commit_table).scan(row_prefix=prefix, columns=[HISTORY_COLUMN])))
-    except TException as exc:
-        raise SinkError(f"cannot read the history of sink {sink_id!r} from {commit_table!r}: "
-                        f"{_short(exc)}") from exc
     return [CommitRecord.from_bytes(data[HISTORY_COLUMN]) for _key, data in rows if HISTORY_COLUMN in data]
 
 

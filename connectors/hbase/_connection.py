@@ -14,35 +14,25 @@ one warning per connection. Created lazily so a pickled writer never carries a s
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import happybase
-from thriftpy2.transport import TTransportException
 
-from ..._exceptions import SinkError
+from ..._exceptions import ConfigError, SinkError
+from ._errors import OPEN_ERRORS, TLS_ERRORS, TRANSPORT_ERRORS, tls_error
 from ._gateways import Gateway, describe, spread
+from ._options import HBaseConnectionOptions, parse_connection_options
 from ._sasl import KerberosSettings, sasl_protocol, sasl_transport
-from ._tls import TLS_ERRORS, TlsSettings, https_protocol, https_transport
+from ._tls import TlsSettings, https_protocol, https_transport
 
-__all__ = ["HBaseConnection", "TRANSPORT_ERRORS", "open_connection"]
+__all__ = ["HBaseConnection", "open_connection", "connection_options"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
-    TTransportException,
-    BrokenPipeError,
-    ConnectionResetError,
-    ConnectionRefusedError,
-    ConnectionAbortedError,
-    socket.timeout,
-    EOFError,
-)
-_OPEN_ERRORS = TRANSPORT_ERRORS + (OSError,)
 
 
 def open_connection(host: str, port: int, transport: str, protocol: str, timeout_ms: int,
@@ -96,13 +86,6 @@ class _SaslConnection(happybase.Connection):
         self.client = TClient(Hbase, sasl_protocol(self._protocol_name, self.transport))
 
 
-def _tls_error(gateway: Gateway, exc: BaseException) -> SinkError:
-    """A certificate problem cannot heal by retrying: fail at once with the reason and the options."""
-    return SinkError(f"TLS to the HBase Thrift gateway {gateway} failed: {type(exc).__name__}: {exc}; "
-                     "check hbase.thrift.tls.ca (the CA that signed the gateway's certificate), the host "
-                     "name the certificate names (hbase.thrift.tls.verify-hostname) and hbase.thrift.tls.cert/key")
-
-
 class HBaseConnection:
     """Lazy, self-healing access to the Thrift client (``.client``) of one gateway out of several.
 
@@ -125,7 +108,7 @@ class HBaseConnection:
         self._conn: happybase.Connection | None = None
 
     @classmethod
-    def from_options(cls, opts: Any, spread_index: int = 0) -> HBaseConnection:
+    def from_options(cls, opts: HBaseConnectionOptions, spread_index: int = 0) -> HBaseConnection:
         gateways = spread(opts.gateways, spread_index)
         return cls(gateways[0].host, gateways[0].port, transport=opts.transport, protocol=opts.protocol,
                    timeout_ms=opts.timeout_ms, gateways=gateways, rounds=opts.failover_rounds,
@@ -172,7 +155,7 @@ class HBaseConnection:
         try:
             return fn(self.connection)
         except TLS_ERRORS as exc:
-            raise _tls_error(self.gateway, exc) from exc
+            raise tls_error(f"HBase Thrift gateway {self.gateway}", exc) from exc
         except TRANSPORT_ERRORS as exc:
             log.info("HBase Thrift transport to %s failed (%s); reconnecting once, then failing over",
                      self.gateway, exc)
@@ -196,8 +179,8 @@ class HBaseConnection:
                     return fn(self._conn)
                 except TLS_ERRORS as exc:
                     self.close()
-                    raise _tls_error(gateway, exc) from exc
-                except TRANSPORT_ERRORS + (OSError,) as exc:
+                    raise tls_error(f"HBase Thrift gateway {gateway}", exc) from exc
+                except OPEN_ERRORS as exc:
                     errors[gateway] = exc
                     self.close()
                     if n > 1 and gateway not in self._warned:
@@ -224,3 +207,44 @@ class HBaseConnection:
         state = self.__dict__.copy()
         state["_conn"] = None
         return state
+
+
+def connection_options(options: Mapping[str, str] | None = None, *, host: str | None = None,
+                       port: int | None = None, transport: str | None = None, protocol: str | None = None,
+                       tls: TlsSettings | None = None, kerberos: KerberosSettings | None = None,
+                       defaults: Mapping[str, str] | None = None) -> HBaseConnectionOptions:
+    """The connection of a caller outside a query (``read_committed``, ``lineage``, ``sink_status``,
+    the CLI), parsed by the sink's own specs (``CONNECTION_OPTION_SPECS``).
+
+    ``options`` holds any ``hbase.*`` option exactly as the sink takes it, so TLS, Kerberos,
+    a gateway list and failover work the same everywhere. The keyword arguments are the
+    older spellings of some of them; naming one setting both ways is an error rather than
+    a silent choice. ``defaults``: the caller's own defaults (a status read gives up sooner).
+    """
+    raw = dict(defaults or {})
+    given = {"hbase.thrift.host": host, "hbase.thrift.port": None if port is None else str(port),
+             "hbase.thrift.transport": transport, "hbase.thrift.protocol": protocol}
+    lowered = {key.lower() for key in options or {}}
+    for key, value in given.items():
+        if value is None:
+            continue
+        if key.lower() in lowered:
+            raise ConfigError(f"option {key!r} is given twice: as a keyword argument and in options",
+                              option=key)
+        raw[key] = value
+    raw.update(options or {})
+    parsed = parse_connection_options(raw)
+    if tls is not None:
+        if parsed.tls is not None:
+            raise ConfigError("tls= and option 'hbase.thrift.tls' both set it; give one", option="hbase.thrift.tls")
+        parsed = dataclasses.replace(parsed, tls=tls)
+    if kerberos is not None:
+        if parsed.kerberos is not None:
+            raise ConfigError("kerberos= and option 'hbase.thrift.authentication' both set it; give one",
+                              option="hbase.thrift.authentication")
+        parsed = dataclasses.replace(parsed, kerberos=kerberos)
+    if parsed.tls is not None and parsed.kerberos is not None:
+        raise ConfigError("Kerberos cannot be combined with TLS: HBase serves TLS only in HTTP mode, where "
+                          "Kerberos is SPNEGO; use the gateways' SASL qop auth-conf for encryption instead",
+                          option="hbase.thrift.authentication")
+    return parsed

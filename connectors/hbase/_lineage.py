@@ -11,15 +11,20 @@ someone else, or belongs to a batch that is still in flight.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ._commit_table import CommitRecord, read_history
-from ._connection import HBaseConnection
+from ._connection import HBaseConnection, connection_options
 from ._options import DEFAULT_COMMIT_TABLE
 from ._reader import find_commit
 from ._sasl import KerberosSettings
+from ._tls import TlsSettings
 
 __all__ = ["CellLineage", "lineage", "covered_offsets"]
+
+_DEFAULTS = {"hbase.thrift.failover.rounds": "1"}
+"""An interactive read: one pass over the gateways unless the options ask for more."""
 
 
 @dataclass(frozen=True)
@@ -57,16 +62,21 @@ def _owner(history: list[CommitRecord], starts: list[int], ts: int) -> int | Non
     return None
 
 
-def lineage(host: str, port: int, table: str, row: bytes | str, *, column: str | None = None,
+def lineage(host: str | None, port: int | None, table: str, row: bytes | str, *, column: str | None = None,
             sink_id: str | None = None, commit_table: str = DEFAULT_COMMIT_TABLE, versions: int = 1,
-            transport: str = "buffered", protocol: str = "binary",
-            kerberos: KerberosSettings | None = None) -> list[CellLineage]:
+            transport: str | None = None, protocol: str | None = None,
+            kerberos: KerberosSettings | None = None, tls: TlsSettings | None = None,
+            options: Mapping[str, str] | None = None) -> list[CellLineage]:
     """Every kept version (newest ``versions`` per cell) of ``row`` with the commit that wrote it.
 
-    ``kerberos``: for a gateway with SASL/GSSAPI (the sink's ``hbase.thrift.kerberos.*``).
+    ``options``: any ``hbase.*`` option as the sink takes it (TLS, Kerberos, gateways,
+    failover); ``host``, ``port``, ``kerberos`` and the others are shorthands for some of them.
+    One pass over the gateways unless the options ask for more (an interactive read).
     """
     key = row.encode() if isinstance(row, str) else row
-    conn = HBaseConnection(host, port, transport=transport, protocol=protocol, kerberos=kerberos)
+    conn = HBaseConnection.from_options(connection_options(
+        options, host=host, port=port, transport=transport, protocol=protocol, tls=tls, kerberos=kerberos,
+        defaults=_DEFAULTS))
     try:
         latest = find_commit(conn, commit_table, table, sink_id)
         history = read_history(conn, commit_table, latest.sink_id)

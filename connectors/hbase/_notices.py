@@ -26,11 +26,10 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from thriftpy2.thrift import TException
-
-from ..._exceptions import ProtocolError, SinkError
+from ..._exceptions import ProtocolError
 from ._commit_table import COMMIT_FAMILY, RECORD_VERSION, check_and_put
 from ._connection import HBaseConnection
+from ._errors import refusals
 
 __all__ = ["first_notice", "forget_notice", "notice_column"]
 
@@ -60,10 +59,8 @@ def _decode(raw: bytes) -> dict[str, Any]:
 
 
 def _read(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes) -> bytes | None:
-    try:
+    with refusals(f"cannot read sink {sink_id!r} from commit table {commit_table!r}"):
         row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column]))
-    except TException as exc:
-        raise SinkError(f"cannot read sink {sink_id!r} from commit table {commit_table!r}: {exc}") from exc
     return row.get(column)
 
 
@@ -94,8 +91,5 @@ def forget_notice(conn: HBaseConnection, commit_table: str, sink_id: str, kind: 
     """Drop the sink's ``kind`` notice: the condition is gone, so its return is news again."""
     column = notice_column(kind)
     if _read(conn, commit_table, sink_id, column) is not None:
-        try:
+        with refusals(f"cannot clear the {kind} notice of sink {sink_id!r} in {commit_table!r}"):
             conn.call(lambda c: c.table(commit_table).delete(sink_id.encode(), columns=[column]))
-        except TException as exc:
-            raise SinkError(f"cannot clear the {kind} notice of sink {sink_id!r} in {commit_table!r}: "
-                            f"{exc}") from exc

@@ -41,11 +41,14 @@ __all__ = [
     "ThriftProtocol",
     "ThriftAuthentication",
     "KERBEROS_OPTION_SPECS",
+    "CONNECTION_OPTION_SPECS",
+    "HBaseConnectionOptions",
     "HBaseReadOptions",
     "HBaseSinkOptions",
     "SINK_OPTION_SPECS",
     "READ_OPTION_SPECS",
     "DEFAULT_COMMIT_TABLE",
+    "parse_connection_options",
     "parse_sink_options",
     "parse_read_options",
     "parse_columns",
@@ -173,6 +176,10 @@ _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
 GATEWAY_OPTION_SPECS: tuple[OptionSpec, ...] = tuple(s for s in _CONNECTION_SPECS if s.key.startswith("hbase."))
 """The gateway options (list, failover, TLS): the table of ``docs/hbase-gateways.md``."""
 
+CONNECTION_OPTION_SPECS: tuple[OptionSpec, ...] = GATEWAY_OPTION_SPECS + KERBEROS_OPTION_SPECS
+"""Every ``hbase.*`` option: how to reach the gateways. The sink, the reader, ``read_committed``,
+``lineage``, ``sink_status`` and the CLI (``--hbase-option``) all parse these same specs."""
+
 SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_SPECS + (
     OptionSpec("rowkey", parse_nonempty, None, "name of the column holding the row key", required=True),
     OptionSpec(
@@ -215,8 +222,12 @@ READ_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_
 
 
 @dataclass(frozen=True)
-class _SharedOptions:
-    """The fields the sink and the reader both parse from the connection specs."""
+class HBaseConnectionOptions:
+    """How to reach the gateways (:data:`CONNECTION_OPTION_SPECS`), parsed. Picklable.
+
+    One type for every caller, so TLS, Kerberos, the gateway list and failover mean the
+    same in the sink, the reader, the status and lineage readers and the CLI.
+    """
 
     host: str  # the first gateway (kept for single-gateway callers)
     port: int
@@ -230,6 +241,12 @@ class _SharedOptions:
     transport: ThriftTransport
     protocol: ThriftProtocol
     timeout_ms: int
+
+
+@dataclass(frozen=True)
+class _SharedOptions(HBaseConnectionOptions):
+    """The fields the sink and the reader both parse from the connection specs."""
+
     table: str
     sink_id: str | None
     commit_table: str
@@ -279,6 +296,12 @@ def parse_columns(raw: str) -> tuple[tuple[str, str, str], ...]:
 
 def _shared_fields(v: Mapping[str, Any]) -> dict[str, Any]:
     """The :class:`_SharedOptions` fields from parsed values."""
+    return {**_connection_fields(v), "table": v["table"], "sink_id": v["sink.id"] or None,
+            "commit_table": v["commit.table"]}
+
+
+def _connection_fields(v: Mapping[str, Any]) -> dict[str, Any]:
+    """The :class:`HBaseConnectionOptions` fields from parsed values."""
     gateways = parse_gateways(v["hbase.thrift.host"], v["hbase.thrift.port"])
     thrift2_port = v["hbase.thrift2.port"]
     if v["hbase.thrift2.host"]:
@@ -293,8 +316,7 @@ def _shared_fields(v: Mapping[str, Any]) -> dict[str, Any]:
             "failover_rounds": v["hbase.thrift.failover.rounds"],
             "failover_backoff_ms": v["hbase.thrift.failover.backoff"], "tls": _tls(v), "kerberos": _kerberos(v),
             "transport": v["hbase.thrift.transport"], "protocol": v["hbase.thrift.protocol"],
-            "timeout_ms": v["hbase.thrift.timeout"], "table": v["table"], "sink_id": v["sink.id"] or None,
-            "commit_table": v["commit.table"]}
+            "timeout_ms": v["hbase.thrift.timeout"]}
 
 
 def _tls(v: Mapping[str, Any]) -> TlsSettings | None:
@@ -334,6 +356,16 @@ def _kerberos(v: Mapping[str, Any]) -> KerberosSettings | None:
                           option="hbase.thrift.kerberos.client.principal")
     return KerberosSettings(principal=principal or None, keytab=keytab or None,
                             service=v["hbase.thrift.kerberos.service"], qops=parse_qops(v["hbase.thrift.security.qop"]))
+
+
+def parse_connection_options(raw: Mapping[str, str], *,
+                             source_name: str = "HBase connection") -> HBaseConnectionOptions:
+    """Validate ``hbase.*`` options for a connection made outside a query (reader, CLI).
+
+    The same specs and checks as the sink's: an unknown key is an error listing the valid ones.
+    """
+    v, _ = parse_options(raw, CONNECTION_OPTION_SPECS, source_name=source_name)
+    return HBaseConnectionOptions(**_connection_fields(v))
 
 
 def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:

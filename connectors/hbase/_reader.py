@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pyarrow as pa
 
 from ..._exceptions import ConfigError, SinkError
 from ._commit_table import CommitRecord, list_sinks, read_history, read_state
-from ._connection import TRANSPORT_ERRORS, HBaseConnection
+from ._connection import HBaseConnection, connection_options
 from ._encoding import decode_column
-from ._gateways import parse_gateways
+from ._errors import TRANSPORT_ERRORS
 from ._key_ranges import FULL, KeyRange
 from ._options import DEFAULT_COMMIT_TABLE
 from ._sasl import KerberosSettings
@@ -175,18 +175,21 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
         yield emit()
 
 
-def read_committed(host: str, port: int, table: str, *, sink_id: str | None = None,
-                   commit_table: str = DEFAULT_COMMIT_TABLE, transport: str = "buffered",
-                   protocol: str = "binary", as_of_batch: int | None = None,
+def read_committed(host: str | None, port: int | None, table: str, *, sink_id: str | None = None,
+                   commit_table: str = DEFAULT_COMMIT_TABLE, transport: str | None = None,
+                   protocol: str | None = None, as_of_batch: int | None = None,
                    as_of_ms: int | None = None, tls: TlsSettings | None = None,
-                   kerberos: KerberosSettings | None = None) -> pa.Table:
+                   kerberos: KerberosSettings | None = None,
+                   options: Mapping[str, str] | None = None) -> pa.Table:
     """The committed (or as-of) view of ``table`` as a pyarrow Table (no Spark session needed).
 
-    ``host`` may be a gateway list like option ``hbase.thrift.host`` (``port`` is the default port).
+    ``options``: any ``hbase.*`` option as the sink takes it (``hbase.thrift.tls.ca``,
+    ``hbase.thrift.authentication``, a gateway list, failover, ...); ``host``/``port`` and the
+    other keywords are shorthands for some of them (``host`` may be a gateway list like
+    option ``hbase.thrift.host``; ``port`` is then the default port).
     """
-    gateways = parse_gateways(host, port)
-    conn = HBaseConnection(host, port, transport=transport, protocol=protocol, gateways=gateways,
-                           rounds=3, backoff_ms=1000, tls=tls, kerberos=kerberos)
+    conn = HBaseConnection.from_options(connection_options(
+        options, host=host, port=port, transport=transport, protocol=protocol, tls=tls, kerberos=kerberos))
     try:
         latest = find_commit(conn, commit_table, table, sink_id)
         record = view_record(conn, commit_table, latest, as_of_batch=as_of_batch, as_of_ms=as_of_ms)

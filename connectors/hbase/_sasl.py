@@ -314,7 +314,9 @@ def sasl_transport(host: str, port: int, timeout_ms: int, settings: KerberosSett
     on the plain path, can sit on top: the pure-Python protocol costs ~2.5x client CPU),
     else (or with ``cython=False``) its pure-Python one. Pair it with :func:`sasl_protocol`.
     """
-    from thriftpy2.transport import TSocket, TTransportException, sasl as thrift_sasl
+    from thriftpy2.transport import TSocket, sasl as thrift_sasl
+
+    from ._errors import OPEN_ERRORS
 
     pure = thrift_sasl.TSaslClientTransport
     base = getattr(thrift_sasl, "TCySaslClientTransport", pure) if cython else pure
@@ -348,7 +350,7 @@ def sasl_transport(host: str, port: int, timeout_ms: int, settings: KerberosSett
             except KerberosError:
                 self.close()
                 raise
-            except (TTransportException, OSError, EOFError) as exc:  # silence, hang-up or a SASL refusal
+            except OPEN_ERRORS as exc:  # silence, hang-up or a SASL refusal (``_errors``: the socket's errors)
                 self.close()
                 raise _handshake_error(host, port, settings, exc) from None
 

@@ -7,16 +7,19 @@ demo. Read-only; safe while the sink runs (the answer is then a past commit).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..._exceptions import SinkError
 from ._commit_table import read_state
-from ._connection import HBaseConnection
+from ._connection import HBaseConnection, connection_options
+from ._gateways import describe
 from ._sasl import KerberosSettings
+from ._tls import TlsSettings
 
 __all__ = ["SinkStatus", "sink_status"]
 
-_TIMEOUT_MS = 15_000
+_DEFAULTS = {"hbase.thrift.timeout": "15000", "hbase.thrift.failover.rounds": "1"}
 
 
 @dataclass(frozen=True)
@@ -37,26 +40,31 @@ class SinkStatus:
     attempt_seq: int | None = None
 
 
-def sink_status(host: str, port: int, sink_id: str, commit_table: str, *,
-                kerberos: KerberosSettings | None = None) -> SinkStatus:
-    """The commit record of ``sink_id`` in ``commit_table`` on Thrift ``host:port``.
+def sink_status(host: str | None, port: int | None, sink_id: str, commit_table: str, *,
+                kerberos: KerberosSettings | None = None, tls: TlsSettings | None = None,
+                options: Mapping[str, str] | None = None) -> SinkStatus:
+    """The commit record of ``sink_id`` in ``commit_table`` on the Thrift gateway(s).
 
-    ``kerberos``: for a gateway with SASL/GSSAPI (the sink's ``hbase.thrift.kerberos.*``).
+    ``options``: any ``hbase.*`` option as the sink takes it (TLS, Kerberos, gateways,
+    failover); ``host``, ``port``, ``kerberos`` and ``tls`` are shorthands for some of them.
+    A status read gives up after one pass with a 15 s timeout unless the options say otherwise.
 
     Raises SinkError when the commit table does not exist or the sink has committed
     nothing (unknown ``sink.id``).
     """
-    conn = HBaseConnection(host, port, timeout_ms=_TIMEOUT_MS, kerberos=kerberos)
+    opts = connection_options(options, host=host, port=port, tls=tls, kerberos=kerberos, defaults=_DEFAULTS)
+    conn = HBaseConnection.from_options(opts)
+    where = describe(opts.gateways)
     try:
         tables = conn.call(lambda c: c.tables())
         if commit_table.encode() not in tables:
-            raise SinkError(f"commit table {commit_table!r} does not exist on HBase {host}:{port}")
+            raise SinkError(f"commit table {commit_table!r} does not exist on HBase {where}")
         state = read_state(conn, commit_table, sink_id)
     finally:
         conn.close()
     commit = state.commit
     if commit is None:
-        raise SinkError(f"sink {sink_id!r} has no commit in {commit_table!r} on {host}:{port} "
+        raise SinkError(f"sink {sink_id!r} has no commit in {commit_table!r} on {where} "
                         "(unknown sink.id, or nothing committed yet)")
     attempt = state.attempt
     in_flight = (attempt is not None and attempt.prev_seq == commit.seq

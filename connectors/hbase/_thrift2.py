@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from thriftpy2.thrift import TClient, TException
+from thriftpy2.thrift import TClient
 
 from ..._exceptions import SinkError
-from ._connection import TRANSPORT_ERRORS
+from ._errors import OPEN_ERRORS, SERVER_ERRORS, TLS_ERRORS, refused, tls_error, unreachable
 
 __all__ = [
     "FamilySpec",
@@ -170,16 +170,6 @@ def _text(value: bytes | str | None) -> str:
     return value or ""
 
 
-def _describe(exc: BaseException) -> str:
-    """``Type: first line of the message``; Thrift messages may be bytes (undecoded)."""
-    message = getattr(exc, "message", None)
-    if message is None:
-        message = exc.args[0] if exc.args else ""
-    lines = _text(message if isinstance(message, (bytes, str)) else str(message)).splitlines()
-    first = lines[0].strip() if lines else ""
-    return f"{type(exc).__name__}: {first[:200]}" if first else type(exc).__name__
-
-
 def _bytes(value: bytes | str) -> bytes:
     return value.encode() if isinstance(value, str) else value
 
@@ -230,29 +220,23 @@ class Thrift2Admin:
 
     # ------------------------------------------------------------------ plumbing
     def _call(self, what: str, fn: Any, *args: Any) -> Any:
-        """Run one call, turning server and transport errors into one-line SinkErrors."""
+        """Run one call, turning its errors into one-line SinkErrors through the one map (``_errors``)."""
         where = f"HBase Thrift2 server {self.host}:{self.port}"
-        from ._tls import TLS_ERRORS
-
         try:
             return fn(*args)
         except TLS_ERRORS as exc:
             self.close()
-            raise SinkError(f"TLS to the {where} failed during {what} ({type(exc).__name__}: {exc}); check "
-                            "hbase.thrift.tls.ca and the host name its certificate names") from exc
+            raise tls_error(where, exc, during=what) from exc
         except (self._t.TIOError, self._t.TIllegalArgument) as exc:
-            raise SinkError(f"{where} refused {what} ({_describe(exc)}); "
-                            "check the table name and its families") from exc
-        except TRANSPORT_ERRORS + (OSError,) as exc:
+            raise refused(f"{where} refused {what}", exc, fix="check the table name and its families") from exc
+        except OPEN_ERRORS as exc:
             self.close()
-            raise SinkError(
-                f"cannot reach the {where} during {what} ({_describe(exc)}); "
-                "is the Thrift2 server (org.apache.hadoop.hbase.thrift2.ThriftServer) "
-                "running there with matching transport/protocol?") from exc
-        except TException as exc:
+            raise unreachable(where, what, exc, "is the Thrift2 server (org.apache.hadoop.hbase.thrift2.ThriftServer) "
+                              "running there with matching transport/protocol?") from exc
+        except SERVER_ERRORS as exc:
             self.close()
-            raise SinkError(f"{where} failed {what} ({_describe(exc)}); "
-                            "check that the port serves Thrift2, not Thrift1") from exc
+            raise refused(f"{where} failed {what}", exc,
+                          fix="check that the port serves Thrift2, not Thrift1") from exc
 
     def _table_name(self, name: str | bytes) -> Any:
         ns, sep, qualifier = _bytes(name).rpartition(b":")
@@ -320,7 +304,7 @@ class Thrift2Admin:
     def close(self) -> None:
         try:
             self._transport.close()
-        except TRANSPORT_ERRORS + (OSError,) as exc:
+        except OPEN_ERRORS as exc:
             log.debug("ignoring error while closing Thrift2 socket to %s:%s: %s",
                       self.host, self.port, exc)
 

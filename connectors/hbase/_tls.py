@@ -13,7 +13,7 @@ So a TLS connection is thriftpy2's ``THttpClient`` (HTTPS, kept alive) with an
 ``ssl.SSLContext`` built here: the CA file (PEM) or the system trust store, hostname
 verification on unless switched off, an optional client certificate and key. Errors
 that cannot heal (a certificate the CA did not sign, a host the certificate does not
-name) are :data:`TLS_ERRORS`: the connection fails fast on them instead of retrying.
+name) are ``_errors.TLS_ERRORS``: the connection fails fast on them instead of retrying.
 The key file's contents never leave ``ssl``; paths are not secrets.
 """
 
@@ -25,9 +25,7 @@ from typing import Any
 
 from thriftpy2.http import THttpClient
 
-__all__ = ["TlsSettings", "TLS_ERRORS", "ssl_context", "https_transport", "https_protocol"]
-
-TLS_ERRORS: tuple[type[BaseException], ...] = (ssl.SSLError, ssl.CertificateError)
+__all__ = ["TlsSettings", "ssl_context", "https_transport", "https_protocol"]
 
 
 @dataclass(frozen=True)
