@@ -17,6 +17,9 @@ The tree::
     └── DevstackError               the local Kafka/HBase dev stack cannot start/stop
 
 Every exception carries its context as attributes so callers never parse messages.
+The clients' own exceptions become these in one place per client: HBase's Thrift,
+TLS and socket errors in ``connectors/hbase/_errors.py``; Kafka's retriable and fatal
+errors (both client libraries) in ``connectors/kafka/_failover.py``.
 """
 
 from __future__ import annotations
