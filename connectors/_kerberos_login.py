@@ -143,7 +143,7 @@ def check_keytab(login: Login, options: LoginOptions) -> None:
             f"same path on every node", option=options.keytab.key) from None
     if head not in _KEYTAB_MAGIC:
         raise KerberosError(f"option {options.keytab.key!r}: {login.keytab!r} is not a Kerberos keytab "
-                          f"file (create one with ktutil or kadmin ktadd)", option=options.keytab.key)
+                            f"file (create one with ktutil or kadmin ktadd)", option=options.keytab.key)
 
 
 def ticket_cache(login: Login) -> str:
@@ -154,6 +154,16 @@ def ticket_cache(login: Login) -> str:
 
 _lock = threading.Lock()
 _keytab_creds: dict[tuple[int, str | None, str | None], Any] = {}
+
+
+def _after_fork_in_child() -> None:
+    """A forked worker starts with a free lock (another thread of the parent may have held
+    it at the fork); the parent's logins stay in the map but under the parent's pid."""
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def credentials(login: Login, options: LoginOptions) -> Any:
@@ -180,20 +190,23 @@ def credentials(login: Login, options: LoginOptions) -> Any:
             if login.keytab is None:
                 raise login_error(login, exc, options) from None
         # Java: useTicketCache first, then the keytab when the cache holds no valid ticket
-    check_keytab(login, options)
-    key = (os.getpid(), login.principal, login.keytab)
+    pid = os.getpid()
+    key = (pid, login.principal, login.keytab)
     with _lock:
         creds = _keytab_creds.get(key)
         try:
-            if creds is not None and creds.lifetime > _RENEW_BEFORE_S:
+            if creds is not None and (creds.lifetime is None or creds.lifetime > _RENEW_BEFORE_S):
                 return creds
         except gssapi.exceptions.GSSError:
             pass  # expired: acquire afresh below, which logs in from the keytab
+        check_keytab(login, options)  # an executor without the shipped keytab says so
         try:
             creds = _resolved(gssapi.Credentials(name=name, usage="initiate", store={
                 "client_keytab": login.keytab, "ccache": ticket_cache(login)}))
         except gssapi.exceptions.GSSError as exc:
             raise login_error(login, exc, options) from None
+        for stale in [k for k in _keytab_creds if k[0] != pid]:  # a forked worker's inheritance
+            del _keytab_creds[stale]
         _keytab_creds[key] = creds
         return creds
 

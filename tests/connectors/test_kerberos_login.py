@@ -232,3 +232,17 @@ def test_ticket_cache_first_then_the_keytab(recorder, monkeypatch: pytest.Monkey
     shared.credentials(login, KAFKA)
     assert [call["store"] for call in _Recorder.calls][1:] == [
         {"ccache": "FILE:/c"}, {"client_keytab": recorder.keytab, "ccache": shared.ticket_cache(login)}]
+
+
+def test_a_forked_worker_keeps_no_login_of_its_parent(recorder, monkeypatch: pytest.MonkeyPatch) -> None:
+    shared.credentials(recorder, KAFKA)
+    monkeypatch.setattr(os, "getpid", lambda: 1)
+    shared.credentials(recorder, KAFKA)
+    assert [key[0] for key in shared._keytab_creds] == [1]
+
+
+def test_a_missing_keytab_is_reported_where_the_login_happens(recorder, tmp_path: Path) -> None:
+    gone = shared.Login(recorder.principal, str(tmp_path / "not-shipped.keytab"))
+    with pytest.raises(KerberosError, match="cannot read keytab .*--files"):
+        shared.credentials(gone, HBASE)
+    assert _Recorder.calls == []
