@@ -13,33 +13,27 @@ needs the unmaintained ``kerberos`` module. :class:`GssapiSaslClient` is RFC 475
 negotiation, choosing the strongest qop that both the option allows and the server
 offers; ``encode``/``decode`` wrap and unwrap frames for ``auth-int``/``auth-conf``.
 
-Credentials (:func:`acquire`): with a keytab, through the credential-store extension
-(``gss_acquire_cred_from``: ``client_keytab`` + a ``MEMORY:`` ticket cache private to this
-process and principal), so the process's default ticket cache is never read or
-overwritten and two principals can work side by side in one process; MIT renews the
-ticket from the keytab when it expires. Why memory and not a file in a private 0700
-directory: Spark ends Python workers with ``os._exit``, so no cleanup would run and TGT
-files would pile up in ``/tmp``; a memory cache never touches the disk and dies with
-the process (a forked worker gets its own copy). Without a keytab, the default ticket cache
-(``KRB5CCNAME``, filled by ``kinit``). A credential or handshake failure cannot heal by
-retrying, so it is a :class:`KerberosError` (permanent; the connection does not fail
-over on it) naming the option to fix. Keytab contents never leave MIT's library; only
-the path appears in messages.
+Credentials come from the login both hops share (:mod:`.._kerberos_login`): with a
+keytab, a ``MEMORY:`` ticket cache private to the process and principal (never the
+process's default cache), renewed from the keytab; without one, the default ticket cache
+(``KRB5CCNAME``, filled by ``kinit``). This module binds it to HBase's option names
+(:data:`LOGIN_OPTIONS`). A credential or handshake failure cannot heal by retrying, so
+it is a :class:`KerberosError` (permanent; the connection does not fail over on it)
+naming the option to fix. Keytab contents never leave MIT's library; only the path
+appears in messages.
 """
 
 from __future__ import annotations
 
 import enum
-import hashlib
-import os
 import struct
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 from ..._exceptions import KerberosError
+from .. import _kerberos_login as _shared
 
-__all__ = ["Qop", "KerberosSettings", "KerberosError", "GssapiSaslClient", "acquire", "check_credentials",
+__all__ = ["LOGIN_OPTIONS", "Qop", "KerberosSettings", "KerberosError", "GssapiSaslClient", "check_credentials",
            "parse_qops", "sasl_transport", "sasl_protocol"]
 
 PRINCIPAL_OPTION = "hbase.thrift.kerberos.client.principal"
@@ -83,6 +77,11 @@ class KerberosSettings:
     def describe_qops(self) -> str:
         return ",".join(q.label for q in sorted(self.qops, reverse=True))
 
+    @property
+    def login(self) -> _shared.Login:
+        """Who logs in and how, for the login both hops share (no keytab: the ticket cache)."""
+        return _shared.Login(principal=self.principal, keytab=self.keytab)
+
 
 def parse_qops(raw: str) -> frozenset[Qop]:
     """``"auth-conf,auth-int"`` → {AUTH_CONF, AUTH_INT}; HBase's newer names accepted."""
@@ -97,102 +96,19 @@ def parse_qops(raw: str) -> frozenset[Qop]:
 
 
 # ---------------------------------------------------------------------------- credentials
-_lock = threading.Lock()
-_creds: dict[tuple[int, str | None, str | None], Any] = {}
-
-
-def _credential_error(settings: KerberosSettings, exc: BaseException) -> KerberosError:
-    text = _gss_text(exc)
-    if settings.keytab is None:
-        ccache = os.environ.get("KRB5CCNAME", "the default ticket cache")
-        return KerberosError(
-            f"no usable Kerberos ticket for the HBase Thrift gateways in {ccache} ({text}); run `kinit` "
-            f"as the job's user before the query, or give {PRINCIPAL_OPTION!r} and {KEYTAB_OPTION!r}",
-            option=KEYTAB_OPTION)
-    if "not found in Kerberos database" in text:
-        return KerberosError(
-            f"the KDC does not know the client principal {settings.principal!r} ({text}); "
-            f"check {PRINCIPAL_OPTION!r}", option=PRINCIPAL_OPTION)
-    if "Preauthentication failed" in text or "Key version" in text or "No key table entry" in text:
-        return KerberosError(
-            f"the keytab {settings.keytab!r} does not log in {settings.principal!r} ({text}); it is stale "
-            f"(the principal's key changed since it was exported) or for another principal: export a fresh "
-            f"keytab and pass it in {KEYTAB_OPTION!r}", option=KEYTAB_OPTION)
-    return KerberosError(
-        f"Kerberos login of {settings.principal!r} with keytab {settings.keytab!r} failed ({text}); check "
-        f"{PRINCIPAL_OPTION!r}, {KEYTAB_OPTION!r} and KRB5_CONFIG (the realm's KDC)", option=KEYTAB_OPTION)
-
-
-def _gss_text(exc: BaseException) -> str:
-    """One line from a GSSError (major and minor messages), else ``Type: message``."""
-    gen = getattr(exc, "gen_message", None)
-    if callable(gen):
-        try:
-            return " ".join(str(gen()).split())
-        except (TypeError, ValueError, AttributeError, UnicodeError):  # formatting only: use str()
-            pass
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
-
-
-def acquire(settings: KerberosSettings) -> Any:
-    """Initiator credentials for ``settings``, cached per process; forces the login.
-
-    With a keytab the TGT is requested now (``lifetime`` makes MIT resolve the
-    credential), so a stale keytab or unknown principal fails here, at query start,
-    and not inside a Thrift call. Raises :class:`KerberosError`.
-    """
-    require_gssapi()
-    import gssapi
-
-    if settings.keytab is not None and not os.path.isfile(settings.keytab):
-        raise KerberosError(
-            f"keytab file {settings.keytab!r} ({KEYTAB_OPTION}) does not exist on this node; ship it with "
-            "`spark-submit --files <keytab>` and give its file name, or put it at the same path on every node",
-            option=KEYTAB_OPTION)
-    key = (os.getpid(), settings.principal, settings.keytab)
-    with _lock:
-        creds = _creds.get(key)
-        if creds is not None:
-            try:
-                if creds.lifetime > 60:
-                    return creds
-            except gssapi.exceptions.GSSError:
-                pass  # expired without a keytab to renew: acquire afresh (and report)
-        name = (gssapi.Name(settings.principal, gssapi.NameType.kerberos_principal)
-                if settings.principal else None)
-        try:
-            if settings.keytab is not None:
-                digest = hashlib.sha256(f"{settings.principal}\0{settings.keytab}".encode()).hexdigest()[:16]
-                store: dict[bytes | str, bytes | str] = {b"client_keytab": settings.keytab.encode(),
-                         b"ccache": f"MEMORY:sparkbarrier-{os.getpid()}-{digest}".encode()}
-                creds = gssapi.Credentials(name=name, usage="initiate", store=store)
-            else:
-                creds = gssapi.Credentials(name=name, usage="initiate")
-            if creds.lifetime <= 0:
-                raise gssapi.exceptions.ExpiredCredentialsError(0x000B0000, 0)
-        except gssapi.exceptions.GSSError as exc:
-            raise _credential_error(settings, exc) from None
-        _creds[key] = creds
-        return creds
-
-
-def require_gssapi() -> None:
-    """The ``gssapi`` package is an extra (it builds against MIT krb5): say how to get it."""
-    try:
-        import gssapi  # noqa: F401
-    except ImportError as exc:
-        from ..._exceptions import ConfigError
-
-        raise ConfigError(
-            f"'hbase.thrift.authentication' = kerberos needs the gssapi package on the driver and every "
-            f"executor ({exc}): pip install 'sparkbarrier[kerberos]' (builds against MIT Kerberos' "
-            "libkrb5-dev)", option="hbase.thrift.authentication") from None
+LOGIN_OPTIONS = _shared.LoginOptions(
+    peer="the HBase Thrift gateways",
+    principal=_shared.OptionName(PRINCIPAL_OPTION),
+    keytab=_shared.OptionName(KEYTAB_OPTION),
+    enabled=_shared.OptionName("hbase.thrift.authentication"), enabled_value="kerberos",
+    keytab_login=f"give {PRINCIPAL_OPTION!r} and {KEYTAB_OPTION!r}")
+"""HBase's names for the shared login's errors."""
 
 
 def check_credentials(settings: KerberosSettings) -> None:
-    """Query start: log in (or find a ticket) once, so credential problems fail the query now."""
-    require_gssapi()
-    acquire(settings)
+    """Query start: log in (or find a ticket) once, so credential problems fail the query now,
+    naming ``hbase.thrift.kerberos.client.principal`` or ``.keytab``."""
+    _shared.credentials(settings.login, LOGIN_OPTIONS)
 
 
 # ---------------------------------------------------------------------------- SASL client
@@ -215,7 +131,7 @@ class GssapiSaslClient:
     def start(self, mechanism: str) -> tuple[bool, str, bytes]:
         import gssapi
 
-        creds = acquire(self.settings)
+        creds = _shared.credentials(self.settings.login, LOGIN_OPTIONS)
         target = gssapi.Name(f"{self.settings.service}@{self.host}", gssapi.NameType.hostbased_service)
         flags = (gssapi.RequirementFlag.mutual_authentication | gssapi.RequirementFlag.integrity
                  | gssapi.RequirementFlag.confidentiality)
@@ -227,7 +143,7 @@ class GssapiSaslClient:
         return True, mechanism, token or b""
 
     def _service_error(self, exc: BaseException) -> KerberosError:
-        text = _gss_text(exc)
+        text = _shared.gss_reason(exc)
         principal = f"{self.settings.service}/{self.host}"
         if "not found in Kerberos database" in text:
             return KerberosError(
@@ -294,7 +210,7 @@ class GssapiSaslClient:
         try:
             result = self._ctx.unwrap(frame[4:])
         except gssapi.exceptions.GSSError as exc:
-            self._error = f"SASL frame from {self.where} failed its integrity check ({_gss_text(exc)})"
+            self._error = f"SASL frame from {self.where} failed its integrity check ({_shared.gss_reason(exc)})"
             return False, b""
         if self.qop is Qop.AUTH_CONF and not result.encrypted:
             self._error = f"SASL frame from {self.where} was not encrypted although qop auth-conf was agreed"

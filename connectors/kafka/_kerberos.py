@@ -11,14 +11,12 @@ GSSAPI, and librdkafka's own Kerberos login runs ``kinit`` into the process's
 default ticket cache, so two principals in one process would overwrite each other
 (docs/kerberos-devstack.md). See :func:`librdkafka_gssapi` for the check.
 
-Credentials (:func:`credentials`) come from the ``gssapi`` package's credential-store
-extension (``gss_acquire_cred_from``): with a keytab, MIT Kerberos logs in from it
-into a *private* ticket cache of this process (in the 0700 directory of
-``_keystores``), one per principal and keytab, and renews from the keytab when the
-ticket nears its end. The process-wide default cache (``KRB5CCNAME``) and the
-environment are never changed, so queries with different principals can share the
-long-lived driver. ``useTicketCache=true`` without a keytab reads the default cache
-(or ``ticketCache="..."``), as Java does.
+The login itself is the one both hops share (:mod:`.._kerberos_login`): a keytab login
+into a private ``MEMORY:`` ticket cache of the process, renewed from the keytab; the
+ticket cache with ``useTicketCache=true`` (tried first when a keytab is given too, as
+Java does); never the process's default cache or environment changed, so queries with
+different principals share the long-lived driver. This module binds it to Kafka's
+option names (:data:`LOGIN_OPTIONS`: every login error names ``kafka.sasl.jaas.config``).
 
 How kafka-python gets them: it builds its SASL mechanism from the client's settings
 and hands ``sasl_kerberos_name`` through unchanged. :func:`kafka_python_settings`
@@ -30,19 +28,18 @@ process that uses kafka-python's GSSAPI behaves exactly as before.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from ..._exceptions import ConfigError
+from .. import _kerberos_login as _shared
 
-__all__ = ["Kerberos", "KerberosLogin", "check_keytab", "credentials", "install_gssapi_mechanism",
-           "kafka_python_settings", "librdkafka_gssapi", "parse_krb5_jaas"]
+__all__ = ["LOGIN_OPTIONS", "Kerberos", "KerberosLogin", "check_keytab", "credentials",
+           "install_gssapi_mechanism", "kafka_python_settings", "librdkafka_gssapi", "parse_krb5_jaas"]
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +50,16 @@ _BOOLS = ("useKeyTab", "useTicketCache", "storeKey", "doNotPrompt", "renewTGT",
 _TEXTS = ("keyTab", "principal", "ticketCache", "serviceName")
 # Java's password-prompt options: a job has no one to type a password.
 _PASSWORD = ("useFirstPass", "tryFirstPass", "storePass", "clearPass")
-_KEYTAB_MAGIC = (b"\x05\x01", b"\x05\x02")
+
+LOGIN_OPTIONS = _shared.LoginOptions(
+    peer="the Kafka brokers",
+    principal=_shared.OptionName(JAAS, "principal="),
+    keytab=_shared.OptionName(JAAS, "keyTab="),
+    enabled=_shared.OptionName("kafka.sasl.mechanism"), enabled_value="GSSAPI",
+    keytab_login=f'{JAAS!r} = ...Krb5LoginModule required useKeyTab=true keyTab="..." '
+                 f'principal="...";',
+    keytab_word="keyTab")
+"""Kafka's names for the shared login's errors: every part of the login is in the JAAS line."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,12 @@ class Kerberos:
     keytab: str | None = None
     use_ticket_cache: bool = False
     ticket_cache: str | None = None
+
+    @property
+    def login(self) -> _shared.Login:
+        """Who logs in and how, for the login both hops share."""
+        return _shared.Login(principal=self.principal, keytab=self.keytab,
+                            ticket_cache=self.ticket_cache, use_ticket_cache=self.use_ticket_cache)
 
 
 def _bool(name: str, raw: str) -> bool:
@@ -130,64 +142,18 @@ def parse_krb5_jaas(fields: Mapping[str, str], service_name: str | None) -> Kerb
 
 
 def check_keytab(kerberos: Kerberos) -> None:
-    """Raise :class:`ConfigError` naming the JAAS option when this machine cannot read
-    the keytab (only its two-byte format header is read, never logged)."""
-    if kerberos.keytab is None:
-        return
-    try:
-        with open(kerberos.keytab, "rb") as handle:
-            head = handle.read(2)
-    except OSError as exc:
-        raise ConfigError(
-            f"option {JAAS!r}: cannot read keyTab {kerberos.keytab!r} ({exc.strerror}); the "
-            f"file must exist at that path on the driver and on every executor (ship it with "
-            f"--files or put it on a shared path)", option=JAAS) from None
-    if head not in _KEYTAB_MAGIC:
-        raise ConfigError(f"option {JAAS!r}: {kerberos.keytab!r} is not a Kerberos keytab "
-                          f"file (create one with ktutil or kadmin ktadd)", option=JAAS)
-
-
-_lock = threading.Lock()
-
-
-def _private_ccache(kerberos: Kerberos) -> str:
-    """A ticket cache of this process for one principal and keytab (never the default)."""
-    from ._keystores import _private_dir
-
-    tag = hashlib.sha256(f"{kerberos.principal}\0{kerberos.keytab}".encode()).hexdigest()[:16]
-    return f"FILE:{_private_dir() / f'krb5cc-{tag}'}"
+    """:func:`.._kerberos_login.check_keytab` naming ``kafka.sasl.jaas.config``."""
+    _shared.check_keytab(kerberos.login, LOGIN_OPTIONS)
 
 
 def credentials(kerberos: Kerberos) -> Any:
     """``gssapi.Credentials`` for initiating contexts as this query's principal.
 
-    Called for every connection (cheap: MIT reads the private cache, and logs in from
-    the keytab only when it holds no valid ticket). Raises ``gssapi`` errors unchanged:
-    :mod:`._kerberos_check` turns them into messages at query start.
+    Called for every connection (cheap: the keytab login is cached per process and
+    renewed near its end; see :mod:`.._kerberos_login`). Raises :class:`KerberosError`
+    naming ``kafka.sasl.jaas.config``.
     """
-    import gssapi
-
-    name = (gssapi.Name(kerberos.principal, gssapi.NameType.kerberos_principal)
-            if kerberos.principal else None)
-    if kerberos.use_ticket_cache:
-        store: dict[bytes | str, bytes | str] | None = (
-            {"ccache": kerberos.ticket_cache} if kerberos.ticket_cache else None)
-        try:
-            creds = gssapi.Credentials(name=name, usage="initiate", store=store)
-            creds.lifetime  # noqa: B018 -- raises ExpiredCredentialsError when expired
-            return creds
-        except gssapi.exceptions.GSSError:
-            if kerberos.keytab is None:
-                raise
-        # Java: useTicketCache first, then the keytab (useKeyTab=true) when it holds nothing
-    if kerberos.keytab is None:  # parse_krb5_jaas requires one without useTicketCache
-        raise ConfigError(f"option {JAAS!r}: Krb5LoginModule needs useKeyTab=true with "
-                          f'keyTab="..." or useTicketCache=true', option=JAAS)
-    check_keytab(kerberos)
-    with _lock:
-        ccache = _private_ccache(kerberos)
-    return gssapi.Credentials(name=name, usage="initiate",
-                              store={"client_keytab": kerberos.keytab, "ccache": ccache})
+    return _shared.credentials(kerberos.login, LOGIN_OPTIONS)
 
 
 class KerberosLogin:

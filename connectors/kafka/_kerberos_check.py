@@ -6,7 +6,8 @@ first metadata request this module does what every connection will do: get the
 principal's credentials (from the keytab, or the ticket cache) and start a security
 context with ``<service>@<host>`` for each bootstrap host, which asks the KDC for a
 ticket-granting ticket and a service ticket. Every Kerberos mistake shows up there,
-within milliseconds, with MIT's reason; this module names the option to fix:
+within milliseconds, with MIT's reason, and the login's errors name the option to fix
+(the map both hops share, :func:`.._kerberos_login.login_error`, with Kafka's names):
 
 * stale or wrong keytab (``Preauthentication failed``), a principal the KDC does not
   know, a keytab without the principal's key  -> ``kafka.sasl.jaas.config``;
@@ -20,56 +21,25 @@ The broker itself is not contacted here; the normal metadata request follows.
 
 from __future__ import annotations
 
-import os
-import re
-
 from ..._exceptions import KerberosError
-from ._kerberos import JAAS, SERVICE, Kerberos, credentials
+from .._kerberos_login import gss_reason, login_error
+from ._kerberos import (
+    JAAS as JAAS,  # the option these errors name, for callers and tests
+    LOGIN_OPTIONS,
+    SERVICE,
+    Kerberos,
+    credentials,
+)
 
 __all__ = ["check_kerberos"]
 
-# MIT Kerberos error codes (krb5_err.et): ERROR_TABLE_BASE_krb5 + offset, as unsigned.
-_BASE = 2529638912
-_C_PRINCIPAL_UNKNOWN = _BASE + 6
-_S_PRINCIPAL_UNKNOWN = _BASE + 7
-_PREAUTH_FAILED = _BASE + 24
-_MINOR = re.compile(r"Minor \(\d+\): (.*)$", re.DOTALL)
-
-
-def _reason(exc: Exception) -> str:
-    text = exc.gen_message() if hasattr(exc, "gen_message") else str(exc)
-    found = _MINOR.search(text)
-    return (found.group(1) if found else text).strip()
+# MIT Kerberos error code (krb5_err.et): ERROR_TABLE_BASE_krb5 + 7, as unsigned.
+_S_PRINCIPAL_UNKNOWN = 2529638912 + 7
 
 
 def _login_error(kerberos: Kerberos, exc: Exception) -> KerberosError:
-    code, reason = getattr(exc, "min_code", None), _reason(exc)
-    who = kerberos.principal or "the ticket cache's principal"
-    if code == _PREAUTH_FAILED or "Preauthentication failed" in reason:
-        return KerberosError(
-            f"the KDC refused the Kerberos login of {who} ({reason}): the keytab "
-            f"{kerberos.keytab!r} holds an old or another principal's key; export a current "
-            f"keytab for {who} (kadmin ktadd, ipa-getkeytab) and check principal= in {JAAS!r}",
-            option=JAAS)
-    if code == _C_PRINCIPAL_UNKNOWN or "not found in Kerberos database" in reason:
-        return KerberosError(
-            f"the KDC does not know the principal {who} ({reason}); check principal= in "
-            f"{JAAS!r} (with its @REALM) and that the principal exists", option=JAAS)
-    if "Cannot contact any KDC" in reason or "Cannot find KDC" in reason:
-        config = os.environ.get("KRB5_CONFIG", "/etc/krb5.conf")
-        return KerberosError(
-            f"no KDC answered for the Kerberos login of {who} ({reason}); check the realm's "
-            f"kdc entries in {config} (KRB5_CONFIG; on executors spark.executorEnv."
-            f"KRB5_CONFIG) and that the KDC is reachable", option=JAAS)
-    if kerberos.keytab is None:
-        cache = kerberos.ticket_cache or os.environ.get("KRB5CCNAME", "the default ticket cache")
-        return KerberosError(
-            f"no valid Kerberos ticket for {who} in {cache} ({reason}); run kinit as the "
-            f"job's user (where the clients run), or log in with a keytab: {JAAS!r} = "
-            f'...Krb5LoginModule required useKeyTab=true keyTab="..." principal="...";',
-            option=JAAS)
-    return KerberosError(f"the Kerberos login of {who} with keytab {kerberos.keytab!r} failed "
-                       f"({reason}); check {JAAS!r}", option=JAAS)
+    """The shared map (:func:`.._kerberos_login.login_error`) with Kafka's option names."""
+    return login_error(kerberos.login, exc, LOGIN_OPTIONS)
 
 
 def check_kerberos(kerberos: Kerberos, bootstrap_servers: str,
@@ -78,11 +48,7 @@ def check_kerberos(kerberos: Kerberos, bootstrap_servers: str,
     for a bootstrap host is refused; return when every host's ticket was granted."""
     import gssapi
 
-    try:
-        creds = credentials(kerberos)
-        creds.lifetime  # noqa: B018 -- raises for an expired ticket cache
-    except gssapi.exceptions.GSSError as exc:
-        raise _login_error(kerberos, exc) from None
+    creds = credentials(kerberos)  # raises KerberosError naming kafka.sasl.jaas.config
     hosts = sorted({domain_name or server.strip().rsplit(":", 1)[0].strip("[]")
                     for server in bootstrap_servers.split(",") if server.strip()})
     for host in hosts:
@@ -91,7 +57,7 @@ def check_kerberos(kerberos: Kerberos, bootstrap_servers: str,
             gssapi.SecurityContext(name=name.canonicalize(gssapi.MechType.kerberos),
                                    usage="initiate", creds=creds).step()
         except gssapi.exceptions.GSSError as exc:
-            code, reason = getattr(exc, "min_code", None), _reason(exc)
+            code, reason = getattr(exc, "min_code", None), gss_reason(exc)
             if code == _S_PRINCIPAL_UNKNOWN or (
                     "not found in Kerberos database" in reason and "Server" in reason):
                 raise KerberosError(

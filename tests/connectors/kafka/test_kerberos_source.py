@@ -350,7 +350,8 @@ def test_keytab_login_logs_in_again_once_its_ticket_expired(kdc, tmp_path: Path)
     code = """
 import sys, time
 import gssapi
-from sparkbarrier.connectors.kafka._kerberos import Kerberos, _private_ccache, credentials
+from sparkbarrier.connectors._kerberos_login import ticket_cache
+from sparkbarrier.connectors.kafka._kerberos import Kerberos, credentials
 k = Kerberos("kafka", sys.argv[1], sys.argv[2])
 name = gssapi.Name("kafka@localhost", gssapi.NameType.hostbased_service)
 def login():
@@ -361,7 +362,7 @@ first = login()
 deadline = time.monotonic() + 30
 while time.monotonic() < deadline:   # poll until the first ticket has expired
     try:
-        gssapi.Credentials(usage="initiate", store={"ccache": _private_ccache(k)}).lifetime
+        gssapi.Credentials(usage="initiate", store={"ccache": ticket_cache(k.login)}).lifetime
     except gssapi.exceptions.ExpiredCredentialsError:
         break
     time.sleep(0.2)
