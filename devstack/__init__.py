@@ -17,6 +17,12 @@ Optional: a private MIT Kerberos KDC (``python -m sparkbarrier.devstack kdc up``
 ``Kdc().up()``; see ``_kdc`` and docs/kerberos-devstack.md), and a 3-node Kafka cluster
 whose brokers failover tests kill and restart (``python -m sparkbarrier.devstack
 cluster up``; ``_kafka_cluster.KafkaCluster``, the tests' ``kafka_cluster`` fixture).
+
+Also the rest of the test machinery: ``faults`` (what an armed fault point does; the
+product keeps only the hook ``sparkbarrier._faults``) and ``jvm_kafka`` (the jars of
+Spark's own Kafka source). All of it is the distribution ``sparkbarrier-devstack``
+(``devstack/pyproject.toml``), which adds this subpackage to an installed sparkbarrier and
+never ships in the product wheel; ``./dev`` installs both.
 """
 
 from __future__ import annotations
