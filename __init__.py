@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typing as _typing
+from pkgutil import extend_path as _extend_path
 
 from ._exceptions import (
     ConfigError,
@@ -24,6 +25,12 @@ if _typing.TYPE_CHECKING:  # annotations only: the checkpointed adapter imports 
     from .barrier import CheckpointedSink
 
 __version__ = "0.1.0"
+
+# The test and dev machinery is a second distribution, sparkbarrier-devstack, that adds the
+# subpackage ``sparkbarrier.devstack``. Installed into the same site-packages it lands in
+# this folder; an editable install (./dev's strict mode links each distribution's files
+# under its own build/ folder) puts it in another sys.path entry, which this adds.
+__path__ = _extend_path(__path__, __name__)
 
 # The status readers live with the data they read (consumer group and Spark's offset
 # log: connectors.kafka; commit table: connectors.hbase). Re-exported lazily, because

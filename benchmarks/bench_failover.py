@@ -38,7 +38,7 @@ from failover_kit import PATHS, FailoverRun  # noqa: E402
 def _spark():
     from pyspark.sql import SparkSession
 
-    from sparkbarrier._jvm_kafka import jvm_kafka_jars  # the JVM source's jars
+    from sparkbarrier.devstack.jvm_kafka import jvm_kafka_jars  # the JVM source's jars
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     return (SparkSession.builder.master("local[2]").appName("bench-failover")

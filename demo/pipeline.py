@@ -83,7 +83,7 @@ def spark_session(master: str = "local[2]", app: str = "sparkbarrier-demo") -> A
     driver logs with ``demo/log4j2.properties``, so a run prints only lines a user can
     act on (Spark's start-up notices are not).
     """
-    from sparkbarrier._jvm_kafka import jvm_kafka_jars
+    from sparkbarrier.devstack.jvm_kafka import jvm_kafka_jars
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

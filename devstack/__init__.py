@@ -17,23 +17,59 @@ Optional: a private MIT Kerberos KDC (``python -m sparkbarrier.devstack kdc up``
 ``Kdc().up()``; see ``_kdc`` and docs/kerberos-devstack.md), and a 3-node Kafka cluster
 whose brokers failover tests kill and restart (``python -m sparkbarrier.devstack
 cluster up``; ``_kafka_cluster.KafkaCluster``, the tests' ``kafka_cluster`` fixture).
+
+Also the rest of the test machinery: ``faults`` (what an armed fault point does; the
+product keeps only the hook ``sparkbarrier._faults``) and ``jvm_kafka`` (the jars of
+Spark's own Kafka source). All of it is the distribution ``sparkbarrier-devstack``
+(``devstack/pyproject.toml``), which adds this subpackage to an installed sparkbarrier and
+never ships in the product wheel; ``./dev`` installs both.
 """
 
 from __future__ import annotations
 
+import typing as _typing
+
 from .._exceptions import DevstackError
-from ._config import ENV_CACHE, ENV_HOME, ENV_MAVEN_REPO, ENV_MAVEN_SETTINGS, Port
-from ._kdc import KDC_ENV, Kdc, KdcManifest
-from ._stack import (
-    HBASE_ENV,
-    HBASE_GATEWAYS_ENV,
-    HBASE_THRIFT2_ENV,
-    KAFKA_ENV,
-    Devstack,
-    Endpoints,
-    ProcessStatus,
-    StackStatus,
-)
+
+# Re-exported lazily (as the product's ``__init__`` does its status readers): the
+# submodules ``faults`` and ``jvm_kafka`` are imported where the servers' code is not
+# wanted -- the product's fault hook imports ``faults`` inside a Spark worker, and an
+# eager import of ``_stack`` here would pull in the HBase connector it probes the gateway
+# with, and so close an import circle back to the hook.
+_LAZY = {
+    "ENV_CACHE": "_config",
+    "ENV_HOME": "_config",
+    "ENV_MAVEN_REPO": "_config",
+    "ENV_MAVEN_SETTINGS": "_config",
+    "Port": "_config",
+    "KDC_ENV": "_kdc",
+    "Kdc": "_kdc",
+    "KdcManifest": "_kdc",
+    "HBASE_ENV": "_stack",
+    "HBASE_GATEWAYS_ENV": "_stack",
+    "HBASE_THRIFT2_ENV": "_stack",
+    "KAFKA_ENV": "_stack",
+    "Devstack": "_stack",
+    "Endpoints": "_stack",
+    "ProcessStatus": "_stack",
+    "StackStatus": "_stack",
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "Devstack",

@@ -231,7 +231,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     # Everything stays on loopback: never bind or connect to the machine's other addresses.
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from sparkbarrier._jvm_kafka import jvm_kafka_jars
+    from sparkbarrier.devstack.jvm_kafka import jvm_kafka_jars
     from pyspark.sql import SparkSession
 
     warehouse = tmp_path_factory.mktemp("spark-warehouse")

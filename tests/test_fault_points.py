@@ -1,4 +1,6 @@
-"""``sparkbarrier._faults``: arming, hit counting, fail-instead-of-kill, killing the JVM ancestor."""
+"""Fault points: the product's hook ``sparkbarrier._faults`` and the firing code behind it,
+``sparkbarrier.devstack.faults`` (arming, hit counting, fail-instead-of-kill, killing the
+JVM ancestor). The points are called through the hook, as library code calls them."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from sparkbarrier import ConfigError
-from sparkbarrier._faults import FAULT_ENV, FAULT_STATE_DIR_ENV, armed, fault_point, fired
+from sparkbarrier import _faults
+from sparkbarrier._faults import fault_point
+from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV, armed, fired
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -86,7 +90,7 @@ def _fault_point_calls() -> list[tuple[str, str]]:
     calls = []
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
-        if rel.parts[0] in ("tests", ".venv", "build") or rel.name == "_faults.py":
+        if {"tests", ".venv", "build"} & set(rel.parts) or rel.name == "_faults.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "fault_point" and node.args
@@ -102,3 +106,27 @@ def test_each_fault_point_has_one_owner() -> None:
     names = [name for name, _ in calls]
     assert {"sink.before_flush", "sink.after_flush_before_commit", "sink.after_commit_before_commitlog"} <= set(names)
     assert [c for c in calls if names.count(c[0]) > 1] == []
+
+
+def test_hook_and_firing_code_read_the_same_variable() -> None:
+    # Two constants, because the firing code cannot import the hook that imports it.
+    assert _faults.FAULT_ENV == FAULT_ENV == "SPARKBARRIER_FAULT"
+
+
+def test_unarmed_hook_does_not_load_the_firing_code() -> None:
+    # The product's cost of a point: one environment lookup, no import of the dev distribution.
+    code = ("import os, sys; os.environ.pop('SPARKBARRIER_FAULT', None); "
+            "from sparkbarrier._faults import fault_point; fault_point('sink.before_flush'); "
+            "print('sparkbarrier.devstack' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_armed_fault_without_the_devstack_distribution_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    # None in sys.modules makes the import fail as if sparkbarrier-devstack were not installed
+    # (tests/test_wheels.py checks the same against the real product wheel).
+    monkeypatch.setitem(sys.modules, "sparkbarrier.devstack.faults", None)
+    monkeypatch.setenv(FAULT_ENV, "some.other.point")
+    with pytest.raises(ConfigError, match="sparkbarrier-devstack distribution") as err:
+        fault_point("sink.before_flush", fail=Boom)
+    assert err.value.option == FAULT_ENV

@@ -27,20 +27,22 @@ def test_regular_install_works_when_run_from_the_repository_root(tmp_path: Path)
     target = tmp_path / "site"
     # With the confluent-kafka wheel beside it, as on a cluster node: the compiled module
     # finds the wheel's librdkafka by its rpath, before anything imported confluent_kafka.
+    # The test machinery (devstack/) is a second distribution, installed beside it as ./dev does.
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(ROOT),
-                    f"confluent-kafka=={version('confluent-kafka')}"],
+                    str(ROOT / "devstack"), f"confluent-kafka=={version('confluent-kafka')}"],
                    check=True, timeout=300, capture_output=True)
     code = ("import sys, sparkbarrier.connectors.kafka._rdkafka_arrow_c as n; "
             "assert 'confluent_kafka' not in sys.modules and n.librdkafka_version_int >= 0x020601ff; "
             "import pkgutil, sparkbarrier, sparkbarrier.devstack, sparkbarrier.connectors.kafka._planner, "
             "pyspark_barrier_kafka, pyspark_barrier_hbase; "
-            "print(sparkbarrier.__file__); "
+            "print(sparkbarrier.__file__); print(sparkbarrier.devstack.__file__); "
             "print(sorted(m.name for m in pkgutil.iter_modules() if m.name.startswith('pyspark_barrier')))")
     env = dict(os.environ, PYTHONPATH=str(target))
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True,
                          text=True, timeout=120).stdout.splitlines()
     assert out[0].startswith(str(target)), out  # the installed copy, not a folder of the checkout
-    assert out[1] == "['pyspark_barrier_hbase', 'pyspark_barrier_kafka']"  # what Spark's discovery lists
+    assert out[1].startswith(str(target)), out  # ... and its devstack, not the editable one
+    assert out[2] == "['pyspark_barrier_hbase', 'pyspark_barrier_kafka']"  # what Spark's discovery lists
     cli = subprocess.run([sys.executable, "-m", "sparkbarrier.devstack", "--help"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
     assert cli.returncode == 0, cli.stderr

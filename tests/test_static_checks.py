@@ -1,9 +1,12 @@
 """The product code passes the linter and the type checker (ruff and mypy, configured in
 pyproject.toml).
 
-Product code = the package minus its test machinery: ``barrier/``, ``state/``,
-``connectors/``, ``shims/`` and the top-level modules. Run by ``./dev unit`` and
-``./dev test`` alike (no server).
+Product code = what the product wheel ships: ``barrier/``, ``state/``, ``connectors/``,
+``shims/`` and the top-level modules. Of the test machinery (the ``sparkbarrier-devstack``
+distribution, ``devstack/``) the two modules that were product modules until issue 27
+stay checked: the fault firing behind the product's hook and the JVM Kafka jar finder;
+the servers' code is not (it never was). Run by ``./dev unit`` and ``./dev test`` alike
+(no server).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ["barrier", "state", "connectors", "shims", "__init__.py", "__main__.py",
-           "_endpoints.py", "_exceptions.py", "_faults.py", "_jvm_kafka.py"]
+           "_endpoints.py", "_exceptions.py", "_faults.py",
+           "devstack/faults.py", "devstack/jvm_kafka.py"]
 
 
 def test_product_code_passes_ruff() -> None:
@@ -45,7 +49,8 @@ def test_product_code_passes_mypy(tmp_path: Path) -> None:
     (tmp_path / "sparkbarrier").symlink_to(ROOT, target_is_directory=True)
     targets = ["-p", "sparkbarrier.barrier", "-p", "sparkbarrier.state", "-p", "sparkbarrier.connectors",
                *(arg for name in PRODUCT if name.endswith(".py")
-                 for arg in ("-m", "sparkbarrier" if name == "__init__.py" else f"sparkbarrier.{name[:-3]}")),
+                 for arg in ("-m", "sparkbarrier" if name == "__init__.py"
+                             else "sparkbarrier." + name[:-3].replace("/", "."))),
                *(arg for shim in sorted((ROOT / "shims").glob("*.py")) for arg in ("-m", shim.stem))]
     done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
                            "--cache-dir", str(ROOT / ".mypy_cache"), *targets],

@@ -32,7 +32,7 @@ def main(raw: str) -> int:
     jvm_source = cfg.get("source", "barrier-kafka") == "kafka"
     builder = SparkSession.builder
     if jvm_source:
-        from sparkbarrier._jvm_kafka import jvm_kafka_jars
+        from sparkbarrier.devstack.jvm_kafka import jvm_kafka_jars
 
         builder = builder.config("spark.jars", jvm_kafka_jars())
     spark = (builder.master(cfg["master"]).appName("sparkbarrier-pg-pipeline")

@@ -19,7 +19,7 @@ import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from sparkbarrier._faults import FAULT_ENV, FAULT_STATE_DIR_ENV, fired
+from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV, fired
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(600)]
 

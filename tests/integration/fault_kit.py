@@ -33,7 +33,7 @@ import happybase
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTP
 
-from sparkbarrier._faults import FAULT_ENV, FAULT_STATE_DIR_ENV, fired
+from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV, fired
 from sparkbarrier.connectors.hbase import DEFAULT_COMMIT_TABLE, read_committed
 from sparkbarrier.connectors.hbase._commit_table import COMMIT_COLUMN, CommitRecord, read_history
 from sparkbarrier.connectors.hbase._connection import HBaseConnection

@@ -27,7 +27,7 @@ import pytest
 from kafka_testkit import KafkaTool, wait_for
 
 from sparkbarrier import commit_kafka_offsets
-from sparkbarrier._jvm_kafka import jvm_kafka_jars
+from sparkbarrier.devstack.jvm_kafka import jvm_kafka_jars
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
