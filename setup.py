@@ -22,6 +22,17 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+
+class _BuildPy(build_py):
+    """Leave this file out of the package: the repository root is the ``sparkbarrier``
+    package (pyproject.toml), so setuptools would otherwise ship ``sparkbarrier/setup.py``,
+    a module that runs a build when imported."""
+
+    def find_package_modules(self, package: str, package_dir: str) -> list[tuple[str, str, str]]:
+        modules = super().find_package_modules(package, package_dir)
+        return [m for m in modules if (m[0], m[1]) != ("sparkbarrier", "setup")]
 
 
 def _bundled_librdkafka() -> tuple[list[str], list[str]]:
@@ -43,7 +54,7 @@ def _bundled_librdkafka() -> tuple[list[str], list[str]]:
 
 
 libraries, link_args = _bundled_librdkafka()
-setup(ext_modules=[Extension(
+setup(cmdclass={"build_py": _BuildPy}, ext_modules=[Extension(
     # imported through connectors/kafka/_rdkafka_arrow.py, which loads the library first
     "sparkbarrier.connectors.kafka._rdkafka_arrow_c",
     sources=["connectors/kafka/_rdkafka_arrow.c"],

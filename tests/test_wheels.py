@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -32,9 +33,21 @@ DEV_FUNCTIONS = {"fire", "armed", "fired", "find_jvm_ancestor", "jvm_kafka_jars"
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """``{"product": ..., "devstack": ...}``: the two wheels built from the checkout."""
+    """``{"product": ..., "devstack": ...}``: the two wheels built from the checkout's files.
+
+    Built from a copy of the files git tracks or would track (edits included), not from the
+    checkout itself: setuptools packs whatever its ``build/lib`` holds, so files left there by
+    an earlier build (a module since moved to the devstack) would reach the wheel.
+    """
     out = tmp_path_factory.mktemp("wheels")
-    for project in (ROOT, ROOT / "devstack"):
+    source = tmp_path_factory.mktemp("source")
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            check=True, capture_output=True, timeout=60).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    for project in (source, source / "devstack"):
         subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                         "-w", str(out), str(project)], check=True, capture_output=True, timeout=240)
     built = {path.name.split("-")[0]: path for path in out.glob("*.whl")}
@@ -57,6 +70,7 @@ def _defined_functions(wheel: Path) -> dict[str, set[str]]:
 def test_the_product_wheel_ships_no_test_machinery(wheels: dict[str, Path]) -> None:
     names = _names(wheels["product"])
     assert "sparkbarrier/_faults.py" in names and "sparkbarrier/connectors/kafka/_planner.py" in names
+    assert "sparkbarrier/setup.py" not in names  # the build script is not a module of the package
     assert [n for n in names if n.startswith("sparkbarrier/devstack/") or "jvm_kafka" in n
             or n.startswith("sparkbarrier/tests/")] == []
     functions = _defined_functions(wheels["product"])
