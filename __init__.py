@@ -18,6 +18,7 @@ from ._exceptions import (
     SparkBarrierError,
     StateCompatibilityError,
 )
+from ._lazy import lazy_exports as _lazy_exports
 
 if _typing.TYPE_CHECKING:  # annotations only: the checkpointed adapter imports pyspark
     from collections.abc import Callable
@@ -48,19 +49,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> object:
-    package = _LAZY.get(name)
-    if package is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".connectors.{package}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_exports(__name__, globals(),
+                                     {name: f".connectors.{package}" for name, package in _LAZY.items()})
 
 
 def register(spark: object) -> None:

@@ -27,9 +27,8 @@ never ships in the product wheel; ``./dev`` installs both.
 
 from __future__ import annotations
 
-import typing as _typing
-
 from .._exceptions import DevstackError
+from .._lazy import lazy_exports as _lazy_exports
 
 # Re-exported lazily (as the product's ``__init__`` does its status readers): the
 # submodules ``faults`` and ``jvm_kafka`` are imported where the servers' code is not
@@ -56,19 +55,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> _typing.Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), {name: f".{module}" for name, module in _LAZY.items()})
 
 
 __all__ = [
