@@ -21,27 +21,55 @@ whatever its rows' order (the plan fixed its input). A task whose input has no e
 block writes above every block an earlier plan claimed, so whatever an earlier attempt
 left sorts below it. Cost: one ``checkAndPut`` per write task and batch.
 
-Contract (executor, once per task, at its first flush; idempotent for a retry of the
-same task). Limits, documented for users in docs/hbase-sink.md:
+Adoption needs the fingerprint to name one input. Two inputs whose first flushes are
+identical (same keys and values) but whose later flushes differ share it; a replay that
+moved one of them into the other's block would leave, when that block is the higher one,
+what the first attempt flushed after its first flush on top: a wrong value in plain and
+committed reads. So a task adopts a block only when it is the *only* block that may hold
+an earlier attempt's cells of its fingerprint: those are the blocks earlier plans
+claimed under it and the blocks another task of this plan adopted under it (``adopted``
+in the claim; that task may be a twin whose input never wrote, sitting in this input's
+block). With exactly one, an earlier plan's, the task adopts it. Otherwise (two or more,
+or one a twin of this plan adopted) it writes above all of them and above every earlier
+plan's block, as a new input does: the earlier cells stay as older versions and every
+value is exact. Between twins of one replay whoever claims first takes a unique match;
+the others then see its adopted claim and go above.
 
-* behind a shuffle the rows reach a task in another order on a replay; the fingerprint
-  ignores order, but a first flush cut by the row limit may then hold other rows: no
-  adoption, and the first attempt's cells stay as older versions of the same values
-  (plain and committed reads exact; the version history shows them);
-* two tasks of one batch whose first flushes are identical but whose later flushes
-  differ are told apart within one planned batch; a replay may swap them;
-* when one Kafka partition is split over several tasks (``minPartitions``) and a key is
-  in two splits of one batch, "the later split wins" holds on a replay among the splits
-  that wrote before and among those that did not, not across the two groups;
-* repeated restarts of one batch with many tasks (over ~170) can use every block up;
-  the task then writes in its own block, with a warning.
+Why that is enough: a claimed block keeps its fingerprint through the attempt (only a
+task with the same fingerprint takes it over; new inputs take unclaimed blocks), so
+when a replay decides, every block holding an earlier attempt's cells of its input
+carries its fingerprint. It then either writes in the one such block (rewriting its
+own cells, or a twin's first flush, which is the same cells) or above every such block,
+where its final values cover whatever the earlier attempt left. Not covered: an input
+whose first flush changed (limit 1 below) *and* whose old first flush was another
+input's too, if that other input's replay adopted the block (behind a hash shuffle
+tasks' keys are disjoint, so their first flushes never match); and limit 4.
+
+Contract (executor, once per task, at its first flush; idempotent for a retry of the
+same task). Limits, numbered as in docs/hbase-guarantees.md:
+
+1. behind a shuffle the rows reach a task in another order on a replay; the fingerprint
+   ignores order, but a first flush cut by the row limit may then hold other rows: no
+   adoption, and the first attempt's cells stay as older versions of the same values
+   (plain and committed reads exact; the version history shows them);
+2. two inputs whose first flushes are identical are told apart within one planned
+   batch; after a restart only the first of them to claim may adopt, and only when
+   exactly one of them had claimed before; the others write above (extra versions,
+   exact values);
+3. when one Kafka partition is split over several tasks (``minPartitions``) and a key is
+   in two splits of one batch, "the later split wins" can break on a replay: splits have
+   distinct fingerprints, so nothing here is ambiguous, but a split that wrote before
+   keeps its block while one that had not goes above (placing them needs the splits'
+   offsets, which a writer does not see);
+4. repeated restarts of one batch with many tasks (over ~170) can use every block up;
+   the task then writes in its own block, with a warning.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..._exceptions import ProtocolError
 from ._commit_table import BlockClaim, check_and_put, read_cell
@@ -89,15 +117,20 @@ def claim_block(conn: HBaseConnection, commit_table: str, sink_id: str, *, base_
             # A retry (or speculative copy) of this task in the same plan: the plan fixed
             # the task's input, whatever order its rows arrive in this time.
             return own[0].block
-        earlier = sorted((c for c in claims.values() if c.plan != plan and c.fingerprint == fingerprint),
-                         key=lambda c: c.block)
-        if earlier:
-            block = earlier[0].block  # its input wrote there under an earlier plan: adopt it
+        # Blocks that may hold an earlier attempt's cells of this fingerprint.
+        held = sorted(b for b, c in claims.items()
+                      if c.fingerprint == fingerprint and (c.plan != plan or c.adopted))
+        adopt = len(held) == 1 and claims[held[0]].plan != plan
+        if adopt:
+            block = held[0]  # its input (alone) wrote there under an earlier plan
             log.info("batch at base %d: task %d adopts timestamp block %d (its input wrote there before)",
                      base_ms, task, block)
         else:
-            block = _fresh_block(claims, plan, task, sink_id)
-        claim = BlockClaim(base_ms, block, fingerprint, plan, task)
+            if held:
+                log.info("batch at base %d: task %d writes above timestamp block(s) %s (its first flush is "
+                         "another input's too; which one wrote there is unknown)", base_ms, task, held)
+            block = _fresh_block(claims, plan, task, sink_id, below=held)
+        claim = BlockClaim(base_ms, block, fingerprint, plan, task, adopted=adopt)
         if check_and_put(conn, commit_table, sink_id, BlockClaim.column(block), current.get(block),
                          claim.to_bytes()):
             return block
@@ -116,14 +149,17 @@ def _claims_of(raw: Mapping[int, bytes | None], base_ms: int) -> dict[int, Block
     return claims
 
 
-def _fresh_block(claims: Mapping[int, BlockClaim], plan: str, task: int, sink_id: str) -> int:
-    """A block for an input that wrote nothing here before (or whose first flush changed).
+def _fresh_block(claims: Mapping[int, BlockClaim], plan: str, task: int, sink_id: str, *,
+                 below: Sequence[int] = ()) -> int:
+    """A block for an input that wrote nothing here before, whose first flush changed, or
+    whose fingerprint is not unique (``below``: the blocks that may hold its cells).
 
-    Above every block an earlier plan claimed, so whatever an earlier attempt left sorts
-    below what this one writes; in partition order where possible (``minPartitions``
-    splits: the later split wins). On a first attempt that is the task's own block.
+    Above every block an earlier plan claimed and every block in ``below``, so whatever
+    an earlier attempt left sorts below what this one writes; in partition order where
+    possible (``minPartitions`` splits: the later split wins). On a first attempt that
+    is the task's own block.
     """
-    above = 1 + max((b for b, c in claims.items() if c.plan != plan), default=-1)
+    above = 1 + max([b for b, c in claims.items() if c.plan != plan] + list(below), default=-1)
     if above + task < MAX_TASKS and above + task not in claims:
         return above + task
     for block in range(above, MAX_TASKS):

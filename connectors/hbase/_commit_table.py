@@ -154,6 +154,8 @@ class BlockClaim(_JsonRecord):
     ``plan`` names the planned batch (one pickled stream writer) whose task ``task``
     claimed or last adopted the block: a retry of that task finds it again, another task
     of the same plan with the same fingerprint knows the block is not its own.
+    ``adopted``: ``plan`` took the block over from an earlier plan, so it may hold an
+    earlier attempt's cells of another input with this fingerprint (false when absent).
     """
 
     _what: ClassVar[str] = "block claim"
@@ -163,6 +165,7 @@ class BlockClaim(_JsonRecord):
     fingerprint: str
     plan: str
     task: int
+    adopted: bool = False
     version: int = RECORD_VERSION
 
 

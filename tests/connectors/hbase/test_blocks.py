@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from sparkbarrier._exceptions import FlushError
-from sparkbarrier._faults import FAULT_ENV
+from sparkbarrier._faults import FAULT_ENV, FAULT_STATE_DIR_ENV
 from sparkbarrier.connectors.hbase._blocks import fingerprint
 from sparkbarrier.connectors.hbase._buffer import FAULT_AFTER_PARTIAL_FLUSH
 from sparkbarrier.connectors.hbase._timestamps import TASK_WIDTH_MS
@@ -145,3 +145,77 @@ def test_behind_a_shuffle_a_replay_whose_first_flush_changed_writes_above_the_fi
     assert block_of(replay) == 1
     newest = {f"k{i}": versions(sink, f"k{i}")[0] for i in range(6)}
     assert all((ts - replay.base_ms) // TASK_WIDTH_MS == 1 for _, ts in newest.values())
+
+
+# Limit 2: INPUT_D's first flush equals INPUT_B's ({b, y}); its later flushes write
+# c = 7 (second flush) and then c = 8 (the end), at one timestamp of its block.
+INPUT_D = INPUT_B + [row("c", 7), row("z", 1), row("c", 8)]
+
+
+def crash_after_second_flush(sink, monkeypatch, state_dir, rows, *, partition: int, plan: str) -> None:
+    monkeypatch.setenv(FAULT_ENV, f"{FAULT_AFTER_PARTIAL_FLUSH}@2")
+    monkeypatch.setenv(FAULT_STATE_DIR_ENV, str(state_dir))
+    with pytest.raises(FlushError):
+        sink.task(rows, batch=0, partition=partition, plan=plan)
+    monkeypatch.delenv(FAULT_ENV)
+    monkeypatch.delenv(FAULT_STATE_DIR_ENV)
+
+
+def assert_reads_equal_a_clean_run(sink, make_sink, opts):
+    """Committed view and plain scan equal the inputs' final values (a clean run's plain scan)."""
+    assert {r["id"]: r["v"] for r in sink.read()} == {"b": 1, "c": 8, "y": 1, "z": 1}
+    clean = make_sink(OPS, **opts)
+    clean.commit([clean.task(INPUT_B, batch=0, partition=0, plan="c"),
+                  clean.task(INPUT_D, batch=0, partition=1, plan="c")], 0)
+    assert sink.plain() == clean.plain()
+    return clean
+
+
+def test_a_replay_of_two_inputs_with_one_first_flush_writes_above_both_earlier_blocks(
+        make_sink, monkeypatch, tmp_path) -> None:
+    """Two earlier claims share the fingerprint: which input wrote which block is unknown,
+    so neither is adopted. Moving D's input to B's lower block would leave the c = 7 its
+    first attempt flushed on top; above both, the earlier cells are older versions only."""
+    opts = {"op.column": "op", "sink.buffer-flush.max-rows": "2"}
+    sink = make_sink(OPS, **opts)
+    sink.task(INPUT_B, batch=0, partition=0, plan="p1")  # block 0
+    crash_after_second_flush(sink, monkeypatch, tmp_path, INPUT_D, partition=1, plan="p1")  # block 1: c = 7
+    replay = [sink.task(INPUT_D, batch=0, partition=0, plan="p2"), sink.task(INPUT_B, batch=0, partition=1, plan="p2")]
+    sink.commit(replay, 0)
+    clean = assert_reads_equal_a_clean_run(sink, make_sink, opts)
+    assert [block_of(m) for m in replay] == [2, 3]  # above every earlier block, in task order
+    # The first attempt's c = 7 stays below, as an older version (the limit-1 outcome).
+    c = versions(sink, "c")
+    assert [(ts - replay[0].base_ms) // TASK_WIDTH_MS for _, ts in c] == [2, 1]
+    assert c[0][0] == versions(clean, "c")[0][0] != c[1][0]
+
+
+def test_an_input_whose_block_a_twin_adopted_writes_above_that_block(make_sink, monkeypatch, tmp_path) -> None:
+    """Only D's input wrote before, but B's replay claims first and its fingerprint matches
+    D's one claim: B adopts D's block. D's replay then finds its fingerprint on a block its
+    own plan adopted (it may hold D's earlier cells) and writes above it."""
+    opts = {"op.column": "op", "sink.buffer-flush.max-rows": "2"}
+    sink = make_sink(OPS, **opts)
+    crash_after_second_flush(sink, monkeypatch, tmp_path, INPUT_D, partition=1, plan="p1")  # block 1: c = 7
+    replay = [sink.task(INPUT_B, batch=0, partition=0, plan="p2"), sink.task(INPUT_D, batch=0, partition=1, plan="p2")]
+    sink.commit(replay, 0)
+    assert_reads_equal_a_clean_run(sink, make_sink, opts)
+    assert [block_of(m) for m in replay] == [1, 3]
+
+
+# Limit 3: one Kafka partition split over two tasks (minPartitions); "k" is in both, so
+# Kafka order ends with k = 2 (the later split). The splits' fingerprints differ.
+SPLIT_1 = [row("k", 1), row("e", 1)]
+SPLIT_2 = [row("k", 2), row("f", 1)]
+
+
+@pytest.mark.xfail(strict=True, reason="limit 3 (docs/hbase-guarantees.md): a replayed minPartitions split that "
+                   "wrote before keeps its block, one that had not goes above it; ordering them needs the splits' "
+                   "offsets, which a write task does not see")
+def test_a_replay_keeps_the_later_minpartitions_split_on_top(make_sink) -> None:
+    sink = make_sink(OPS, **{"op.column": "op"})
+    sink.task(SPLIT_2, batch=0, partition=1, plan="p1")  # the later split wrote; the earlier had not started
+    # Today split 2 keeps block 1 and split 1, claiming first, goes above it (block 2).
+    replay = [sink.task(SPLIT_1, batch=0, partition=0, plan="p2"), sink.task(SPLIT_2, batch=0, partition=1, plan="p2")]
+    sink.commit(replay, 0)
+    assert {r["id"]: r["v"] for r in sink.read()}["k"] == 2
