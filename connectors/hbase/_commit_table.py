@@ -83,9 +83,13 @@ class _JsonRecord:
     """
 
     _what: ClassVar[str]
+    # Fields written only when true: a record without them stays byte-identical to what the
+    # build before them wrote, and that build rejects fields it does not know.
+    _only_when_set: ClassVar[tuple[str, ...]] = ()
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":")).encode()
+        data = {k: v for k, v in asdict(self).items() if v or k not in self._only_when_set}
+        return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls: type[_R], raw: bytes) -> _R:
@@ -159,6 +163,7 @@ class BlockClaim(_JsonRecord):
     """
 
     _what: ClassVar[str] = "block claim"
+    _only_when_set: ClassVar[tuple[str, ...]] = ("adopted",)  # a downgrade reads first-attempt claims
 
     base_ms: int
     block: int

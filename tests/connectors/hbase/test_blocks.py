@@ -13,10 +13,10 @@ import pyarrow as pa
 import pytest
 
 from sparkbarrier._exceptions import FlushError
-from sparkbarrier._faults import FAULT_ENV, FAULT_STATE_DIR_ENV
 from sparkbarrier.connectors.hbase._blocks import fingerprint
 from sparkbarrier.connectors.hbase._buffer import FAULT_AFTER_PARTIAL_FLUSH
 from sparkbarrier.connectors.hbase._timestamps import TASK_WIDTH_MS
+from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV
 
 pytestmark = [pytest.mark.hbase]
 
@@ -209,13 +209,27 @@ SPLIT_1 = [row("k", 1), row("e", 1)]
 SPLIT_2 = [row("k", 2), row("f", 1)]
 
 
-@pytest.mark.xfail(strict=True, reason="limit 3 (docs/hbase-guarantees.md): a replayed minPartitions split that "
-                   "wrote before keeps its block, one that had not goes above it; ordering them needs the splits' "
-                   "offsets, which a write task does not see")
-def test_a_replay_keeps_the_later_minpartitions_split_on_top(make_sink) -> None:
+def test_limit_3_a_replay_may_put_the_earlier_minpartitions_split_on_top(make_sink) -> None:
+    """Limit 3 of docs/hbase-guarantees.md, pinned as it is: a replayed split that wrote
+    before keeps its block, one that had not goes above it, so the earlier split's value
+    wins where Kafka order ends with the later one's. Ordering them needs the splits'
+    offsets, which a write task does not see. When this changes, the page must too."""
     sink = make_sink(OPS, **{"op.column": "op"})
     sink.task(SPLIT_2, batch=0, partition=1, plan="p1")  # the later split wrote; the earlier had not started
-    # Today split 2 keeps block 1 and split 1, claiming first, goes above it (block 2).
     replay = [sink.task(SPLIT_1, batch=0, partition=0, plan="p2"), sink.task(SPLIT_2, batch=0, partition=1, plan="p2")]
+    assert [block_of(m) for m in replay] == [2, 1]  # split 2 kept its block, split 1 went above it
     sink.commit(replay, 0)
-    assert {r["id"]: r["v"] for r in sink.read()}["k"] == 2
+    assert {r["id"]: r["v"] for r in sink.read()} == {"k": 1, "e": 1, "f": 1}  # k = 2 in Kafka order
+
+
+def test_a_claim_is_written_as_the_previous_release_wrote_it_unless_adopted() -> None:
+    """``adopted`` is written only when true: a downgraded build, which rejects fields it
+    does not know, still reads every claim a first attempt made."""
+    from sparkbarrier.connectors.hbase._commit_table import BlockClaim
+
+    first = BlockClaim(1_000, 2, "f" * 32, "plan", 3)
+    assert first.to_bytes() == (b'{"base_ms":1000,"block":2,"fingerprint":"' + b"f" * 32
+                                + b'","plan":"plan","task":3,"version":2}')
+    adopted = BlockClaim(1_000, 2, "f" * 32, "plan", 3, adopted=True)
+    assert b'"adopted":true' in adopted.to_bytes()
+    assert [BlockClaim.from_bytes(c.to_bytes()) for c in (first, adopted)] == [first, adopted]
