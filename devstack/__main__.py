@@ -196,11 +196,11 @@ def _run(args: argparse.Namespace) -> int:
         status = stack.status()
         _print_status(status)
         return 0 if status.running else EXIT_NOT_RUNNING
-    endpoints = stack.endpoints()
-    if endpoints is None:
+    running = stack.endpoints()
+    if running is None:
         print("devstack: not running; fix: python -m sparkbarrier.devstack up", file=sys.stderr)
         return EXIT_NOT_RUNNING
-    print(endpoints.exports(), end="")
+    print(running.exports(), end="")
     return 0
 
 

@@ -28,7 +28,8 @@ from ._jvm import Java, write_log4j_config
 from ._maven import Classpath
 
 __all__ = [
-    "MASTER", "THRIFT", "THRIFT_B", "THRIFT_TLS", "THRIFT2", "tls_ca", "probe_tls", "MASTER_MAIN", "THRIFT_MAIN", "THRIFT2_MAIN",
+    "MASTER", "THRIFT", "THRIFT_B", "THRIFT_TLS", "THRIFT2", "tls_ca", "probe_tls", "MASTER_MAIN", "THRIFT_MAIN",
+    "THRIFT2_MAIN",
     "MASTER_STOP_GRACE_S", "prepare", "probe", "probe_thrift2",
 ]
 

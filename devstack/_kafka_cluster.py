@@ -33,8 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .._exceptions import DevstackError
-from . import _kafka
-from . import _kafka_cluster_nodes as _nodes
+from . import _kafka, _kafka_cluster_nodes as _nodes
 from ._config import Paths, Port, port_requests
 from ._jvm import Java, find_java, write_log4j_config
 from ._kafka_cluster_admin import ClusterAdmin, ClusterQuestions, poll
