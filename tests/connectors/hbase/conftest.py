@@ -17,3 +17,10 @@ def make_sink(servers: Any, unique_name: Callable[[str], str]) -> Callable[..., 
         return Sink(servers.hbase_thrift, servers.hbase_thrift2, table or unique_name("t"), schema, **extra)
 
     return make
+
+
+@pytest.fixture(scope="module")
+def tls_gateway(servers: Any) -> tuple[str, int, str]:
+    """``(host, port, CA file)`` of the devstack's TLS Thrift1 gateway (Thrift over HTTPS)."""
+    assert servers.hbase_tls is not None and servers.hbase_tls_ca, "the devstack runs a TLS gateway"
+    return (*servers.hbase_tls, servers.hbase_tls_ca)

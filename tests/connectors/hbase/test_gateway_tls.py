@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -23,12 +22,6 @@ from sparkbarrier.connectors.hbase._tls import TlsSettings
 pytestmark = [pytest.mark.hbase]
 
 SCHEMA = pa.schema([("id", pa.string()), ("v", pa.string())])
-
-
-@pytest.fixture(scope="module")
-def tls_gateway(servers: Any) -> tuple[str, int, str]:
-    assert servers.hbase_tls is not None and servers.hbase_tls_ca, "the devstack runs a TLS gateway"
-    return (*servers.hbase_tls, servers.hbase_tls_ca)
 
 
 def test_tls_options_need_tls_on() -> None:

@@ -27,12 +27,6 @@ pytestmark = [pytest.mark.hbase, pytest.mark.timeout(180)]
 SCHEMA = pa.schema([("id", pa.string()), ("v", pa.string())])
 
 
-@pytest.fixture(scope="module")
-def tls_gateway(servers: Any) -> tuple[str, int, str]:
-    assert servers.hbase_tls is not None and servers.hbase_tls_ca, "the devstack runs a TLS gateway"
-    return (*servers.hbase_tls, servers.hbase_tls_ca)
-
-
 def test_keywords_and_options_are_one_parse_and_a_setting_given_twice_is_refused() -> None:
     opts = connection_options({"hbase.thrift.tls": "true", "hbase.thrift.tls.ca": "/ca.pem"},
                               host="h1:9443,h2", port=9443)
