@@ -109,7 +109,12 @@ class _JsonEvents:
         """Nothing to convert: the listener ignores idle events."""
 
     def onQueryTerminated(self, jevent: Any) -> None:
-        """Nothing to convert: the listener ignores termination (see its docstring)."""
+        """Passed on (a few fields, once per query): :meth:`KafkaOffsetCommits.finish` waits
+        for it to know the query's last completed batch. Dropped here, ``finish`` ran out
+        its whole timeout on classic PySpark (60 s at every AvailableNow exit)."""
+        from pyspark.sql.streaming.listener import QueryTerminatedEvent
+
+        self.listener.onQueryTerminated(QueryTerminatedEvent.fromJObject(jevent))
 
     class Java:
         implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
