@@ -303,10 +303,10 @@ def test_an_unnamed_listener_commits_only_the_query_started_after_it_and_finish_
         assert not (tmp_path / "new" / "commits" / str(query.lastProgress["batchId"])).exists()
         query.stop()
         asked = time.monotonic()
-        assert handle.finish(query, 120) is True
+        assert handle.finish(query, 30) is True
         # It returns on the query's termination event, not when its timeout runs out (the
         # classic-PySpark wrapper used to drop that event: every finish() took its timeout).
-        assert time.monotonic() - asked < 60, "finish() ran out its timeout: no termination event"
+        assert time.monotonic() - asked < 15, "finish() ran out its timeout: no termination event"
         assert set(kafka.group_offsets(group)) == {(new_topic, 0), (new_topic, 1)}
     finally:
         running.stop()
