@@ -22,6 +22,7 @@ ledger), as Flink's does in its checkpoint.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -49,7 +50,12 @@ class RunKey:
 
 
 def new_run_id() -> str:
-    return uuid.uuid4().hex
+    """A run id that sorts by when it was made (13-digit epoch ms, then 16 random hex digits).
+
+    Sinks order plans of one batch by it: a replay planned after a driver restart sorts
+    after the plan that died (``connectors/hbase/_attempts``).
+    """
+    return f"{time.time_ns() // 1_000_000:013d}-{uuid.uuid4().hex[:16]}"
 
 
 def started_function(run: RunKey, factory: Callable[[], Any], options: Mapping[str, str], schema: Any) -> Any:

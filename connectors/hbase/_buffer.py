@@ -21,10 +21,6 @@ deterministic, so a replay writes the same cells at the same timestamps: the row
 replay under changed options still flushes where the first attempt did), every
 barrier, and the end of the task.
 
-The task's timestamp block is fixed at its first flush: with a ``claim`` callback the
-buffer hands it the fingerprint of that flush and writes in the block it returns
-(``_blocks``: the block follows the input, not Spark's task id).
-
 Any write failure raises :class:`FlushError`: Spark fails the task and retries it, and
 the retry rewrites the same cells at the same timestamps.
 """
@@ -32,12 +28,10 @@ the retry rewrites the same cells at the same timestamps.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from ..._exceptions import FlushError, SinkError
 from ..._faults import fault_point
-from ._blocks import fingerprint
 from ._connection import HBaseConnection
 from ._errors import refusals
 from ._timestamps import ROUNDS, TaskClock
@@ -73,12 +67,10 @@ class MutationBuffer:
     """Netted row changes of one task with Flink's row/byte flush limits."""
 
     def __init__(self, conn: HBaseConnection, table: str, clock: TaskClock, *, families: tuple[bytes, ...],
-                 max_rows: int, max_size: int, batch_id: int | None = None,
-                 claim: Callable[[str], TaskClock] | None = None) -> None:
+                 max_rows: int, max_size: int, batch_id: int | None = None) -> None:
         self._conn = conn
         self._table = table.encode()
         self.clock = clock
-        self._claim = claim  # called once, with the first flush's fingerprint
         self._families = families
         self.max_rows, self.max_size = max_rows, max_size
         self.batch_id = batch_id
@@ -134,10 +126,6 @@ class MutationBuffer:
             self._held = {}
         if not changes:
             return
-        if self._claim is not None:
-            self.clock = self._claim(fingerprint(
-                (key, c.deleted, c.cell_deletes, c.puts) for key, c in changes.items()))
-            self._claim = None
         self._changes, self._rows, self._bytes = {}, 0, 0
         rounds: dict[int, list[tuple[bytes, _RowChange]]] = {}
         for key, change in changes.items():

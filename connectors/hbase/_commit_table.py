@@ -12,9 +12,8 @@ Layout (table ``commit.table``, default ``sparkbarrier_commits``, family ``c``):
     a replay of the same (query, batch) reuses it, so replayed cells are identical.
   * ``c:notice-<kind>`` — the last warning of a kind the sink gave, so it is given once
     across processes and restarts; written and read only by ``_notices``.
-  * ``c:block-<n>`` — JSON :class:`BlockClaim`: which input wrote timestamp block ``n``
-    of the attempt at ``base_ms`` (see ``_blocks``). At most one per block: a later
-    attempt takes a block over, so there are never more than ``MAX_TASKS``.
+  * ``c:block-<n>`` — written by releases before 2026-11-26 (a fingerprint claim of a
+    timestamp block); ignored since placement follows the protocol's ids (``_attempts``).
 
 * row ``<sink.id>\\x00<sequence, 20 digits>``, ``c:history`` — every commit record
   ever written, kept for as-of reads and lineage (a scan of the sink's prefix lists
@@ -42,8 +41,6 @@ __all__ = [
     "ATTEMPT_COLUMN",
     "CommitRecord",
     "AttemptRecord",
-    "BlockClaim",
-    "BLOCK_PREFIX",
     "SinkState",
     "ensure_commit_table",
     "read_state",
@@ -60,7 +57,6 @@ COMMIT_FAMILY = "c"
 COMMIT_COLUMN = b"c:commit"
 ATTEMPT_COLUMN = b"c:attempt"
 HISTORY_COLUMN = b"c:history"
-BLOCK_PREFIX = b"c:block-"
 _HISTORY_SEP = b"\x00"
 
 
@@ -133,12 +129,16 @@ class CommitRecord(_JsonRecord):
 class AttemptRecord(_JsonRecord):
     """The timestamp base a (query, batch) writes at (``c:attempt``).
 
-    ``prev_seq`` is the commit the attempt builds on; ``gap`` the timestamp range of an
-    attempt it replaced (that one never committed and its cells must stay invisible);
-    ``flush_rows``/``flush_bytes`` the buffer limits it flushes at (a replay reuses them).
+    ``prev_seq`` is the commit the attempt builds on; ``gap`` the timestamp range of the
+    attempts it replaced (they never committed and their cells must stay invisible);
+    ``flush_rows``/``flush_bytes`` the buffer limits it flushes at (a retry reuses them);
+    ``plan`` the planned batch that started it (``_attempts``: a retry of its tasks joins
+    it, a later plan of the same batch abandons it). Absent in records of releases
+    before 2026-11-26, which then read as the oldest plan.
     """
 
     _what: ClassVar[str] = "attempt record"
+    _only_when_set: ClassVar[tuple[str, ...]] = ("plan",)
 
     query_id: str
     batch_id: int
@@ -147,36 +147,8 @@ class AttemptRecord(_JsonRecord):
     gap: list[int] | None = None
     flush_rows: int = 1000
     flush_bytes: int = 2 << 20
+    plan: str = ""
     version: int = RECORD_VERSION
-
-
-
-@dataclass(frozen=True)
-class BlockClaim(_JsonRecord):
-    """Timestamp block ``block`` of the attempt at ``base_ms`` holds the input ``fingerprint`` (``c:block-<n>``).
-
-    ``plan`` names the planned batch (one pickled stream writer) whose task ``task``
-    claimed or last adopted the block: a retry of that task finds it again, another task
-    of the same plan with the same fingerprint knows the block is not its own.
-    ``adopted``: ``plan`` took the block over from an earlier plan, so it may hold an
-    earlier attempt's cells of another input with this fingerprint (false when absent).
-    """
-
-    _what: ClassVar[str] = "block claim"
-    _only_when_set: ClassVar[tuple[str, ...]] = ("adopted",)  # a downgrade reads first-attempt claims
-
-    base_ms: int
-    block: int
-    fingerprint: str
-    plan: str
-    task: int
-    adopted: bool = False
-    version: int = RECORD_VERSION
-
-
-    @staticmethod
-    def column(block: int) -> bytes:
-        return BLOCK_PREFIX + str(block).encode()
 
 
 def _build(cls: Any, raw: bytes, what: str) -> Any:
@@ -198,7 +170,6 @@ def _build(cls: Any, raw: bytes, what: str) -> Any:
 class SinkState:
     commit_raw: bytes | None
     attempt_raw: bytes | None
-    blocks_raw: dict[int, bytes] = field(default_factory=dict)  # block -> its claim's bytes
 
     @property
     def commit(self) -> CommitRecord | None:
@@ -225,12 +196,10 @@ def ensure_commit_table(conn: HBaseConnection, name: str) -> None:
 
 
 def read_state(conn: HBaseConnection, commit_table: str, sink_id: str) -> SinkState:
-    """The sink's row in one get: commit, attempt and the block claims (a few KB at most)."""
+    """The sink's commit and attempt in one get."""
     with refusals(f"cannot read sink {sink_id!r} from commit table {commit_table!r}"):
-        row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_FAMILY.encode()]))
-    blocks = {int(column[len(BLOCK_PREFIX):]): value for column, value in row.items()
-              if column.startswith(BLOCK_PREFIX)}
-    return SinkState(row.get(COMMIT_COLUMN), row.get(ATTEMPT_COLUMN), blocks)
+        row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_COLUMN, ATTEMPT_COLUMN]))
+    return SinkState(row.get(COMMIT_COLUMN), row.get(ATTEMPT_COLUMN))
 
 
 def read_cell(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes) -> bytes | None:

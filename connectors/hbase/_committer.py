@@ -1,24 +1,18 @@
 """The sink's commit protocol: executors agree on a timestamp base, the driver commits it.
 
 Executor (:func:`plan_attempt`, once per write task): read the sink's row in the
-commit table and pick the timestamp base for (query id, batch id):
-
-1. the last commit is this (query, batch) → a replay of a committed batch: reuse its
-   base (cells come out identical; the driver's commit is a no-op);
-2. the in-flight attempt is this (query, batch) on top of the same commit → a task
-   retry or a replay after a failure: reuse its base;
-3. otherwise start a new attempt at ``max(now, everything written before)`` via
-   ``checkAndPut``, so the tasks of one batch agree. Within one query Spark always
-   replays a batch under its own id, so this replaces an attempt only when another
-   query takes the ``sink.id`` over; the replaced attempt's timestamp range becomes a
-   *gap* that committed readers skip, and the new base starts above it.
+commit table and decide where the task writes (``_attempts``: from the query, batch and
+plan ids, never from the data); a new attempt is recorded with ``checkAndPut``, so the
+tasks of one plan agree on its base. A replay after a driver restart is a new plan and
+so a new attempt above the abandoned one, whose range becomes a *gap*.
 
 Driver (:class:`Committer`, Spark's ``commit``/``abort``): ``commit`` replaces
 ``c:commit`` with ``checkAndPut`` on the exact record the tasks started from; anything
 else there means another writer committed meanwhile → :class:`FencedError`. Every
-commit is also kept in the sink's history (as-of reads, lineage). ``abort`` deletes
-nothing: the batch's cells sit above the committed read bound and its replay
-rewrites them identically. A commit whose tasks held keys back (``_buffer``) warns
+commit is also kept in the sink's history (as-of reads, lineage). Before a batch
+with a gap commits, the gap's cells are removed through Thrift2 (``_rollback``).
+``abort`` deletes nothing: the batch's cells sit above the committed read bound, and
+its replay (a new plan) abandons them. A commit whose tasks held keys back (``_buffer``) warns
 once per query and flush limits, with the options to change (``_notices``).
 """
 
@@ -27,17 +21,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
 from ..._exceptions import FencedError, ProtocolError, SinkError
 from ...barrier._sink import merge_offsets
+from ._attempts import Placement, place
 from ._commit_table import (
     ATTEMPT_COLUMN,
     COMMIT_COLUMN,
-    AttemptRecord,
     CommitRecord,
     check_and_put,
     put_cell,
@@ -47,9 +41,8 @@ from ._commit_table import (
 from ._connection import HBaseConnection
 from ._notices import first_notice
 from ._rollback import roll_back_gap
-from ._timestamps import BATCH_SPAN_MS, next_base
 
-__all__ = ["HBaseCommitMessage", "Plan", "plan_attempt", "Committer"]
+__all__ = ["HBaseCommitMessage", "plan_attempt", "Committer"]
 
 log = logging.getLogger(__name__)
 _MAX_PLAN_ROUNDS = 20
@@ -75,50 +68,33 @@ class HBaseCommitMessage(WriterCommitMessage):
     held_keys: int = 0  # keys the task held back to its end (rewritten across too many flushes)
 
 
-@dataclass(frozen=True)
-class Plan:
-    base_ms: int
-    prev_seq: int | None
-    gap: list[int] | None
-    replay_of_committed: bool
-    max_rows: int
-    max_size: int
-    blocks: dict[int, bytes] = field(default_factory=dict)  # the block claims read with the attempt
-
-
 def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
-                 batch_id: int, *, fenced: bool = True, max_rows: int = 1000, max_size: int = 2 << 20) -> Plan:
+                 batch_id: int, *, plan: str = "", fenced: bool = True, max_rows: int = 1000,
+                 max_size: int = 2 << 20) -> Placement:
     """The timestamp base and flush limits this task writes with (executor; one get, at most one checkAndPut).
 
-    A new attempt records ``max_rows``/``max_size`` (the sink's options); a replay uses
-    the recorded ones, so it flushes at the same rows and writes the same rounds.
+    The decision is ``_attempts.place`` (ids only); this reads its input and records a new
+    attempt. A new attempt records ``max_rows``/``max_size`` (the sink's options); a retry
+    in the same plan uses the recorded ones, so it flushes at the same rows and writes the
+    same rounds.
     """
     for _ in range(_MAX_PLAN_ROUNDS):
         state = read_state(conn, commit_table, sink_id)
-        commit, attempt = state.commit, state.attempt
-        if commit is not None and commit.query_id == query_id and commit.batch_id == batch_id:
-            return Plan(commit.ts_lo, commit.seq - 1 if commit.seq > 1 else None, None, True,
-                        commit.flush_rows, commit.flush_bytes, state.blocks_raw)
-        prev = commit.seq if commit is not None else None
-        if (attempt is not None and attempt.query_id == query_id and attempt.batch_id == batch_id
-                and attempt.prev_seq == prev):
-            return Plan(attempt.base_ms, attempt.prev_seq, attempt.gap, False, attempt.flush_rows,
-                        attempt.flush_bytes, state.blocks_raw)
-        floor = commit.read_bound if commit is not None else 0
-        gap = None
-        if attempt is not None and attempt.prev_seq == prev:
-            # An attempt on top of the same commit that never committed: replaced.
-            lo = attempt.gap[0] if attempt.gap else attempt.base_ms
-            gap = [lo, attempt.base_ms + BATCH_SPAN_MS]
-            floor = max(floor, gap[1])
-        new = AttemptRecord(query_id, batch_id, next_base(int(time.time() * 1000), floor), prev, gap,
-                            flush_rows=max_rows, flush_bytes=max_size)
-        plan = Plan(new.base_ms, prev, gap, False, max_rows, max_size, state.blocks_raw)
+        placement = place(state.commit, state.attempt, query_id=query_id, batch_id=batch_id, plan=plan,
+                          now_ms=int(time.time() * 1000), flush_rows=max_rows, flush_bytes=max_size,
+                          sink_id=sink_id)
+        if placement.record is None:
+            return placement
+        if placement.gap is not None:
+            log.info("sink %s batch %d: plan %s abandons the attempt it found; its timestamps %d..%d become a "
+                     "gap, and the new attempt writes at %d", sink_id, batch_id, plan or "-", placement.gap[0],
+                     placement.gap[1], placement.base_ms)
         if not fenced:
-            put_cell(conn, commit_table, sink_id, ATTEMPT_COLUMN, new.to_bytes())
-            return plan
-        if check_and_put(conn, commit_table, sink_id, ATTEMPT_COLUMN, state.attempt_raw, new.to_bytes()):
-            return plan
+            put_cell(conn, commit_table, sink_id, ATTEMPT_COLUMN, placement.record.to_bytes())
+            return placement
+        if check_and_put(conn, commit_table, sink_id, ATTEMPT_COLUMN, state.attempt_raw,
+                         placement.record.to_bytes()):
+            return placement
     raise ProtocolError(f"sink {sink_id!r}: could not agree on a timestamp base for batch "
                         f"{batch_id} after {_MAX_PLAN_ROUNDS} rounds (another writer keeps racing)")
 
@@ -245,15 +221,17 @@ class Committer:
             log.info("%s", text)
 
     def _roll_back(self, gap: list[int]) -> None:
-        """Remove the replaced attempt's cells before this batch commits (see ``_rollback``)."""
+        """Remove the abandoned attempts' cells before this batch commits (see ``_rollback``)."""
         if self._thrift2 is None:
-            log.warning("sink took over an attempt that never committed; its cells (timestamps %d..%d) stay "
-                        "in table %s, hidden from committed reads but visible to plain readers. Set "
-                        "hbase.thrift2.port so the sink can remove them", gap[0], gap[1], self._table)
+            log.warning("an attempt of this batch was abandoned (a driver restart or a sink.id takeover); its "
+                        "cells (timestamps %d..%d) stay in table %s as older versions: committed and as-of reads "
+                        "skip them and plain reads show this batch's values above them, but a read of all "
+                        "versions lists them. Set hbase.thrift2.port so the sink removes them", gap[0], gap[1],
+                        self._table)
             return
         families = sorted({c[1].encode() for c in self._columns})
         with self._thrift2() as admin:
-            roll_back_gap(self._conn, admin, self._table, families, gap)
+            roll_back_gap(admin, self._table, families, gap)
 
     def close(self) -> None:
         self._conn.close()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -48,6 +48,20 @@ enum TDeleteType { DELETE_COLUMN = 0, DELETE_COLUMNS = 1, DELETE_FAMILY = 2,
 enum TDurability { USE_DEFAULT = 0, SKIP_WAL = 1, ASYNC_WAL = 2, SYNC_WAL = 3, FSYNC_WAL = 4 }
 enum TKeepDeletedCells { FALSE = 0, TRUE = 1, TTL = 2 }
 
+struct TTimeRange {
+  1: required i64 minStamp,
+  2: required i64 maxStamp
+}
+struct TColumnValue {
+  1: required binary family,
+  2: required binary qualifier,
+  3: required binary value,
+  4: optional i64 timestamp
+}
+struct TResult {
+  1: optional binary row,
+  2: required list<TColumnValue> columnValues
+}
 struct TColumn {
   1: required binary family,
   2: optional binary qualifier,
@@ -60,6 +74,14 @@ struct TDelete {
   4: optional TDeleteType deleteType = 1,
   6: optional map<binary, binary> attributes,
   7: optional TDurability durability
+}
+struct TScan {
+  1: optional binary startRow,
+  2: optional binary stopRow,
+  3: optional list<TColumn> columns,
+  4: optional i32 caching,
+  5: optional i32 maxVersions = 1,
+  6: optional TTimeRange timeRange
 }
 struct TServerName {
   1: required string hostName,
@@ -105,6 +127,10 @@ exception TIllegalArgument {
 }
 
 service THBaseService {
+  i32 openScanner(1: required binary table, 2: required TScan tscan) throws (1: TIOError io)
+  list<TResult> getScannerRows(1: required i32 scannerId, 2: i32 numRows = 1)
+    throws (1: TIOError io, 2: TIllegalArgument ia)
+  void closeScanner(1: required i32 scannerId) throws (1: TIOError io, 2: TIllegalArgument ia)
   list<TDelete> deleteMultiple(1: required binary table, 2: required list<TDelete> tdeletes)
     throws (1: TIOError io)
   list<THRegionLocation> getAllRegionLocations(1: required binary table)
@@ -300,6 +326,26 @@ class Thrift2Admin:
         ]
         if deletes:
             self._call("deleteMultiple", self._client.deleteMultiple, _bytes(name), deletes)
+
+    def versions_in_range(self, name: str | bytes, families: Sequence[bytes], lo: int, hi: int, *,
+                          chunk: int = 1000) -> Iterator[list[tuple[bytes, bytes, bytes, int]]]:
+        """Every live version with a timestamp in ``[lo, hi)``, as ``(row, family, qualifier, ts)``, in chunks.
+
+        One server-side time-range scan (``TScan.timeRange``, all versions): only the
+        versions in the range cross the wire, and versions deleted already do not come
+        back, so a second pass after :meth:`delete_versions` finds nothing.
+        """
+        scan = self._t.TScan(columns=[self._t.TColumn(family=f) for f in families] or None, caching=chunk,
+                             maxVersions=2**31 - 1, timeRange=self._t.TTimeRange(minStamp=lo, maxStamp=hi))
+        scanner = self._call("openScanner", self._client.openScanner, _bytes(name), scan)
+        try:
+            while True:
+                results = self._call("getScannerRows", self._client.getScannerRows, scanner, chunk)
+                if not results:
+                    return
+                yield [(r.row, cv.family, cv.qualifier, cv.timestamp) for r in results for cv in r.columnValues]
+        finally:
+            self._call("closeScanner", self._client.closeScanner, scanner)
 
     def close(self) -> None:
         try:

@@ -1,27 +1,27 @@
-"""Cell timestamps: wall-clock milliseconds, fixed per (batch, task, round), identical on replay.
+"""Cell timestamps: wall-clock milliseconds, fixed per (batch, task, round), identical on retry.
 
 Why this shape. Every HBase client expects epoch-millisecond timestamps: TTLs expire
 by them, time-range queries select by them, other writers' puts and deletes compare
 against them, and clusters with ``hbase.hregion.keyvalue.timestamp.slop.millisecs``
-reject cells too far ahead. Exactly-once, on the other hand, needs a replayed
-micro-batch to write *identical* cells and delete markers at *identical* timestamps,
-so a replay converges on what the first attempt wrote instead of adding versions.
+reject cells too far ahead. Exactly-once, on the other hand, needs a retried
+task to write *identical* cells and delete markers at *identical* timestamps, so a
+retry converges on what the failed try wrote instead of adding versions.
 
 So a micro-batch attempt picks its **base** once, from the wall clock
 (``max(now, end of everything written before)``), and records it in the commit table
-(see ``_committer``); replays reuse the recorded base. Inside a batch every timestamp
+(see ``_attempts``); retries within its plan reuse the recorded base. Inside a batch every timestamp
 is a pure function of the input:
 
 * a write task owns a *block* of :data:`TASK_WIDTH_MS` milliseconds, block ``n``
   starting at ``base + n * TASK_WIDTH_MS``, so two tasks never share a timestamp and a
-  key written by two tasks resolves the same way on every replay (the higher block
+  key written by two tasks resolves the same way on every retry (the higher block
   wins: for ``minPartitions`` splits of one Kafka partition that is the later offset
-  range). Task ``p`` writes in block ``p`` unless its input wrote in another block
-  before, under another task id (``_blocks``);
+  range). Task ``p`` writes in block ``p``; a replay after a driver restart writes in a
+  new attempt above the abandoned one (``_attempts``);
 * a task's block holds :data:`ROUNDS` rounds of two slots each: deletes at
   ``2r``, puts at ``2r + 1``. A put masks nothing and a delete marker at ``t`` masks
   every put at ``<= t`` whatever the arrival order, so "delete, then put" inside a
-  round is a marker and a newer put, and replays converge;
+  round is a marker and a newer put, and retries converge;
 * the task nets its rows per key (``_buffer``): a hot key updated thousands of times
   costs one put, not thousands of timestamps. A key moves to its next round only when
   a delete of it follows a put of it that has already been flushed, which is a

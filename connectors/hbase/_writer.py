@@ -12,7 +12,6 @@ families, a null with ``sink.ignore-null-value=false`` removes that cell.
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import replace
 from typing import Any, cast
 
@@ -20,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..._exceptions import ProtocolError, SinkError
-from ._blocks import claim_block
+from ._attempts import Placement
 from ._buffer import MutationBuffer
 from ._committer import HBaseCommitMessage, plan_attempt
 from ._connection import HBaseConnection
@@ -38,13 +37,13 @@ class TaskIdentity:
     """Who is writing: the query, the Spark batch, the task's partition and the batch's plan.
 
     ``plan_id`` names the planned batch (the stream writer Spark pickled to its tasks):
-    a retry of a task shares it, a replay after a driver restart does not (``_blocks``).
-    Without one the task is a plan of its own: never taken for another task's retry.
+    a retry of a task shares it, a replay after a driver restart has a later one
+    (``_attempts``). Tasks given none share the empty plan, which sorts first.
     """
 
     def __init__(self, query_id: str, batch_id: int, partition_id: int, plan_id: str = "") -> None:
         self.query_id, self.batch_id, self.partition_id = query_id, batch_id, partition_id
-        self.plan_id = plan_id or uuid.uuid4().hex
+        self.plan_id = plan_id
 
 
 class HBaseTaskWriter:
@@ -64,18 +63,25 @@ class HBaseTaskWriter:
         self._clock: TaskClock | None = None
         self._buf: MutationBuffer | None = None
         self._msg: HBaseCommitMessage | None = None
-        self._plan: Any = None
+        self._plan: Placement | None = None
 
     def begin(self) -> None:
-        """Agree on the batch's timestamp base (one get, at most one checkAndPut)."""
+        """Agree on the batch's timestamp base (one get, at most one checkAndPut).
+
+        The task's block is its partition id: within one plan Spark gives a task the
+        same input on every retry, and a new plan writes in a new attempt (``_attempts``).
+        """
         opts, ident = self._opts, self._id
         plan = self._plan = plan_attempt(self._conn, opts.commit_table, self.sink_id, ident.query_id,
-                                         ident.batch_id, fenced=opts.exactly_once, max_rows=opts.max_rows,
-                                         max_size=opts.max_size)
+                                         ident.batch_id, plan=ident.plan_id, fenced=opts.exactly_once,
+                                         max_rows=opts.max_rows, max_size=opts.max_size)
         self._clock = TaskClock(plan.base_ms, ident.partition_id)  # checks the partition id early
         self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
                                        plan.base_ms, plan.prev_seq, plan.gap, plan.replay_of_committed,
-                                       flush_rows=plan.max_rows, flush_bytes=plan.max_size)
+                                       flush_rows=plan.flush_rows, flush_bytes=plan.flush_bytes)
+        if plan.replay_of_committed:
+            log.info("sink %s batch %d is committed already (a replay after a restart); task %d counts its rows "
+                     "and writes nothing", self.sink_id, ident.batch_id, ident.partition_id)
 
     def _begun(self, call: str) -> tuple[HBaseCommitMessage, TaskClock]:
         """The attempt's message and clock; an explicit check (``assert`` vanishes under
@@ -89,14 +95,16 @@ class HBaseTaskWriter:
         msg, clock = self._begun("add")
         if not data.num_rows:
             return
+        if msg.replay_of_committed:  # the batch is in the table already (see begin)
+            msg.rows += data.num_rows
+            return
         if self._buf is None:
             o = self._opts
-            # The attempt's recorded limits, not the options: a replay flushes where it first did.
+            # The attempt's recorded limits, not the options: a retry flushes where it first did.
             self._buf = MutationBuffer(self._conn, o.table, clock,
                                        families=self._layout_for(data.schema).families,
-                                       max_rows=self._plan.max_rows, max_size=self._plan.max_size,
-                                       batch_id=self._id.batch_id,
-                                       claim=self._claim if o.exactly_once else None)
+                                       max_rows=msg.flush_rows, max_size=msg.flush_bytes,
+                                       batch_id=self._id.batch_id)
         msg.rows += self._add(data, self._buf)
 
     def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
@@ -111,14 +119,6 @@ class HBaseTaskWriter:
 
     def close(self) -> None:
         self._conn.close()
-
-    def _claim(self, fingerprint: str) -> TaskClock:
-        """The block of this task's input (first flush only; see ``_blocks``)."""
-        plan, ident = self._plan, self._id
-        block = claim_block(self._conn, self._opts.commit_table, self.sink_id, base_ms=plan.base_ms,
-                            fingerprint=fingerprint, plan=ident.plan_id, task=ident.partition_id,
-                            known=plan.blocks)
-        return TaskClock(plan.base_ms, block)
 
     def _layout_for(self, schema: pa.Schema) -> SinkLayout:
         if self._layout is None:

@@ -12,9 +12,9 @@ retried by Spark and still applied once; a fresh query on a new checkpoint resum
 the sink's commit record (``starting_offsets_from_sink``).
 
 A replay after a driver restart may run a Kafka partition under another Spark task id
-(the JVM source plans offset ranges in no fixed order): the sink's timestamp blocks
-follow the input, not the task id (``connectors/hbase/_blocks.py``), so every version
-is checked here as with barrier-kafka.
+(the JVM source plans offset ranges in no fixed order): the replay writes in a new
+attempt above the abandoned one (``connectors/hbase/_attempts.py``), so every version
+is checked here as with barrier-kafka, with ``minPartitions`` splits too.
 """
 
 from __future__ import annotations

@@ -1,0 +1,346 @@
+"""The kill-point matrix: every fault point of a batch × every query shape, against a real HBase.
+
+A batch's tasks are driven by hand (no Spark; ``hbase_tasks``): a *plan* is one planned
+batch, the way Spark hands the batch's records to write tasks. A driver restart replans
+the batch, and the replay's plan may hand the records to other task ids (Spark's JVM
+Kafka source plans offset ranges in no fixed order) or, behind a round-robin shuffle, to
+other tasks altogether. Each case runs three batches; the middle one is hit by the fault
+and finished by later plans. The judge is a second sink that ran, without failures, the
+plans that committed: the plain scan, every cell's version values, the committed view
+and the as-of view of every batch must be equal (``_attempts``: where a task writes
+follows from the batch, plan and task ids, never from the data).
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import happybase
+import pyarrow as pa
+import pytest
+
+from sparkbarrier._exceptions import FencedError, FlushError
+from sparkbarrier.connectors.hbase._buffer import FAULT_AFTER_PARTIAL_FLUSH
+from sparkbarrier.connectors.hbase._commit_table import ATTEMPT_COLUMN, AttemptRecord, read_state
+from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier.connectors.hbase._timestamps import BATCH_SPAN_MS
+from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV
+
+pytestmark = [pytest.mark.hbase]
+
+OPS = pa.schema([("id", pa.string()), ("v", pa.int64()), ("s", pa.string()), ("op", pa.string())])
+FLUSH = {"op.column": "op", "sink.buffer-flush.max-rows": "2"}
+Row = dict
+Records = dict[str, list[Row]]  # Kafka channel ("topic:partition") -> its records in offset order
+
+
+def records(seed: int, channels: list[str], per_channel: int = 9) -> Records:
+    """Keyed upserts and deletes; keys repeat inside a channel (its per-key order is Kafka's)."""
+    rnd = random.Random(seed)
+    out: Records = {}
+    for channel in channels:
+        rows = []
+        for i in range(per_channel):
+            key = f"{channel.replace(':', '-')}-k{rnd.randrange(3)}"
+            if rnd.random() < 0.25:
+                rows.append({"id": key, "v": None, "s": None, "op": "delete"})
+            else:
+                rows.append({"id": key, "v": seed * 100 + i, "s": rnd.choice([None, "x", "y"]), "op": None})
+        out[channel] = rows
+    return out
+
+
+# -- query shapes: (records, replay variant) -> the input of each write task, by task id ---
+
+def _channels(recs: Records, variant: int) -> list[str]:
+    """The order Spark planned the channels in: the replay's differs (the JVM source's order)."""
+    names = sorted(recs)
+    return names if variant == 0 else names[::-1]
+
+
+def one_task_per_partition(recs: Records, variant: int) -> list[list[Row]]:
+    return [recs[c] for c in _channels(recs, variant)]
+
+
+def min_partitions(recs: Records, variant: int) -> list[list[Row]]:
+    """Spark's minPartitions: each partition's range cut into consecutive splits, in offset order."""
+    tasks = []
+    for c in _channels(recs, variant):
+        rows = recs[c]
+        cut = [0, len(rows) // 3, 2 * len(rows) // 3, len(rows)]
+        tasks += [rows[a:b] for a, b in zip(cut, cut[1:])]
+    return tasks
+
+
+def hash_shuffle(recs: Records, variant: int, n: int = 3) -> list[list[Row]]:
+    """repartition(n, key): a key's rows in one task, in its partition's order."""
+    tasks: list[list[Row]] = [[] for _ in range(n)]
+    for c in _channels(recs, variant):
+        for r in recs[c]:
+            tasks[zlib.crc32(r["id"].encode()) % n].append(r)
+    return tasks
+
+
+def round_robin(recs: Records, variant: int, n: int = 3) -> list[list[Row]]:
+    """repartition(n): rows dealt over the tasks; the replay deals them in another order."""
+    tasks: list[list[Row]] = [[] for _ in range(n)]
+    for i, r in enumerate(r for c in _channels(recs, variant) for r in recs[c]):
+        tasks[i % n].append(r)
+    return tasks
+
+
+def aggregation(recs: Records, variant: int, n: int = 2) -> list[list[Row]]:
+    """groupBy(key).agg(last): one row per key, by hash; a replay meets the keys in another order."""
+    last: dict[str, Row] = {}
+    for c in sorted(recs):
+        for r in recs[c]:
+            last[r["id"]] = r
+    tasks: list[list[Row]] = [[] for _ in range(n)]
+    for key in sorted(last, reverse=bool(variant)):
+        tasks[zlib.crc32(key.encode()) % n].append(last[key])
+    return tasks
+
+
+def coalesce_one(recs: Records, variant: int) -> list[list[Row]]:
+    return [[r for c in _channels(recs, variant) for r in recs[c]]]
+
+
+SHAPES: dict[str, tuple[Callable[[Records, int], list[list[Row]]], list[str]]] = {
+    "per-partition": (one_task_per_partition, ["t:0", "t:1"]),
+    "minPartitions": (min_partitions, ["t:0", "t:1"]),
+    "hash-shuffle": (hash_shuffle, ["t:0", "t:1"]),
+    "round-robin": (round_robin, ["t:0", "t:1"]),
+    "aggregation": (aggregation, ["t:0", "t:1"]),
+    "coalesce": (coalesce_one, ["t:0", "t:1"]),
+    "union-two-topics": (one_task_per_partition, ["a:0", "a:1", "b:0"]),
+}
+
+
+# -- kill points of the middle batch -----------------------------------------------------
+
+@dataclass
+class Run:
+    sink: object
+    tmp: Path
+    monkeypatch: pytest.MonkeyPatch
+    shape: Callable[[Records, int], list[list[Row]]]
+    plans: int = 0
+
+    def plan_id(self) -> str:
+        self.plans += 1
+        return f"plan-{self.plans:03d}"
+
+    def tasks(self, recs: Records, batch: int, variant: int, plan: str, *, upto: int | None = None) -> list:
+        inputs = self.shape(recs, variant)
+        return [self.sink.task(rows, batch=batch, partition=p, plan=plan)
+                for p, rows in enumerate(inputs[:upto]) if rows]
+
+    def crash_in_task(self, recs: Records, batch: int, variant: int, plan: str, task: int, flush: int) -> None:
+        """Tasks before ``task`` finish; ``task`` dies after its ``flush``-th flush; the rest never run."""
+        inputs = self.shape(recs, variant)
+        self.tasks(recs, batch, variant, plan, upto=task)
+        state = self.tmp / f"faults-{plan}"
+        state.mkdir()
+        self.monkeypatch.setenv(FAULT_ENV, f"{FAULT_AFTER_PARTIAL_FLUSH}@{flush}")
+        self.monkeypatch.setenv(FAULT_STATE_DIR_ENV, str(state))
+        try:
+            with pytest.raises(FlushError):
+                self.sink.task(inputs[task], batch=batch, partition=task, plan=plan)
+        finally:
+            self.monkeypatch.delenv(FAULT_ENV)
+            self.monkeypatch.delenv(FAULT_STATE_DIR_ENV)
+
+
+def kill_mid_write(run: Run, recs: Records, batch: int) -> int:
+    """The driver dies while the last task is writing (after its first flush); replay on the other plan."""
+    n = len(run.shape(recs, 0))
+    run.crash_in_task(recs, batch, 0, run.plan_id(), task=n - 1, flush=1)
+    run.sink.commit(run.tasks(recs, batch, 1, run.plan_id()), batch)
+    return 1
+
+
+def kill_after_flush_before_commit(run: Run, recs: Records, batch: int) -> int:
+    run.tasks(recs, batch, 0, run.plan_id())
+    run.sink.commit(run.tasks(recs, batch, 1, run.plan_id()), batch)
+    return 1
+
+
+def kill_after_commit_before_commit_log(run: Run, recs: Records, batch: int) -> int:
+    """Spark replays a batch the sink committed: the replay writes nothing, its commit is a no-op."""
+    run.sink.commit(run.tasks(recs, batch, 0, run.plan_id()), batch)
+    replay = run.tasks(recs, batch, 1, run.plan_id())
+    assert all(m.replay_of_committed for m in replay)
+    run.sink.commit(replay, batch)
+    return 0
+
+
+def task_retry_then_commit(run: Run, recs: Records, batch: int) -> int:
+    """A task fails mid-write and Spark retries it in the same plan (same input): no restart."""
+    plan = run.plan_id()
+    run.crash_in_task(recs, batch, 0, plan, task=0, flush=2)
+    run.sink.commit(run.tasks(recs, batch, 0, plan), batch)
+    return 0
+
+
+def killed_twice(run: Run, recs: Records, batch: int) -> int:
+    """Killed mid-write, then killed again after the replay flushed everything: three plans."""
+    run.crash_in_task(recs, batch, 0, run.plan_id(), task=0, flush=1)
+    run.tasks(recs, batch, 1, run.plan_id())
+    run.sink.commit(run.tasks(recs, batch, 0, run.plan_id()), batch)
+    return 0
+
+
+KILLS = {
+    "mid-write": kill_mid_write,
+    "after-flush-before-commit": kill_after_flush_before_commit,
+    "after-commit-before-commit-log": kill_after_commit_before_commit_log,
+    "task-retry": task_retry_then_commit,
+    "killed-twice": killed_twice,
+}
+
+
+def cells(sink) -> dict[tuple[bytes, bytes], list[bytes]]:
+    """Every cell's version values, newest first (timestamps differ between sinks; values must not)."""
+    conn = happybase.Connection(sink.opts.host, sink.opts.port)
+    try:
+        table = conn.table(sink.opts.table)
+        out = {}
+        for key, data in table.scan():
+            for column in data:
+                out[(key, column)] = [v for v in table.cells(key, column, versions=1000)]
+        return out
+    finally:
+        conn.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kill", list(KILLS))
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_every_kill_point_and_query_shape_ends_as_a_run_without_failures(
+        shape: str, kill: str, make_sink, monkeypatch, tmp_path) -> None:
+    split, channels = SHAPES[shape]
+    batches = [records(seed, channels) for seed in (1, 2, 3)]
+    sink, clean = make_sink(OPS, **FLUSH), make_sink(OPS, **FLUSH)
+    run = Run(sink, tmp_path, monkeypatch, split)
+    sink.commit(run.tasks(batches[0], 0, 0, run.plan_id()), 0)
+    committed_variant = KILLS[kill](run, batches[1], 1)
+    sink.commit(run.tasks(batches[2], 2, 0, run.plan_id()), 2)
+
+    for batch, variant in ((0, 0), (1, committed_variant), (2, 0)):
+        clean.commit([clean.task(rows, batch=batch, partition=p, plan="clean")
+                      for p, rows in enumerate(split(batches[batch], variant)) if rows], batch)
+
+    assert sink.plain() == clean.plain()
+    assert cells(sink) == cells(clean)  # one version per batch that changed a cell: nothing abandoned stays
+    assert sink.read() == clean.read()
+    for batch in (0, 1, 2):
+        assert sink.read(as_of_batch=batch) == clean.read(as_of_batch=batch), batch
+
+
+def test_a_replay_writes_above_the_abandoned_attempt_which_becomes_a_gap(make_sink) -> None:
+    sink = make_sink(OPS, **FLUSH)
+    first = sink.task([{"id": "a", "v": 1, "s": None, "op": None}], batch=0, partition=1, plan="p1")
+    replay = sink.task([{"id": "b", "v": 2, "s": None, "op": None}], batch=0, partition=1, plan="p2")
+    assert replay.base_ms >= first.base_ms + BATCH_SPAN_MS
+    assert replay.gap == [first.base_ms, first.base_ms + BATCH_SPAN_MS]
+    record = sink.commit([replay], 0)
+    assert record.gaps == [replay.gap]
+    # "a" was only in the abandoned attempt (a query whose input changed): removed, not read.
+    assert sink.read() == [{"id": "b", "v": 2, "s": None}]
+    assert b"a" not in sink.plain()
+
+
+def test_a_task_of_an_older_plan_is_fenced_once_the_batch_was_planned_again(make_sink) -> None:
+    sink = make_sink(OPS, **FLUSH)
+    sink.task([{"id": "a", "v": 1, "s": None, "op": None}], batch=0, partition=0, plan="p2")
+    with pytest.raises(FencedError, match="planned again"):
+        sink.task([{"id": "a", "v": 9, "s": None, "op": None}], batch=0, partition=1, plan="p1")
+
+
+def test_a_thrift1_only_sink_leaves_the_abandoned_cells_as_older_versions_only(make_sink) -> None:
+    """Without hbase.thrift2.port nothing can delete exact versions: what stays, and where."""
+    sink = make_sink(OPS, **FLUSH, **{"hbase.thrift2.port": "", "create.table": "true"})
+    rows = [{"id": "a", "v": 1, "s": None, "op": None}, {"id": "a", "v": 2, "s": None, "op": None},
+            {"id": "a", "v": 3, "s": None, "op": None}]
+    sink.commit([sink.task([{"id": "a", "v": 0, "s": None, "op": None}], batch=0, plan="p0")], 0)
+    sink.task(rows, batch=1, plan="p1")
+    sink.commit([sink.task(rows, batch=1, plan="p2")], 1)
+    assert sink.read() == [{"id": "a", "v": 3, "s": None}] == sink.read(as_of_batch=1)
+    assert sink.read(as_of_batch=0) == [{"id": "a", "v": 0, "s": None}]
+    assert sink.plain()[b"a"][b"d:v"] == (3).to_bytes(8, "big", signed=True)
+    # The abandoned attempt's version stays below the replay's, in the gap.
+    three, zero = (3).to_bytes(8, "big", signed=True), (0).to_bytes(8, "big", signed=True)
+    assert [v for v, _ in sink.versions(b"a", b"d:v")] == [three, three, zero]
+
+
+def test_an_attempt_of_the_previous_release_is_abandoned_and_its_claims_ignored(make_sink) -> None:
+    """Upgrade: a batch a previous release left in flight (attempt without a plan, fingerprint
+    claims, cells in a claimed block) resumes exactly once on this release."""
+    sink = make_sink(OPS, **FLUSH)
+    sink.commit([sink.task([{"id": "a", "v": 0, "s": None, "op": None}], batch=0, plan="")], 0)
+    old = sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, partition=3, plan="")
+    conn = HBaseConnection.from_options(sink.opts, 0)
+    try:
+        attempt = read_state(conn, sink.opts.commit_table, sink.opts.sink_id).attempt_raw
+        # Byte for byte what the previous release wrote: no plan field, and a block claim.
+        assert attempt == AttemptRecord("q1", 1, old.base_ms, 1, None, flush_rows=2).to_bytes()
+        assert b'"plan"' not in attempt
+        claim = (b'{"base_ms":%d,"block":3,"fingerprint":"%032x","plan":"0f3a","task":0,"version":2}'
+                 % (old.base_ms, 7))
+        conn.call(lambda c: c.table(sink.opts.commit_table).put(sink.opts.sink_id.encode(),
+                                                                 {b"c:block-3": claim}))
+    finally:
+        conn.close()
+    replay = sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, partition=0,
+                       plan="1764136800000-0123456789abcdef")
+    sink.commit([replay], 1)
+    assert replay.gap == [old.base_ms, old.base_ms + BATCH_SPAN_MS]
+    assert sink.read() == [{"id": "a", "v": 7, "s": None}]
+    assert [v for v, _ in sink.versions(b"a", b"d:v")] == [(7).to_bytes(8, "big", signed=True),
+                                                           (0).to_bytes(8, "big", signed=True)]
+    assert sink.read(as_of_batch=0) == [{"id": "a", "v": 0, "s": None}]
+
+
+def test_a_new_attempt_records_its_plan(make_sink) -> None:
+    sink = make_sink(OPS, **FLUSH)
+    sink.task([{"id": "a", "v": 1, "s": None, "op": None}], batch=0, plan="p1")
+    conn = HBaseConnection.from_options(sink.opts, 0)
+    try:
+        raw = conn.call(lambda c: c.table(sink.opts.commit_table).row(sink.opts.sink_id.encode(),
+                                                                       columns=[ATTEMPT_COLUMN]))
+    finally:
+        conn.close()
+    assert AttemptRecord.from_bytes(raw[ATTEMPT_COLUMN]).plan == "p1"
+
+
+def test_a_task_costs_one_commit_table_read_and_the_first_task_one_check_and_put(make_sink, monkeypatch) -> None:
+    """Round trips per task and batch: the fingerprint claims' checkAndPut is gone (was: one more per task)."""
+    from sparkbarrier.connectors.hbase import _committer
+
+    calls = {"read": 0, "cap": 0}
+    read, cap = _committer.read_state, _committer.check_and_put
+
+    def counted_read(*a, **k):
+        calls["read"] += 1
+        return read(*a, **k)
+
+    def counted_cap(*a, **k):
+        calls["cap"] += 1
+        return cap(*a, **k)
+
+    sink = make_sink(OPS, **FLUSH)
+    monkeypatch.setattr(_committer, "read_state", counted_read)
+    monkeypatch.setattr(_committer, "check_and_put", counted_cap)
+    rows = [{"id": f"k{i}", "v": i, "s": None, "op": None} for i in range(5)]  # three flushes per task
+    msgs = [sink.task(rows, batch=0, partition=p, plan="p1") for p in range(3)]
+    assert calls == {"read": 3, "cap": 1}
+    calls.update(read=0, cap=0)
+    sink.commit(msgs, 0)
+    assert calls == {"read": 1, "cap": 1}  # the commit record
+    calls.update(read=0, cap=0)
+    [sink.task(rows, batch=1, partition=p, plan="p2") for p in range(3)]  # the next batch: the same
+    assert calls == {"read": 3, "cap": 1}
