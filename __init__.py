@@ -46,6 +46,7 @@ _LAZY = {
     "group_status": "kafka",
     "SinkStatus": "hbase",
     "sink_status": "hbase",
+    "starting_offsets_from_sink": "resume",
 }
 
 
@@ -100,4 +101,5 @@ __all__ = [
     "group_status",
     "register",
     "sink_status",
+    "starting_offsets_from_sink",
 ]

@@ -124,7 +124,7 @@ class CheckpointedSink(ABC):
 
     #: False when the store is its own durable record of which batches were applied
     #: (``barrier-hbase``'s commit table): the adapter then keeps no ledger of its own,
-    #: so checkpoint locations on HDFS or S3 work. Read on the driver, from a fresh instance.
+    #: (it would live beside Spark's checkpoint otherwise). Read on the driver, from a fresh instance.
     uses_ledger: bool = True
 
     # -- query start -------------------------------------------------------

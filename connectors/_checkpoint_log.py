@@ -12,16 +12,17 @@ holds one line per source, and the ``barrier-kafka`` line is a :class:`SourceOff
 parsed with the source's own (version-checked) parser: that wire format has one owner,
 ``connectors/_kafka_offsets.py``, on the floor below both this reader and the source.
 
-Read-only, local paths only, no Spark needed: usable while the query runs or after.
+Read-only, on whatever file system the checkpoint is on (``_files``: local, HDFS,
+object stores), no Spark needed: usable while the query runs or after, from any node.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .._exceptions import ConfigError, ProtocolError
+from ._files import Folder, folder, is_local
 from ._kafka_offsets import SourceOffset
 
 __all__ = ["CheckpointLogStatus", "SparkBatch", "checkpoint_log_status", "planned_batch", "local_checkpoint_dir"]
@@ -45,10 +46,13 @@ class CheckpointLogStatus:
     pending: list[SparkBatch] = field(default_factory=list)
 
 
-def _read_log_entry(path: Path) -> list[str]:
-    lines = path.read_text().splitlines()
+def _read_log_entry(log: Folder, name: str) -> list[str] | None:
+    raw = log.read(name)
+    if raw is None:
+        return None
+    lines = raw.decode("utf-8", "replace").splitlines()
     if not lines or not lines[0].startswith("v"):
-        raise ProtocolError(f"{path} is not a Spark checkpoint log entry")
+        raise ProtocolError(f"{log.location}/{name} is not a Spark checkpoint log entry")
     return lines[1:]
 
 
@@ -96,61 +100,55 @@ def _jvm_kafka_offsets(lines: list[str]) -> dict[str, int]:
 
 
 def checkpoint_log_status(location: str) -> CheckpointLogStatus:
-    """Last completed and pending batches from a *local* Spark checkpoint directory.
+    """Last completed and pending batches from a Spark checkpoint directory (any file system).
 
     Raises ConfigError when ``location`` holds no offset log, ProtocolError when an
     entry is not Spark's log format or holds an unsupported ``barrier-kafka`` offset.
     """
-    root = local_checkpoint_dir(location) or Path(location)
-    offsets_dir, commits_dir = root / "offsets", root / "commits"
-    if not offsets_dir.is_dir():
-        raise ConfigError(f"{location} is not a Spark streaming checkpoint (no offsets/ folder); "
-                          "only local paths are supported", option="checkpoint-location")
+    root = folder(location)
+    offsets, commits = root.child("offsets"), root.child("commits")
+    if not offsets.exists():
+        raise ConfigError(f"{location} is not a Spark streaming checkpoint (no offsets/ folder)",
+                          option="checkpoint-location")
 
-    def ids(folder: Path) -> list[int]:
-        if not folder.is_dir():
-            return []
-        return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit())
+    def ids(log: Folder) -> list[int]:
+        return sorted(int(n) for n in log.names() if n.isdigit())
 
-    planned, done = ids(offsets_dir), set(ids(commits_dir))
+    planned, done = ids(offsets), set(ids(commits))
     batches = {}
     for batch in planned:
-        lines = _read_log_entry(offsets_dir / str(batch))
+        lines = _read_log_entry(offsets, str(batch))
+        if lines is None:  # removed by Spark's retention between the listing and the read
+            continue
         offset = _barrier_offset(lines)
         batches[batch] = SparkBatch(batch, offset.checkpoint_id if offset else None,
                                     offset.channel_offsets() if offset else
                                     _jvm_kafka_offsets(lines))
-    completed = [b for b in planned if b in done]
+    completed = [b for b in planned if b in done and b in batches]
     last = batches[completed[-1]] if completed else None
-    pending = [batches[b] for b in planned if b not in done and (last is None or b > last.batch_id)]
-    return CheckpointLogStatus(str(root), last, pending)
+    pending = [batches[b] for b in planned
+               if b in batches and b not in done and (last is None or b > last.batch_id)]
+    return CheckpointLogStatus(root.location, last, pending)
 
 
-def local_checkpoint_dir(location: str | None) -> Path | None:
-    """``location`` as a local directory, or None for remote file systems (hdfs://, s3a://, ...)."""
-    if not location:
-        return None
-    if location.startswith("file:"):
-        location = "/" + location[len("file:"):].lstrip("/")
-    elif "://" in location:
-        return None
-    return Path(location)
+def local_checkpoint_dir(location: str | None) -> str | None:
+    """``location`` when it is on the local disk (a path or ``file:``), else None."""
+    return location if location and is_local(location) else None
 
 
 def planned_batch(location: str | None, batch_id: int) -> SparkBatch | None:
     """What ``barrier-kafka`` (or Spark's own Kafka source) planned for batch ``batch_id``.
 
-    None when the checkpoint is not local, the entry is missing, or no Kafka source is
-    in it; Spark's own source gives offsets without a checkpoint id. Spark writes the
-    entry before it runs the batch, so a sink's commit of that batch always finds it.
+    None without a location, when the entry is missing, or when no Kafka source is in
+    it; Spark's own source gives offsets without a checkpoint id. Spark writes the entry
+    before it runs the batch, so a sink's commit of that batch always finds it, on HDFS
+    as on a local disk.
     """
-    root = local_checkpoint_dir(location)
-    if root is None:
+    if not location:
         return None
-    entry = root / "offsets" / str(batch_id)
-    if not entry.is_file():
+    lines = _read_log_entry(folder(location).child("offsets"), str(batch_id))
+    if lines is None:
         return None
-    lines = _read_log_entry(entry)
     offset = _barrier_offset(lines)
     if offset is None:
         # Spark's own format("kafka"): the sink still records the batch's Kafka offsets.

@@ -8,6 +8,13 @@ The payload is stored as text so the checksum covers exactly the bytes that
 were written. Writing goes to a unique temporary file in the same directory,
 which is flushed and ``fsync``-ed, then ``os.replace``-d over the target, and
 the directory is ``fsync``-ed so the rename itself survives a power cut.
+
+A file system that cannot replace a file atomically (HDFS through WebHDFS, object
+stores) gets *generations* instead (:func:`write_generation`, :func:`read_latest`):
+every save creates a new file ``<stem>-<generation>.json``, atomically and never over
+an existing one, in a :class:`SnapshotStore`; a restore reads the highest. That is
+how Spark keeps its own offset log on HDFS (a new file per batch). This module knows
+only the store's four calls; ``connectors/_files.py`` implements them on fsspec.
 """
 
 from __future__ import annotations
@@ -17,26 +24,46 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .._exceptions import CorruptStateError
 
-__all__ = ["ENVELOPE_VERSION", "write_atomic", "read_checked", "remove_stale_temps"]
+__all__ = ["ENVELOPE_VERSION", "SnapshotStore", "write_atomic", "read_checked", "remove_stale_temps",
+           "write_generation", "read_latest"]
 
 ENVELOPE_VERSION = 1
+_KEEP_GENERATIONS = 3
 
 
-def write_atomic(path: str | os.PathLike[str], payload: Any) -> None:
-    """Replace ``path`` with ``payload`` (JSON-able) in one atomic step."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+class SnapshotStore(Protocol):
+    """A folder on some file system (``connectors._files.Folder`` on fsspec)."""
+
+    location: str
+
+    def read(self, name: str) -> bytes | None: ...
+
+    def names(self) -> list[str]: ...
+
+    def create(self, name: str, data: bytes) -> None: ...
+
+    def delete(self, name: str) -> None: ...
+
+
+def _envelope(payload: Any) -> bytes:
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     envelope = {
         "version": ENVELOPE_VERSION,
         "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
         "payload": text,
     }
-    data = json.dumps(envelope).encode("utf-8")
+    return json.dumps(envelope).encode("utf-8")
+
+
+def write_atomic(path: str | os.PathLike[str], payload: Any) -> None:
+    """Replace ``path`` with ``payload`` (JSON-able) in one atomic step."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = _envelope(payload)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -73,6 +100,10 @@ def read_checked(path: str | os.PathLike[str]) -> Any | None:
         raw = target.read_bytes()
     except FileNotFoundError:
         return None
+    return _open_envelope(raw, str(target))
+
+
+def _open_envelope(raw: bytes, target: str) -> Any:
     try:
         envelope = json.loads(raw)
         version = envelope["version"]
@@ -108,3 +139,42 @@ def remove_stale_temps(path: str | os.PathLike[str]) -> int:
         stale.unlink(missing_ok=True)
         removed += 1
     return removed
+
+
+def _generation(name: str, stem: str) -> int | None:
+    prefix, suffix = f"{stem}-", ".json"
+    if name.startswith(prefix) and name.endswith(suffix) and name[len(prefix):-len(suffix)].isdigit():
+        return int(name[len(prefix):-len(suffix)])
+    return None
+
+
+def read_latest(store: SnapshotStore, stem: str) -> tuple[int, Any] | None:
+    """``(generation, payload)`` of the newest generation of ``stem`` in ``store``, or None.
+
+    Raises :class:`CorruptStateError` when that file fails its checksum: an older
+    generation is never read instead, since it may miss a batch the newer one records.
+    """
+    generations = sorted(g for g in (_generation(n, stem) for n in store.names()) if g is not None)
+    if not generations:
+        return None
+    name = f"{stem}-{generations[-1]:012d}.json"
+    raw = store.read(name)
+    if raw is None:
+        raise CorruptStateError(f"state file {store.location}/{name} vanished while it was read",
+                                path=f"{store.location}/{name}")
+    return generations[-1], _open_envelope(raw, f"{store.location}/{name}")
+
+
+def write_generation(store: SnapshotStore, stem: str, payload: Any, after: int) -> int:
+    """Save ``payload`` as the generation after ``after``; returns it. Keeps the last few.
+
+    Creating never replaces: if that generation exists (another process saved meanwhile),
+    the save fails with :class:`FileExistsError` rather than losing either state.
+    """
+    generation = after + 1
+    store.create(f"{stem}-{generation:012d}.json", _envelope(payload))
+    for name in store.names():
+        old = _generation(name, stem)
+        if old is not None and old <= generation - _KEEP_GENERATIONS:
+            store.delete(name)
+    return generation

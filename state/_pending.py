@@ -23,13 +23,14 @@ from types import MappingProxyType
 from typing import Any
 
 from .._exceptions import CorruptStateError, ProtocolError, StateCompatibilityError
-from ._durable import read_checked, remove_stale_temps, write_atomic
+from ._durable import SnapshotStore, read_checked, read_latest, remove_stale_temps, write_atomic, write_generation
 
 __all__ = ["PendingCheckpoint", "PendingCheckpoints", "LEDGER_FILE", "LEDGER_VERSION"]
 
 log = logging.getLogger(__name__)
 
 LEDGER_FILE = "pending_checkpoints.json"
+LEDGER_STEM = "pending_checkpoints"  # generations in a SnapshotStore: pending_checkpoints-<n>.json
 LEDGER_VERSION = 1
 DEFAULT_MAX_PENDING = 100
 
@@ -107,6 +108,7 @@ class PendingCheckpoints:
         self._lock = threading.RLock()
         # Serialises save(); taken before (never while holding) _lock. See save().
         self._save_lock = threading.Lock()
+        self._generation = 0  # the generation restored or last saved (SnapshotStore only)
 
     @property
     def identity(self) -> Mapping[str, str]:
@@ -200,8 +202,11 @@ class PendingCheckpoints:
 
     # -- durability ---------------------------------------------------------
 
-    def save(self, directory: str | os.PathLike[str]) -> None:
+    def save(self, directory: str | os.PathLike[str] | SnapshotStore) -> None:
         """Persist atomically to ``directory``; a crash leaves the old or new file.
+
+        ``directory`` is a local path (one file, replaced atomically) or a
+        :class:`SnapshotStore` on any file system (a new generation per save).
 
         Saves are ordered: concurrent calls run one at a time, and each captures
         the ledger only once it holds the save lock, so a save that finishes later
@@ -221,12 +226,15 @@ class PendingCheckpoints:
                     "newest_id": self._newest_id,
                     "entries": [e.to_json() for e in self._entries],
                 }
-            write_atomic(Path(directory) / LEDGER_FILE, payload)
+            if isinstance(directory, (str, os.PathLike)):
+                write_atomic(Path(directory) / LEDGER_FILE, payload)
+            else:
+                self._generation = write_generation(directory, LEDGER_STEM, payload, self._generation)
 
     @classmethod
     def restore(
         cls,
-        directory: str | os.PathLike[str],
+        directory: str | os.PathLike[str] | SnapshotStore,
         identity: Mapping[str, str] | None = None,
         allow_mismatch: bool = False,
         max_pending: int | None = None,
@@ -240,10 +248,16 @@ class PendingCheckpoints:
         while no other process saves to ``directory``.
         """
         wanted = dict(_frozen_str_map(identity, "identity", ints=False))
-        path = Path(directory) / LEDGER_FILE
-        if remove_stale_temps(path):
-            log.info("removed temp files of an interrupted save next to %s", path)
-        payload = read_checked(path)
+        generation = 0
+        if isinstance(directory, (str, os.PathLike)):
+            path: str | Path = Path(directory) / LEDGER_FILE
+            if remove_stale_temps(path):
+                log.info("removed temp files of an interrupted save next to %s", path)
+            payload = read_checked(path)
+        else:
+            path = f"{directory.location}/{LEDGER_STEM}-*.json"
+            latest = read_latest(directory, LEDGER_STEM)
+            generation, payload = latest if latest is not None else (0, None)
         if payload is None:
             return cls(max_pending or DEFAULT_MAX_PENDING, wanted)
         try:
@@ -268,6 +282,7 @@ class PendingCheckpoints:
                 )
             log.warning("restoring ledger saved for %s as %s (mismatch allowed)", saved_identity, wanted)
         ledger = cls(max_pending or saved_max, wanted)
+        ledger._generation = generation
         ledger._entries = entries[-ledger._max_pending :]
         ledger._newest_id = int(newest) if newest is not None else None
         return ledger

@@ -20,7 +20,7 @@ INTENDED: dict[str, list[str]] = {
         "SinkError", "SinkStatus", "SourceError", "SparkBarrierError", "StateCompatibilityError",
         "__version__", "checkpoint_log_status", "checkpointed_sink", "commit_kafka_offsets",
         "group_status", "register",
-        "sink_status",
+        "sink_status", "starting_offsets_from_sink",
     ],
     "sparkbarrier.barrier": [
         "AbortReason", "BarrierHandler", "CancelCheckpointMarker", "CheckpointBarrier",

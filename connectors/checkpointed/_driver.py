@@ -15,8 +15,11 @@ was written for another sink unless overridden):
 
 A crash between 2 and 4 leaves the batch pending, and its replay notifies again: that
 window is the function's to make idempotent (``COMMIT PREPARED`` of an already
-committed transaction, a conditional put, ...). The ledger lives in a local directory
-of the driver (``checkpoint.state.location``, default ``<checkpointLocation>/sparkbarrier``).
+committed transaction, a conditional put, ...). The ledger lives beside Spark's
+checkpoint, on its file system (default ``<checkpointLocation>/sparkbarrier/<sink>``, or
+``checkpoint.state.location``): a driver rescheduled on another node with an empty disk
+finds it there. On a local disk it is one file replaced atomically; on HDFS or an
+object store a new generation per save (``state/_durable.py``, ``connectors/_files.py``).
 Functions whose store is its own record of what was applied (``barrier-hbase``'s
 commit table) set ``uses_ledger = False``.
 """
@@ -33,9 +36,11 @@ from ..._exceptions import ConfigError, ProtocolError
 from ..._faults import fault_point
 from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, merge_offsets
 from ...state import PendingCheckpoints
+from ...state._durable import SnapshotStore
 from ._task import TaskCommitMessage
 
-__all__ = ["Completion", "checkpoint_location", "completed_checkpoint", "state_directory"]
+__all__ = ["Completion", "check_state_directory", "checkpoint_location", "completed_checkpoint",
+           "state_directory"]
 
 log = logging.getLogger(__name__)
 
@@ -45,22 +50,39 @@ def checkpoint_location(options: Mapping[str, str]) -> str | None:
     return next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
 
 
-def state_directory(options: Mapping[str, str], sink_name: str) -> Path | None:
-    """Where the ledger lives: the option, else under Spark's checkpoint location (local paths)."""
-    from .._checkpoint_log import local_checkpoint_dir
+def state_directory(options: Mapping[str, str], sink_name: str) -> Path | SnapshotStore | None:
+    """Where the ledger lives: the option, else beside Spark's checkpoint, on its file system.
+
+    A local path for a local location (the single-file ledger); a folder on HDFS or an
+    object store otherwise. No I/O here (Spark builds a writer per batch):
+    :func:`check_state_directory` runs at query start.
+    """
+    from .._files import folder, is_local
 
     explicit = options.get("checkpoint.state.location")
-    if explicit:
-        return Path(explicit)
-    location = checkpoint_location(options)
+    location = explicit or checkpoint_location(options)
     if not location:
         return None
-    root = local_checkpoint_dir(location)
-    if root is None:
-        raise ConfigError(f"sink {sink_name!r} keeps its applied-checkpoint ledger on the driver's local disk, "
-                          f"but checkpointLocation is {location!r}; set checkpoint.state.location to a local "
-                          "directory", option="checkpoint.state.location")
-    return root / "sparkbarrier" / sink_name
+    if is_local(location):
+        root = Path("/" + location[len("file:"):].lstrip("/")) if location.startswith("file:") else Path(location)
+        return root if explicit else root / "sparkbarrier" / sink_name
+    return folder(location) if explicit else folder(location).child("sparkbarrier", sink_name)
+
+
+def check_state_directory(options: Mapping[str, str], sink_name: str,
+                          directory: Path | SnapshotStore | None) -> None:
+    """Query start: a ledger folder the driver cannot reach is a :class:`ConfigError` naming the
+    option, not a ledger lost at the first commit."""
+    if directory is None or isinstance(directory, Path):
+        return
+    option = "checkpoint.state.location" if options.get("checkpoint.state.location") else "checkpointLocation"
+    try:
+        directory.names()
+    except OSError as exc:
+        raise ConfigError(f"sink {sink_name!r} keeps its applied-checkpoint ledger at {directory.location!r}, "
+                          f"which the driver cannot reach ({exc}); for hdfs:// set HADOOP_CONF_DIR (or "
+                          "SPARKBARRIER_WEBHDFS) so WebHDFS is found, or point checkpoint.state.location "
+                          "elsewhere", option=option) from exc
 
 
 def completed_checkpoint(messages: Sequence[Any], batch_id: int,
@@ -89,7 +111,7 @@ def completed_checkpoint(messages: Sequence[Any], batch_id: int,
 class Completion:
     """Applies each completed batch to the function exactly once (per durable ledger)."""
 
-    def __init__(self, fn: CheckpointedSink, identity: Mapping[str, str], directory: Path | None, *,
+    def __init__(self, fn: CheckpointedSink, identity: Mapping[str, str], directory: Path | SnapshotStore | None, *,
                  allow_mismatch: bool, checkpoint_location: str | None = None) -> None:
         self._fn, self._identity, self._dir, self._allow = fn, dict(identity), directory, allow_mismatch
         self._location = checkpoint_location

@@ -16,7 +16,8 @@ __all__ = ["DELIVERY_GUARANTEE", "RENAMED_SINK_OPTIONS"]
 DELIVERY_GUARANTEE = OptionSpec(
     "delivery.guarantee", enum_parser(DeliveryGuarantee), DeliveryGuarantee.EXACTLY_ONCE,
     "`exactly-once`: a write task aligns the barriers of its channels before a snapshot and each batch "
-    "is committed once (barrier-hbase fences concurrent writers, replays write identical cells); "
+    "is committed once (barrier-hbase fences concurrent writers; a replay after a restart writes above "
+    "the attempt it abandons); "
     "`at-least-once`: barriers are tracked without blocking and commits are not fenced",
     choices=enum_choices(DeliveryGuarantee),
 )

@@ -44,7 +44,7 @@ from pyspark.sql.types import StructType
 from ..._exceptions import ConfigError, SinkError
 from ...barrier._sink import CheckpointedSink, SinkContext
 from .._options import OptionSpec, parse_bool, parse_options, parse_stripped
-from ._driver import Completion, checkpoint_location, state_directory
+from ._driver import Completion, check_state_directory, checkpoint_location, state_directory
 from ._options import DELIVERY_GUARANTEE, RENAMED_SINK_OPTIONS
 from ._runs import RunKey, new_run_id, started_function, validate_once
 from ._task import TaskCommitMessage, run_task
@@ -58,8 +58,8 @@ ADAPTER_PREFIX = "checkpoint."
 ADAPTER_SPECS: tuple[OptionSpec, ...] = (
     DELIVERY_GUARANTEE,
     OptionSpec("checkpoint.state.location", parse_stripped, "",
-               "local driver directory of the applied-checkpoint ledger; default "
-               "`<checkpointLocation>/sparkbarrier/<name>`"),
+               "where the applied-checkpoint ledger lives (a path or a URI: hdfs://, s3a://, ...); "
+               "default `<checkpointLocation>/sparkbarrier/<name>`, on the checkpoint's file system"),
     OptionSpec("checkpoint.state.allowMismatch", parse_bool, False,
                "restore a ledger written for another sink instead of refusing it", type_name="bool"),
 )
@@ -115,6 +115,7 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
         """Planning worker: the function's ``validate`` and our own warning, once per run and process."""
         def check() -> None:
             self.factory().validate(self.options, self.schema)
+            check_state_directory(self.options, self.name, self.state_dir)
             _warn_if_offsets_unrecordable(self.name, self.schema, checkpoint_location(self.options))
 
         # The planning worker builds its DataSource from the class and options for every
@@ -148,16 +149,29 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
 
 
 def _warn_if_offsets_unrecordable(name: str, schema: StructType, location: str | None) -> None:
-    """Say at query start when the sink could not learn the Kafka offsets of its batches."""
-    from ...barrier import MARKER_COLUMNS
-    from .._checkpoint_log import local_checkpoint_dir
+    """Say at query start when the sink could not learn the Kafka offsets of its batches.
 
-    if set(MARKER_COLUMNS) <= set(schema.names) or local_checkpoint_dir(location) is not None:
+    Without barrier markers they come from Spark's offset log, which the commit worker
+    reads on the checkpoint's file system (``connectors/_files.py``): a location it
+    cannot reach would leave every commit record without offsets.
+    """
+    from ...barrier import MARKER_COLUMNS
+    from .._files import folder, is_local
+
+    if set(MARKER_COLUMNS) <= set(schema.names) or (location and is_local(location)):
         return
-    log.warning("sink %r cannot record the Kafka offsets of its batches: the stream has no barrier marker "
-                "columns and the checkpoint location %r is not a local path. If it reads barrier-kafka, set "
-                ".option('barrierMarkers', 'true') on the source and keep the columns "
-                "(sparkbarrier.connectors.checkpointed.keep_markers) to record them", name, location)
+    if not location:
+        log.warning("sink %r cannot record the Kafka offsets of its batches: the stream has no barrier marker "
+                    "columns and the query has no checkpointLocation", name)
+        return
+    try:
+        folder(location).names()
+    except (OSError, ConfigError) as exc:
+        log.warning("sink %r cannot record the Kafka offsets of its batches: the driver cannot read Spark's "
+                    "offset log at %r (%s). For hdfs:// set HADOOP_CONF_DIR to the cluster's Hadoop "
+                    "configuration (or SPARKBARRIER_WEBHDFS=http://namenode:9870); or, reading barrier-kafka, set "
+                    ".option('barrierMarkers', 'true') and keep the marker columns "
+                    "(sparkbarrier.connectors.checkpointed.keep_markers)", name, location, exc)
 
 
 def _checked(fn: Any, name: str) -> CheckpointedSink:

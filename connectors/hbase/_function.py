@@ -7,7 +7,8 @@ at the end of the task and returns the task's :class:`HBaseCommitMessage` as its
 on the driver ``notify_checkpoint_complete`` writes the commit record with the Kafka
 offsets the barriers carried. The commit table is the durable record of what was
 applied (a replay of a committed batch is a no-op there), so the adapter's own ledger
-is not needed (``uses_ledger = False``) and checkpoint locations on HDFS or S3 work.
+is not needed (``uses_ledger = False``); the Kafka offsets of each batch come from the
+barriers or from Spark's offset log, wherever the checkpoint is (``connectors/_files.py``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from sparkbarrier._exceptions import StateCompatibilityError
+from sparkbarrier._exceptions import ConfigError, StateCompatibilityError
 from sparkbarrier.barrier import (
     CheckpointBarrier,
     DeliveryGuarantee,
@@ -18,7 +18,7 @@ from sparkbarrier.barrier import (
     marker_batch,
     with_marker_columns,
 )
-from sparkbarrier.connectors.checkpointed._driver import Completion, state_directory
+from sparkbarrier.connectors.checkpointed._driver import Completion, check_state_directory, state_directory
 from sparkbarrier.connectors.checkpointed._task import run_task
 
 KAFKA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("v", pa.int64())])
@@ -90,14 +90,22 @@ def test_ledger_applies_each_batch_once_and_discards_replays(tmp_path: Path) -> 
         Completion(fn, {"sink": "other"}, tmp_path, allow_mismatch=False).commit([msg], 6)
 
 
-def test_state_directory_follows_the_checkpoint_location(tmp_path: Path) -> None:
+def test_state_directory_follows_the_checkpoint_location(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SPARKBARRIER_WEBHDFS", "http://127.0.0.1:1")  # no NameNode there
     assert state_directory({"checkpointLocation": f"file://{tmp_path}"}, "s") == tmp_path / "sparkbarrier" / "s"
     assert state_directory({"checkpoint.state.location": "/x"}, "s") == Path("/x")
-    with pytest.raises(Exception, match="checkpoint.state.location"):
-        state_directory({"checkpointLocation": "hdfs://nn/ckpt"}, "s")
+    # On HDFS (or an object store) the ledger stays beside the checkpoint, on its file system.
+    remote = state_directory({"checkpointLocation": "hdfs://127.0.0.1:1/ckpt"}, "s")
+    assert remote.location == "hdfs://127.0.0.1:1/ckpt/sparkbarrier/s"
+    # One the driver cannot reach fails the query start, naming the option.
+    with pytest.raises(ConfigError, match="HADOOP_CONF_DIR") as err:
+        check_state_directory({"checkpointLocation": "hdfs://127.0.0.1:1/ckpt"}, "s", remote)
+    assert err.value.option == "checkpointLocation"
 
 
-def test_query_start_says_when_kafka_offsets_cannot_be_learned(caplog: pytest.LogCaptureFixture) -> None:
+def test_query_start_says_when_kafka_offsets_cannot_be_learned(caplog: pytest.LogCaptureFixture,
+                                                                monkeypatch) -> None:
+    monkeypatch.setenv("SPARKBARRIER_WEBHDFS", "http://127.0.0.1:1")  # no NameNode there
     from pyspark.sql.types import LongType, StructField, StructType
 
     from sparkbarrier.connectors.checkpointed._source import _warn_if_offsets_unrecordable
@@ -105,9 +113,9 @@ def test_query_start_says_when_kafka_offsets_cannot_be_learned(caplog: pytest.Lo
     schema = StructType([StructField("v", LongType())])
     with caplog.at_level("WARNING"):
         _warn_if_offsets_unrecordable("s", schema, "/local/ckpt")      # offset log readable
-        _warn_if_offsets_unrecordable("s", schema, "hdfs://nn/ckpt")    # neither markers nor log
+        _warn_if_offsets_unrecordable("s", schema, "hdfs://127.0.0.1:1/ckpt")  # no markers, log unreachable
     warned = [r.getMessage() for r in caplog.records]
-    assert len(warned) == 1 and "barrierMarkers" in warned[0] and "hdfs://nn/ckpt" in warned[0]
+    assert len(warned) == 1 and "barrierMarkers" in warned[0] and "hdfs://127.0.0.1:1/ckpt" in warned[0]
 
 
 class _HoldsBack(Recorder):

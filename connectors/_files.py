@@ -1,0 +1,232 @@
+"""Spark's checkpoint location and what we keep beside it, on whatever file system it is on.
+
+Why. Production keeps ``checkpointLocation`` on HDFS (or an object store) and
+reschedules a dead driver on another node with an empty disk. Spark reads that location
+through Hadoop's ``FileSystem`` in the JVM; our driver-side code runs in Python workers
+without py4j (a sink's commit worker cannot reach the JVM), so it needs a file-system
+client of its own. That is fsspec: one maintained layer for local files, HDFS (through
+WebHDFS, pure Python: no libhdfs, JNI or Hadoop install on the node), S3, GCS and ABFS
+(``s3fs``, ``gcsfs``, ``adlfs``, installed by whoever uses them), with one interface.
+Local paths (and ``file:``) keep going through the standard library, as before.
+
+How ``hdfs://nameservice-or-host:port/path`` reaches WebHDFS, first match wins:
+
+1. ``SPARKBARRIER_WEBHDFS`` (``http[s]://host:port``): an explicit NameNode HTTP address
+   (the devstack's ``env`` prints it);
+2. the Hadoop configuration a Spark node has (``$HADOOP_CONF_DIR``, else
+   ``$HADOOP_HOME/etc/hadoop``): ``dfs.namenode.http-address`` (or ``https-address``
+   under ``dfs.http.policy=HTTPS_ONLY``), per NameNode of an HA nameservice too;
+3. the URI's host on Hadoop's default HTTP port, 9870.
+
+WebHDFS authenticates as ``HADOOP_USER_NAME`` (else the OS user) on a cluster without
+Kerberos, and with SPNEGO (``requests-kerberos``) where ``hadoop.security.authentication``
+is ``kerberos`` in that configuration.
+
+:class:`Folder` is the one handle the rest of the package uses: read a file, list a
+folder, and *create* a file atomically, never replacing one (the only write HDFS,
+WebHDFS and object stores all make atomic: a rename onto a free name, a PUT).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from .._exceptions import ConfigError
+
+__all__ = ["Folder", "folder", "is_local", "WEBHDFS_ENV"]
+
+WEBHDFS_ENV = "SPARKBARRIER_WEBHDFS"
+_DEFAULT_HTTP_PORT = 9870
+
+
+def is_local(location: str) -> bool:
+    return location.startswith("file:") or "://" not in location
+
+
+def _local_path(location: str) -> Path:
+    if location.startswith("file:"):
+        return Path("/" + location[len("file:"):].lstrip("/"))
+    return Path(location)
+
+
+class Folder:
+    """A folder on the checkpoint's file system (it need not exist yet).
+
+    Every method is safe to call from any process: nothing is cached between calls
+    except the file-system client.
+    """
+
+    def __init__(self, location: str, fs: Any = None, path: str | None = None) -> None:
+        self.location = location.rstrip("/") or location
+        self._fs = fs  # None: the local file system
+        self._path = path if path is not None else str(_local_path(self.location))
+
+    def __repr__(self) -> str:
+        return f"Folder({self.location!r})"
+
+    def child(self, *names: str) -> Folder:
+        suffix = "/".join(names)
+        return Folder(f"{self.location}/{suffix}", self._fs, f"{self._path.rstrip('/')}/{suffix}")
+
+    def _join(self, name: str) -> str:
+        return f"{self._path.rstrip('/')}/{name}"
+
+    def read(self, name: str) -> bytes | None:
+        """A file's bytes, or None when it does not exist."""
+        if self._fs is None:
+            try:
+                return (Path(self._path) / name).read_bytes()
+            except FileNotFoundError:
+                return None
+        try:
+            return bytes(self._fs.cat_file(self._join(name)))
+        except FileNotFoundError:
+            return None
+
+    def names(self) -> list[str]:
+        """The names in the folder ([] when it does not exist)."""
+        if self._fs is None:
+            path = Path(self._path)
+            return sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+        try:
+            entries = self._fs.ls(self._path, detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
+
+    def exists(self) -> bool:
+        if self._fs is None:
+            return Path(self._path).is_dir()
+        return bool(self._fs.isdir(self._path))
+
+    def create(self, name: str, data: bytes) -> None:
+        """Write a *new* file in one atomic step; :class:`FileExistsError` if ``name`` exists.
+
+        A temporary name in the same folder, then a rename onto the free name (a link on
+        a local disk): readers see the whole file or none, and two writers of one name
+        cannot both succeed. Object stores have no rename; a PUT is atomic there.
+        """
+        tmp = f".{name}.{uuid.uuid4().hex}.tmp"
+        if self._fs is None:
+            directory = Path(self._path)
+            directory.mkdir(parents=True, exist_ok=True)
+            temp = directory / tmp
+            with open(temp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            try:
+                os.link(temp, directory / name)  # fails if the name is taken
+            finally:
+                temp.unlink(missing_ok=True)
+            return
+        target = self._join(name)
+        if self._fs.exists(target):
+            raise FileExistsError(f"{self.location}/{name} exists")
+        self._fs.makedirs(self._path, exist_ok=True)
+        if not _renames_atomically(self._fs):
+            self._fs.pipe_file(target, data)
+            return
+        temp_path = self._join(tmp)
+        self._fs.pipe_file(temp_path, data)
+        try:
+            self._fs.mv(temp_path, target)
+        finally:
+            if self._fs.exists(temp_path):  # the rename was refused: the name was taken meanwhile
+                self._fs.rm_file(temp_path)
+                raise FileExistsError(f"{self.location}/{name} exists")
+
+    def delete(self, name: str) -> None:
+        """Remove a file; nothing when it is gone already."""
+        if self._fs is None:
+            (Path(self._path) / name).unlink(missing_ok=True)
+            return
+        try:
+            self._fs.rm_file(self._join(name))
+        except FileNotFoundError:
+            pass
+
+
+def _renames_atomically(fs: Any) -> bool:
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return protocol in {"webhdfs", "hdfs", "viewfs", "file", "local"}
+
+
+def folder(location: str) -> Folder:
+    """The folder at ``location``: a local path, ``file:``, ``hdfs://``, ``webhdfs://``, ``s3a://``, ...
+
+    Raises :class:`ConfigError` naming the package to install when the scheme needs an
+    fsspec implementation that is missing.
+    """
+    if is_local(location):
+        return Folder(location)
+    parts = urlsplit(location)
+    scheme = parts.scheme.lower()
+    try:
+        import fsspec
+    except ImportError as exc:  # a declared dependency; only a broken install lacks it
+        raise ConfigError(f"reading {location!r} needs fsspec (pip install fsspec)", option="checkpointLocation") \
+            from exc
+    if scheme == "hdfs":
+        return Folder(location, _webhdfs(parts.hostname or "", parts.port), parts.path or "/")
+    if scheme in ("webhdfs", "swebhdfs"):
+        fs = fsspec.filesystem("webhdfs", host=parts.hostname, port=parts.port or _DEFAULT_HTTP_PORT,
+                               use_https=scheme == "swebhdfs", user=_hadoop_user())
+        return Folder(location, fs, parts.path or "/")
+    protocol = {"s3a": "s3", "s3n": "s3", "abfss": "abfs", "wasbs": "abfs"}.get(scheme, scheme)
+    try:
+        fs = fsspec.filesystem(protocol)
+    except (ImportError, ValueError) as exc:
+        raise ConfigError(f"checkpoint location {location!r}: the {scheme}:// file system needs an fsspec "
+                          f"implementation ({exc}); install it on the driver (s3fs, gcsfs or adlfs)",
+                          option="checkpointLocation") from exc
+    return Folder(location, fs, f"{parts.netloc}{parts.path}")
+
+
+def _hadoop_user() -> str | None:
+    return os.environ.get("HADOOP_USER_NAME") or None
+
+
+def _webhdfs(host: str, rpc_port: int | None) -> Any:
+    import fsspec
+
+    conf = _hadoop_conf()
+    kerberos = conf.get("hadoop.security.authentication", "").lower() == "kerberos"
+    explicit = os.environ.get(WEBHDFS_ENV)
+    if explicit:
+        url = urlsplit(explicit)
+        return fsspec.filesystem("webhdfs", host=url.hostname, port=url.port or _DEFAULT_HTTP_PORT,
+                                 use_https=url.scheme == "https", kerberos=kerberos, user=_hadoop_user())
+    https = conf.get("dfs.http.policy", "HTTP_ONLY").upper() == "HTTPS_ONLY"
+    key = "dfs.namenode.https-address" if https else "dfs.namenode.http-address"
+    candidates = [conf[f"{key}.{host}.{nn.strip()}"] for nn in conf.get(f"dfs.ha.namenodes.{host}", "").split(",")
+                  if f"{key}.{host}.{nn.strip()}" in conf] or [conf.get(key, "")]
+    address = next((a for a in candidates if a and not a.startswith("0.0.0.0")), "")
+    http_host, _, port = address.rpartition(":") if address else (host, "", str(_DEFAULT_HTTP_PORT))
+    return fsspec.filesystem("webhdfs", host=http_host or host, port=int(port or _DEFAULT_HTTP_PORT),
+                             use_https=https, kerberos=kerberos, user=_hadoop_user())
+
+
+def _hadoop_conf() -> dict[str, str]:
+    """``core-site.xml`` and ``hdfs-site.xml`` of the node's Hadoop configuration, merged."""
+    directory = os.environ.get("HADOOP_CONF_DIR") or (
+        os.path.join(os.environ["HADOOP_HOME"], "etc", "hadoop") if os.environ.get("HADOOP_HOME") else "")
+    conf: dict[str, str] = {}
+    for name in ("core-site.xml", "hdfs-site.xml"):
+        path = Path(directory, name) if directory else None
+        if path is None or not path.is_file():
+            continue
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError as exc:
+            raise ConfigError(f"{path} is not valid XML: {exc}", option="HADOOP_CONF_DIR") from exc
+        for prop in root.iter("property"):
+            key, value = prop.findtext("name"), prop.findtext("value")
+            if key and value is not None:
+                conf[key.strip()] = value.strip()
+    return conf
