@@ -1,5 +1,5 @@
 """``python -m sparkbarrier.devstack up | down | status | env | kdc up|down|env | kerberos up|down|env |
-cluster up|down|env|status``.
+cluster up|down|env|status | hdfs up|down|env|status``.
 
 stdout carries only machine-usable output (``export`` lines, the status table);
 progress goes to stderr. Any ``DevstackError`` ends as ONE line on stderr
@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from .._exceptions import DevstackError
 from ._config import Port
+from ._hdfs import Hdfs, HdfsPort
 from ._kafka_cluster import CLUSTER_PORTS, KafkaCluster
 from ._kdc import REALM, Kdc
 from ._stack import Devstack, StackStatus
@@ -64,6 +65,15 @@ def _parser() -> argparse.ArgumentParser:
                              help=f"{port.key} port for `up` (default {port.default}, env {port.env})")
     cluster.add_argument("--timeout", type=float, default=120.0,
                          help="seconds allowed for `up` (default 120)")
+    hdfs = sub.add_parser("hdfs", help="the optional HDFS (NameNode + DataNode, WebHDFS) for checkpoints: "
+                          "up (idempotent; keeps the data) | down | env | status")
+    hdfs.add_argument("action", choices=("up", "down", "env", "status"))
+    for hdfs_port in HdfsPort:
+        hdfs.add_argument(hdfs_port.flag, type=int, dest=hdfs_port.key, metavar="N",
+                          help=f"{hdfs_port.key} port for `up` (default {hdfs_port.default}, env {hdfs_port.env})")
+    hdfs.add_argument("--fresh", action="store_true", help="`up` only: stop it and wipe its data first")
+    hdfs.add_argument("--timeout", type=float, default=180.0,
+                      help="seconds allowed for `up` (default 180)")
     return parser
 
 
@@ -160,6 +170,37 @@ def _run_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_hdfs(args: argparse.Namespace) -> int:
+    """``hdfs up`` and ``hdfs env`` print the export lines (SPARKBARRIER_HDFS and
+    SPARKBARRIER_WEBHDFS); ``status`` prints one row per daemon (exit 3 unless both run)."""
+    ports = {p: v for p in HdfsPort if (v := getattr(args, p.key, None)) is not None}
+    hdfs = Hdfs(args.home, ports=ports, start_timeout_s=args.timeout)
+    if args.action == "down":
+        stopped = hdfs.down()
+        print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"), file=sys.stderr)
+        return 0
+    if args.action == "status":
+        status = hdfs.status()
+        print(f"devstack home: {status.home}")
+        for p in status.processes:
+            state = "up" if p.alive and p.serving else ("alive, not serving" if p.alive else "down")
+            ports_text = " ".join(f"{k}={v}" for k, v in p.ports.items()) or "-"
+            print(f"  {p.name:<13} {state:<19} pid={p.pid if p.pid is not None else '-':<8} {ports_text}  log={p.log}")
+        return 0 if status.running else EXIT_NOT_RUNNING
+    if args.action == "up":
+        started = time.monotonic()
+        endpoints = hdfs.up(fresh=args.fresh)
+        logging.getLogger(__name__).info("hdfs up in %.1fs", time.monotonic() - started)
+    else:
+        running = hdfs.endpoints()
+        if running is None:
+            print("devstack: hdfs is not running; fix: python -m sparkbarrier.devstack hdfs up", file=sys.stderr)
+            return EXIT_NOT_RUNNING
+        endpoints = running
+    print(endpoints.exports(), end="")
+    return 0
+
+
 def _print_status(status: StackStatus) -> None:
     print(f"devstack home: {status.home}")
     for p in status.processes:
@@ -178,6 +219,8 @@ def _run(args: argparse.Namespace) -> int:
         return _run_kerberos(args)
     if args.command == "cluster":
         return _run_cluster(args)
+    if args.command == "hdfs":
+        return _run_hdfs(args)
     if args.command == "up":
         ports = {p: v for p in Port if (v := getattr(args, p.key, None)) is not None}
         stack = Devstack(args.home, ports=ports, start_timeout_s=args.timeout)

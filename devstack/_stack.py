@@ -8,7 +8,8 @@ Two components, each started and health-checked as a unit:
   (THBaseService: family attributes, region locations, exact-version deletes).
 
 Optional, started apart (``cluster up``, ``_kafka_cluster``): a 3-node Kafka cluster
-for failover tests. ``endpoints`` names it while it runs and ``down`` stops it too.
+for failover tests; (``hdfs up``, ``_hdfs``): an HDFS with WebHDFS for checkpoints.
+``endpoints`` names them while they run and ``down`` stops them too.
 
 ``up`` leaves a component alone while all its processes are ours, alive and listening
 (and answer a real round trip); otherwise it stops what is left of it and starts it
@@ -41,6 +42,7 @@ from .._exceptions import DevstackError
 from . import (
     _hbase,
     _hbase_kerberos,
+    _hdfs,
     _kafka,
     _kafka_cluster,
     _kafka_kerberos,
@@ -104,6 +106,7 @@ class Endpoints:
     hbase_thrift_tls_ca: str | None = None  # the CA (PEM) that signed its certificate
     kafka_security: str | None = None  # the secured listeners' manifest (JSON file)
     kafka_cluster_bootstrap: str | None = None  # the optional 3-node cluster, while it runs
+    hdfs: _hdfs.HdfsEndpoints | None = None  # the optional HDFS, while it runs
 
     def env(self) -> dict[str, str]:
         """The variables the test fixtures and the demo read."""
@@ -120,6 +123,8 @@ class Endpoints:
             env[KAFKA_SECURITY_ENV] = self.kafka_security
         if self.kafka_cluster_bootstrap:
             env[_kafka_cluster.KAFKA_CLUSTER_ENV] = self.kafka_cluster_bootstrap
+        if self.hdfs is not None:
+            env.update(self.hdfs.env())
         return env
 
     def exports(self) -> str:
@@ -209,6 +214,7 @@ class Devstack:
             kafka_security=str(_kafka.security_manifest(self.paths.data("kafka"))),
             kafka_cluster_bootstrap=_kafka_cluster.KafkaCluster(
                 self.paths.home, cache=self.paths.cache, environ=self._environ).running_bootstrap(),
+            hdfs=_hdfs.Hdfs(self.paths.home, cache=self.paths.cache, environ=self._environ).endpoints(),
         )
 
     # ------------------------------------------------------------------ down
@@ -218,11 +224,12 @@ class Devstack:
         Idempotent; returns the names of the processes that were running.
         """
         with stack_lock(self.paths.run):
-            # The optional Kerberized servers and KDC (`kerberos up` / `kdc up`) and the
-            # 3-node Kafka cluster (`cluster up`) of this home go down with the stack, the
-            # KDC with the others (they only renew from it).
+            # The optional Kerberized servers and KDC (`kerberos up` / `kdc up`), the
+            # 3-node Kafka cluster (`cluster up`) and the HDFS (`hdfs up`) of this home go
+            # down with the stack, the KDC with the others (they only renew from it).
             stopped = stop_recorded(self.paths.run, [*_PROCESSES, *_hbase_kerberos.NAMES, _kafka_kerberos.NAME,
-                                                     _kdc.NAME, *_kafka_cluster.NAMES], grace_by_name=_STOP_GRACE_S)
+                                                     _kdc.NAME, *_kafka_cluster.NAMES, *_hdfs.NAMES],
+                                    grace_by_name=_STOP_GRACE_S)
         for record in stopped:
             log.info("stopped %s (pid %d)", record.name, record.pid)
         return [r.name for r in stopped]

@@ -13,7 +13,8 @@ The pytest header says which one was used. Servers start lazily: pure unit tests
 wait for them.
 
 The 3-node Kafka cluster of the failover tests (``kafka_cluster``) is always the
-devstack's, whatever the backend: its tests kill and restart brokers.
+devstack's, whatever the backend: its tests kill and restart brokers. So is the HDFS
+that holds checkpoints (``hdfs``).
 """
 
 from __future__ import annotations
@@ -191,6 +192,36 @@ def _kafka_cluster_healthy(request: pytest.FixtureRequest) -> None:
     test that failed with a broker down (tests that use no cluster pay nothing)."""
     if "kafka_cluster" in request.fixturenames:
         request.getfixturevalue("kafka_cluster").heal()
+
+
+@pytest.fixture(scope="session")
+def hdfs() -> Iterator[object]:
+    """The devstack's HDFS (``devstack/_hdfs.py``): a NameNode and a DataNode on 127.0.0.1,
+    WebHDFS on, permissions off, replication 1. Yields its ``HdfsEndpoints``: ``.uri``
+    (``hdfs://127.0.0.1:<rpc port>``, for Spark's ``checkpointLocation``) and ``.webhdfs``
+    (``http://127.0.0.1:<http port>``, what ``SPARKBARRIER_WEBHDFS`` names).
+
+    Started once per session, and only when a test asks for it; one that cannot start
+    fails the test, never skips it. Always the devstack, whatever the backend. Stopped
+    at the end if this session started it (its data stays: the next start takes ~5 s);
+    one started by ``devstack hdfs up`` is left running. Tests share it: each writes
+    under a path of its own (``unique_name``).
+    """
+    from sparkbarrier.devstack import DevstackError
+    from sparkbarrier.devstack._hdfs import Hdfs
+
+    cluster = Hdfs()
+    started_here = not cluster.status().running
+    try:
+        endpoints = cluster.up()
+    except DevstackError as exc:
+        tail = f"\n--- last lines of {exc.log_path} ---\n{exc.log_tail}" if exc.log_tail else ""
+        pytest.fail(f"the devstack's HDFS did not start: {exc}{tail}", pytrace=False)
+    try:
+        yield endpoints
+    finally:
+        if started_here:
+            cluster.down()
 
 
 # Kerberos (issue 19): the session's private KDC and Kerberized servers live in

@@ -32,6 +32,7 @@ _EXPORT = re.compile(
     r"export SPARKBARRIER_HBASE_THRIFT_TLS_CA=/\S+/sparkbarrier-thrift-ca\.pem\n"
     r"export SPARKBARRIER_KAFKA_SECURITY=(/\S+/kafka-security\.json)\n"
     r"(?:export SPARKBARRIER_KAFKA_CLUSTER_BOOTSTRAP=127\.0\.0\.1:\d+,127\.0\.0\.1:\d+,127\.0\.0\.1:\d+\n)?"
+    r"(?:export SPARKBARRIER_HDFS=hdfs://127\.0\.0\.1:\d+\nexport SPARKBARRIER_WEBHDFS=http://127\.0\.0\.1:\d+\n)?"
 )  # the last line while the optional 3-node cluster runs (`cluster up`, fixture kafka_cluster)
 _PROCESSES = ["kafka", "hbase-master", "hbase-thrift", "hbase-thrift2", "hbase-thrift-b", "hbase-thrift-tls"]
 

@@ -22,6 +22,15 @@ def main(raw: str) -> int:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    if cfg.get("sink") == "notify":  # Python workers unpickle NotifySink by module name
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, here)
+        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")]))
+    local = cfg.get("local_dir")
+    if local:  # every driver-local directory in one place, which the test wipes between runs
+        os.makedirs(local, exist_ok=True)
+        os.environ["TMPDIR"] = os.environ["SPARK_LOCAL_DIRS"] = local
+        os.chdir(local)
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
@@ -41,6 +50,7 @@ def main(raw: str) -> int:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "1g")
+        .config("spark.driver.extraJavaOptions", f"-Djava.io.tmpdir={local}" if local else "")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
@@ -51,6 +61,8 @@ def main(raw: str) -> int:
         .option("startingOffsets", cfg["starting_offsets"])
         .option("maxOffsetsPerTrigger", str(cfg["max_offsets"]))
     )
+    if cfg.get("min_partitions"):
+        reader = reader.option("minPartitions", str(cfg["min_partitions"]))
     commits = None
     if jvm_source:
         from sparkbarrier import commit_kafka_offsets
@@ -64,6 +76,15 @@ def main(raw: str) -> int:
         "j", F.from_json(F.col("value").cast("string"), "id string, v string, op string"))
     rows = keep_markers(parsed, F.col("j.id").alias("id"), F.col("j.v").alias("v"),
                         F.col("j.op").alias("op"))
+    if cfg.get("sink") == "notify":  # a two-phase-commit sink that records its notifications
+        import sparkbarrier
+        from notify_sink import NotifySink
+
+        sparkbarrier.checkpointed_sink(spark, "notify-exactly-once", NotifySink)
+        query = (rows.writeStream.format("notify-exactly-once").option("record", cfg["record"])
+                 .option("sink.id", cfg["sink_id"]).option("checkpointLocation", cfg["checkpoint"])
+                 .trigger(availableNow=True).start())
+        return _finish(query, commits, spark)
     host, port = cfg["thrift"]
     writer = rows.writeStream.format("barrier-hbase")
     if cfg.get("thrift2"):
@@ -88,6 +109,10 @@ def main(raw: str) -> int:
         .trigger(availableNow=True)
         .start()
     )
+    return _finish(query, commits, spark)
+
+
+def _finish(query, commits, spark) -> int:  # noqa: ANN001 -- Spark's objects
     try:
         query.awaitTermination()
         if commits is not None:  # the last batch's group commit comes after termination
