@@ -157,12 +157,12 @@ _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("table", parse_nonempty, None, "HBase table to write / read", required=True),
     OptionSpec(
         "column.family", parse_nonempty, "d",
-        "family of every data column not listed in `columns`",
+        "family of every data column not listed in `columns` (sink only)",
     ),
     OptionSpec(
         "columns", parse_stripped, "",
         "optional mapping `col=family:qualifier,...`; unlisted data columns map to "
-        "`column.family:<col>`",
+        "`column.family:<col>` (sink only)",
     ),
     OptionSpec("sink.id", parse_stripped, "",
                "namespace of this sink in the commit table; default `query-<query id>`, which "
@@ -209,7 +209,12 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_
     DELIVERY_GUARANTEE,  # the adapter's spec: one declaration, one name
 )
 
-READ_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_SPECS + (
+# The sink's column mapping. The reader takes the mapping from the commit record (the one
+# the sink wrote with), so these would change nothing there: it refuses them.
+_MAPPING_KEYS = ("column.family", "columns")
+
+READ_OPTION_SPECS: tuple[OptionSpec, ...] = tuple(
+    s for s in _CONNECTION_SPECS if s.key not in _MAPPING_KEYS) + KERBEROS_OPTION_SPECS + (
     OptionSpec("as.of.batch", parse_non_negative_int, None,
                "read the table as the sink had committed it after this Spark batch id", type_name="long"),
     OptionSpec("as.of.timestamp", parse_timestamp_ms, None,
@@ -390,8 +395,8 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
 class HBaseReadOptions(_SharedOptions):
     """Parsed batch-reader options. Picklable.
 
-    ``column.family`` and ``columns`` are accepted (they are connection specs shared with
-    the sink) but the reader takes the mapping from the commit record, so they are not kept.
+    No ``column.family`` or ``columns``: the view's columns and their cells come from the
+    commit record, so :func:`parse_read_options` refuses them rather than ignore them.
     """
 
     as_of_batch: int | None
@@ -400,7 +405,16 @@ class HBaseReadOptions(_SharedOptions):
 
 
 def parse_read_options(raw: Mapping[str, str]) -> HBaseReadOptions:
-    """Validate the batch reader's options (driver, and again on executors)."""
+    """Validate the batch reader's options (driver, and again on executors).
+
+    ``column.family`` and ``columns`` get an error of their own, naming the option: they
+    are the sink's, and the view's columns come from the commit record.
+    """
+    for key in raw:
+        if key.lower() in _MAPPING_KEYS:
+            raise ConfigError(
+                f"option {key!r} is the barrier-hbase sink's, not the reader's: the reader reads every column "
+                "the sink committed, mapped as the commit record says; choose columns with select()", option=key)
     v, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader", ignored=_SPARK_KEYS)
     return HBaseReadOptions(
         **_shared_fields(v),

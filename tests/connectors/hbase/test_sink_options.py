@@ -135,3 +135,16 @@ def test_read_options_parse_into_a_frozen_dataclass() -> None:
         o.table = "u"  # type: ignore[misc]
     with pytest.raises(ConfigError, match="option 'as.of.batch' must be >= 0"):
         parse_read_options({"table": "t", "as.of.batch": "-1"})
+
+
+@pytest.mark.parametrize("key", ["column.family", "columns", "Column.Family"])
+def test_reader_refuses_the_sinks_column_mapping_instead_of_ignoring_it(key: str) -> None:
+    # The view's columns come from the commit record; accepting these changed nothing.
+    from sparkbarrier.connectors.hbase import hbase_read_options_table
+    from sparkbarrier.connectors.hbase._options import READ_OPTION_SPECS, parse_read_options
+
+    with pytest.raises(ConfigError, match=f"option '{key}' is the barrier-hbase sink's, not the reader's") as info:
+        parse_read_options({"table": "t", key: "d"})
+    assert info.value.option == key
+    assert not {"column.family", "columns"} & {spec.key for spec in READ_OPTION_SPECS}
+    assert "column.family" not in hbase_read_options_table()

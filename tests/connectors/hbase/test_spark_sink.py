@@ -68,6 +68,9 @@ def test_stream_writes_exactly_once_and_batch_read_sees_committed(
     rows = (spark.read.format("barrier-hbase").options(**_options(hbase_thrift, table))
             .option("sink.id", table).load().orderBy("id").collect())
     assert [(r.id, r.v) for r in rows] == [("a", 3), ("c", 4)]
+    with pytest.raises(Exception, match="option 'column.family' is the barrier-hbase sink's"):
+        spark.read.format("barrier-hbase").options(**_options(hbase_thrift, table)).option(
+            "sink.id", table).option("column.family", "d").load()
     assert spark.read.format("barrier-hbase").options(**_options(hbase_thrift, table)).load().columns == ["id", "v"]
 
 
