@@ -81,6 +81,7 @@ def main() -> None:
             try:
                 return summary(latencies(query, args.batches))
             finally:
+                spark.streams.removeListener(commits)
                 commits.close()
         else:
             query = hbase(kafka("barrier-kafka", name), name, checkpoint)
