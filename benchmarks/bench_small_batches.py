@@ -1,0 +1,239 @@
+"""Small batches and the first batch: barrier-kafka against Spark's JVM source and the Python floor.
+
+    .venv/bin/python benchmarks/bench_small_batches.py --spark-kafka-jars a.jar,b.jar,... \\
+        [--rows-per-batch 300] [--batches 11] [--rounds 2] [--first-batch]
+
+Why: users compare a micro-batch of ``barrier-kafka`` with one of Spark's own
+``format("kafka")`` at the same trigger. Every case runs in one Spark session, one after
+the other in each round (so the machine's load hits them alike), at
+``maxOffsetsPerTrigger=300`` on a 2-partition topic:
+
+* ``jvm -> noop``: Spark's JVM Kafka source, the baseline;
+* ``floor -> noop``: a Python streaming source that hands Spark pre-built Arrow batches
+  of the same schema and size (no Kafka): what Spark's Python data source API costs on
+  its own per batch (planner round trips to the Python planner, a Python worker per
+  task, Arrow to rows), the floor under any Python source;
+* ``barrier-kafka -> noop``, ``barrier-kafka -> barrier-hbase`` and
+  ``jvm + commit_kafka_offsets -> barrier-hbase``.
+
+Printed per case: the median and p90 of Spark's ``triggerExecution`` per batch (warm-up
+batches dropped), and the median of each phase Spark reports (``latestOffset``,
+``queryPlanning``, ``getBatch``, ``walCommit``, ``addBatch``: the tasks and the sink's
+commit, ``commitOffsets``), so the gap to the baseline has an address; and the ratio of
+each median to the baseline's and to the floor's. ``--first-batch`` instead runs each case
+in a fresh process (a new Spark session) and reports the wall time from ``start()`` to
+its first completed batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_sink_batch_latency import produce  # noqa: E402
+
+WARMUP = 3
+PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "commitOffsets")
+CASES = ("jvm-noop", "floor-noop", "barrier-noop", "barrier-hbase", "jvm-commits-hbase")
+
+
+def register_floor(spark: Any, rows_per_batch: int) -> None:
+    """``format("bench-small-floor")``: every trigger has ``rows_per_batch`` more rows."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from sparkbarrier.connectors.kafka import source_schema
+
+    class _Slice(InputPartition):
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+    class _Reader(DataSourceStreamReader):
+        def __init__(self) -> None:
+            self.n = 0  # the planner instance lives as long as the query
+
+        def initialOffset(self) -> dict:
+            return {"o": 0}
+
+        def latestOffset(self) -> dict:  # a topic that always has the next batch ready
+            self.n += rows_per_batch
+            return {"o": self.n}
+
+        def partitions(self, start: dict, end: dict) -> list:
+            rows = end["o"] - start["o"]
+            return [_Slice(rows // 2 + (i < rows % 2)) for i in range(2)] if rows else []
+
+        def read(self, partition: _Slice):
+            schema = to_arrow_schema(source_schema(False, False), timezone="UTC")
+            n = partition.rows
+            columns = {"key": pa.array([b"k%d" % i for i in range(n)], pa.binary()),
+                       "value": pa.array([b"x" * 100] * n, pa.binary()),
+                       "topic": pa.array(["bench_topic"] * n, pa.string()),
+                       "partition": pa.array([0] * n, pa.int32()),
+                       "offset": pa.array(range(n), pa.int64()),
+                       "timestamp": pa.array([1_700_000_000_000_000] * n, pa.int64()).cast(
+                           schema.field("timestamp").type),
+                       "timestampType": pa.array([0] * n, pa.int32())}
+            yield pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+    class _Source(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench-small-floor"
+
+        def schema(self):
+            return source_schema(False, False)
+
+        def streamReader(self, schema):
+            return _Reader()
+
+    spark.dataSource.register(_Source)
+
+
+def session(jars: str) -> Any:
+    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("bench-small-batches")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.driver.host", "127.0.0.1").config("spark.jars", jars).getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def start(spark: Any, case: str, ep: Any, rows: int, batches: int) -> tuple[Any, Any]:
+    """The query of ``case`` on a fresh topic (and the commit listener, if any)."""
+    import sparkbarrier
+
+    name = f"bench_small_{case.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
+    commits = None
+    if case == "floor-noop":
+        df = spark.readStream.format("bench-small-floor").load()
+    else:
+        produce(ep.kafka_bootstrap, name, rows * (batches + WARMUP + 3))
+        fmt = "kafka" if case.startswith("jvm") else "barrier-kafka"
+        reader = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", ep.kafka_bootstrap)
+                  .option("subscribe", name).option("startingOffsets", "earliest")
+                  .option("maxOffsetsPerTrigger", str(rows)))
+        if fmt == "barrier-kafka":
+            reader = reader.option("kafka.group.id", name)
+        df = reader.load()
+        if case == "jvm-commits-hbase":
+            commits = sparkbarrier.commit_kafka_offsets(spark, name, {"kafka.bootstrap.servers": ep.kafka_bootstrap})
+    if case.endswith("hbase"):
+        writer = (df.selectExpr("CAST(key AS STRING) AS id", "CAST(value AS STRING) AS v").writeStream
+                  .format("barrier-hbase").option("hbase.thrift.host", ep.hbase_thrift[0])
+                  .option("hbase.thrift.port", str(ep.hbase_thrift[1]))
+                  .option("hbase.thrift2.port", str(ep.hbase_thrift2[1])).option("table", name)
+                  .option("create.table", "true").option("rowkey", "id").option("sink.id", name))
+    else:
+        writer = df.writeStream.format("noop")
+    return writer.option("checkpointLocation", tempfile.mkdtemp()).start(), commits
+
+
+def measure(spark: Any, case: str, ep: Any, rows: int, batches: int) -> dict[str, Any]:
+    query, commits = start(spark, case, ep, rows, batches)
+    deadline = time.monotonic() + 600
+    try:
+        while time.monotonic() < deadline:
+            done = [p for p in query.recentProgress if p["numInputRows"] > 0]
+            if len(done) >= batches + WARMUP or query.exception() is not None:
+                break
+            time.sleep(0.2)
+    finally:
+        query.stop()
+        if commits is not None:
+            spark.streams.removeListener(commits)
+            commits.close()
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    done = [p for p in query.recentProgress if p["numInputRows"] > 0][WARMUP:WARMUP + batches]
+    total = sorted(float(p["durationMs"]["triggerExecution"]) for p in done)
+    phases = {ph: statistics.median(float(p["durationMs"].get(ph, 0)) for p in done) for ph in PHASES}
+    return {"median_ms": statistics.median(total), "p90_ms": total[int(0.9 * (len(total) - 1))],
+            "n": len(total), "phases_median_ms": phases}
+
+
+def first_batch(case: str, jars: str, rows: int) -> float:
+    """In this (fresh) process: seconds from ``start()`` to the first completed batch."""
+    from sparkbarrier.devstack import Devstack
+
+    ep = Devstack().up()
+    spark = session(jars)
+    register_floor(spark, rows)
+    t0 = time.monotonic()
+    query, commits = start(spark, case, ep, rows, 1)
+    try:
+        while not [p for p in query.recentProgress if p["numInputRows"] > 0]:
+            if query.exception() is not None:
+                raise RuntimeError(str(query.exception()))
+            time.sleep(0.05)
+        return time.monotonic() - t0
+    finally:
+        query.stop()
+        if commits is not None:
+            spark.streams.removeListener(commits)
+            commits.close()
+        spark.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--spark-kafka-jars", required=True)
+    ap.add_argument("--rows-per-batch", type=int, default=300)
+    ap.add_argument("--batches", type=int, default=11)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--warmup-rounds", type=int, default=1,
+                    help="rounds of every case run first and not reported (the JVM's JIT, pooled workers)")
+    ap.add_argument("--first-batch", action="store_true")
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: one first-batch case in this process
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps({"case": args.one, "first_batch_s": first_batch(args.one, args.spark_kafka_jars,
+                                                                          args.rows_per_batch)}))
+        return
+    if args.first_batch:
+        for round_ in range(1, args.rounds + 1):
+            out = {}
+            for case in CASES:
+                done = subprocess.run([sys.executable, __file__, "--spark-kafka-jars", args.spark_kafka_jars,
+                                       "--rows-per-batch", str(args.rows_per_batch), "--one", case],
+                                      capture_output=True, text=True, timeout=600, check=True)
+                out[case] = json.loads(done.stdout.strip().splitlines()[-1])["first_batch_s"]
+            base, floor = out["jvm-noop"], out["floor-noop"]
+            print(json.dumps({"round": round_, "first_batch_s": out,
+                              "ratio_to_jvm_noop": {c: round(v / base, 2) for c, v in out.items()},
+                              "ratio_to_floor": {c: round(v / floor, 2) for c, v in out.items()}}), flush=True)
+        return
+
+    from sparkbarrier.devstack import Devstack
+
+    ep = Devstack().up()
+    spark = session(args.spark_kafka_jars)
+    register_floor(spark, args.rows_per_batch)
+    for _ in range(args.warmup_rounds):
+        for case in CASES:
+            measure(spark, case, ep, args.rows_per_batch, 2)
+    for round_ in range(1, args.rounds + 1):
+        results = {case: measure(spark, case, ep, args.rows_per_batch, args.batches) for case in CASES}
+        base, floor = results["jvm-noop"]["median_ms"], results["floor-noop"]["median_ms"]
+        for case, r in results.items():
+            r["ratio_to_jvm_noop"] = round(r["median_ms"] / base, 2)
+            r["ratio_to_floor"] = round(r["median_ms"] / floor, 2)
+            print(json.dumps({"round": round_, "case": case, **r}), flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
