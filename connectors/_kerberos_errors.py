@@ -9,26 +9,23 @@ Why status codes and not messages: MIT's messages change between releases and
 locales, its codes are the contract. ``gssapi`` raises a ``GSSError`` with the GSS-API
 major status (``maj_code``) and the Kerberos mechanism's minor status (``min_code``), a
 ``com_err`` code of MIT's error tables, as an unsigned 32-bit number. Each code below
-was reproduced against MIT krb5 1.21's KDC (the devstack's private KDC; the test
-``tests/connectors/test_kerberos_codes.py`` keeps reproducing every one):
+was reproduced against MIT krb5 1.20 (Debian 12's KDC and client library, the
+devstack's private KDC); ``tests/connectors/test_kerberos_codes.py`` keeps reproducing
+every one:
 
-================================  =========================================  ===========
-minor code (signed, ``krb5.h``)   when                                        refusal
-================================  =========================================  ===========
-KRB5KDC_ERR_C_PRINCIPAL_UNKNOWN   the KDC knows no such client principal      UNKNOWN_PRINCIPAL
-KRB5KDC_ERR_S_PRINCIPAL_UNKNOWN   no ``<service>/<host>`` principal           UNKNOWN_SERVICE
-KRB5KDC_ERR_PREAUTH_FAILED        the keytab's key is not the principal's     STALE_KEYTAB
-KRB5KRB_AP_ERR_TKT_EXPIRED        the cached ticket ran out (service ticket)  NO_TICKET
-KRB5KRB_AP_ERR_SKEW               clocks apart by more than the allowed skew  CLOCK_SKEW
-KRB5_CC_NOTFOUND                  no ticket for the principal in the cache    NO_TICKET
-KRB5_FCC_NOFILE                   no cache file; with a keytab: no key for    NO_TICKET /
-                                  the principal in it (MIT then looks for a   KEYTAB_WITHOUT_KEY
-                                  cache), not ``KRB5_KT_NOTFOUND``
-KG_CCACHE_NOMATCH (gssapi table)  the cache holds another principal           NO_TICKET
-KRB5_REALM_UNKNOWN                krb5.conf names no KDC for the realm        NO_KDC
-KRB5_KDC_UNREACH                  no KDC of the realm answers                 NO_KDC
-major GSS_S_CREDENTIALS_EXPIRED   the cached ticket ran out (login)           NO_TICKET
-================================  =========================================  ===========
+* ``KRB5KDC_ERR_C_PRINCIPAL_UNKNOWN``: the KDC knows no such client -> UNKNOWN_PRINCIPAL;
+* ``KRB5KDC_ERR_S_PRINCIPAL_UNKNOWN``: no ``<service>/<host>`` principal -> UNKNOWN_SERVICE;
+* ``KRB5KDC_ERR_PREAUTH_FAILED``: the keytab's key is not the principal's -> STALE_KEYTAB;
+* ``KRB5_FCC_NOFILE``: no cache file -> NO_TICKET; with a keytab, no key for the principal
+  in it (MIT then looks for a cache; it is not ``KRB5_KT_NOTFOUND``) -> KEYTAB_WITHOUT_KEY;
+* ``KRB5_CC_NOTFOUND``: no ticket for the principal in the cache -> NO_TICKET;
+* ``KG_CCACHE_NOMATCH`` (the gssapi mechanism's table): the cache holds another
+  principal -> NO_TICKET;
+* major ``GSS_S_CREDENTIALS_EXPIRED`` (at login) and ``KRB5KRB_AP_ERR_TKT_EXPIRED`` (at
+  the service ticket): the cached ticket ran out -> NO_TICKET;
+* ``KRB5KRB_AP_ERR_SKEW``: clocks further apart than the allowed skew -> CLOCK_SKEW;
+* ``KRB5_REALM_UNKNOWN`` (krb5.conf names no KDC for the realm), ``KRB5_KDC_UNREACH`` (no
+  KDC answers) -> NO_KDC.
 
 Any other code is :attr:`Refusal.OTHER`: the message carries MIT's reason and names the
 options to check. Keytab contents never leave MIT's library; only the path appears.

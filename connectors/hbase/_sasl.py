@@ -109,7 +109,7 @@ class GssapiSaslClient:
                                                     gateway=self.where)
         return True, mechanism, token
 
-    def _service_error(self, exc: BaseException) -> KerberosError:
+    def _step_error(self, exc: BaseException) -> KerberosError:
         """A refusal in a later step of the handshake, through the same map as the first."""
         return kerberos_error(self.settings, exc, LOGIN_OPTIONS, host=self.host, gateway=self.where)
 
@@ -121,7 +121,7 @@ class GssapiSaslClient:
                 return True, self._ctx.step(challenge) or b""
             return True, self._choose_layer(self._ctx.unwrap(challenge).message)
         except gssapi.exceptions.GSSError as exc:
-            raise self._service_error(exc) from None
+            raise self._step_error(exc) from None
 
     def _choose_layer(self, offer: bytes) -> bytes:
         """Answer the server's ``[mask, max size(3)]`` with the strongest common qop."""
