@@ -61,12 +61,15 @@ class ConfigError(SparkBarrierError, ValueError):
 class KerberosError(ConfigError):
     """Kerberos or SASL refused: bad credentials, an unknown principal, no ticket, a qop
     mismatch. Permanent (retrying cannot heal it), so a configuration error: ``option``
-    names what to fix, ``gateway`` where (HBase), on the Kafka and the HBase hop alike."""
+    names what to fix, ``gateway`` where (HBase), on the Kafka and the HBase hop alike.
+    ``code``: the status code it was classified by (MIT's minor status, else the GSS-API
+    major status; None when the refusal did not come from ``gssapi``)."""
 
     def __init__(self, message: str, *, option: str | None = None,
-                 gateway: str | None = None) -> None:
+                 gateway: str | None = None, code: int | None = None) -> None:
         super().__init__(message, option=option)
         self.gateway = gateway
+        self.code = code
 
 
 class ProtocolError(SparkBarrierError):

@@ -6,11 +6,13 @@ checkpoint's barrier arrives (``snapshot_state``), *commit* once the checkpoint 
 complete everywhere (``notify_checkpoint_complete``), *abort* when it never will.
 
 The protocol is engine-neutral; ``sparkbarrier.connectors.checkpointed`` runs it in
-Spark, where a micro-batch is the checkpoint. Two ids, each with one name: a sink sees
-Spark's micro-batch number as ``batch_id``, on the executors (``snapshot_state``) and
-on the driver (the notifications); the source's own checkpoint counter (``barrier-kafka``'s
-``checkpointId``, carried by its barriers) reaches the sink only as
-``CompletedCheckpoint.source_checkpoints``.
+Spark, where a micro-batch is the checkpoint. Two ids, each with one name (docs/ids.md):
+every method here takes Spark's micro-batch number, named ``batch_id``, on the executors
+(``snapshot_state``) and on the driver (the notifications) -- the methods keep Flink's
+names, their argument is the batch. The source's own counter, the *source checkpoint
+id* (``barrier-kafka``'s ``checkpointId``, carried by its barriers, the ``checkpoint_id``
+of :class:`~._functions.CheckpointedFunction`), is never passed as an argument: it
+reaches the sink only as ``CompletedCheckpoint.source_checkpoints``.
 
 Call order in Spark (who calls, where):
 
@@ -73,12 +75,14 @@ class SinkContext:
 
 @dataclass(frozen=True)
 class CompletedCheckpoint:
-    """What the driver learns about a completed (or aborted) checkpoint.
+    """What the driver learns about a completed (or aborted) checkpoint: Spark batch ``batch_id``.
 
     ``handles`` are the values ``snapshot_state`` returned on every task of the batch
     that reported (partition order; ``None`` results left out). ``source_offsets`` is
     the next offset per source channel (``"topic:partition"``) from the barriers the
     batch carried, merged over tasks; empty when the input has no barrier markers.
+    ``source_checkpoints``: the source checkpoint ids whose barriers the batch carried (or
+    that ``barrier-kafka`` planned for it), ascending; several when one batch read several.
     """
 
     batch_id: int
@@ -155,7 +159,12 @@ class CheckpointedSink(ABC):
 
     @abstractmethod
     def snapshot_state(self, batch_id: int) -> Any:
-        """Executor: pre-commit everything invoked so far; return a picklable handle (or None)."""
+        """Executor: pre-commit everything invoked so far; return a picklable handle (or None).
+
+        ``batch_id`` is the task's Spark batch (as in its :class:`SinkContext`), also when
+        the snapshot was triggered by a source checkpoint's barriers: several snapshots of
+        one task share it.
+        """
 
     def end_of_input(self) -> bool:
         """Executor: the task's input is done (Flink's ``endInput``); a last snapshot may follow.

@@ -1,4 +1,7 @@
-"""One Kerberos login for both hops: who logs in and how, the credentials, the errors.
+"""One Kerberos login for both hops: the credentials and the security context.
+
+Beside it: the one settings type and each hop's option names
+(:mod:`._kerberos_settings`), the one error map (:mod:`._kerberos_errors`).
 
 One floor below ``connectors/kafka`` (GSSAPI to the brokers, through kafka-python) and
 ``connectors/hbase`` (SASL/GSSAPI to the Thrift gateways). Each hop keeps only what is
@@ -26,90 +29,33 @@ process share the memory cache. The cache name carries the process id: a worker 
 from a process that had logged in logs in again under its own name instead of sharing
 a copied handle.
 
-Errors: :func:`login_error` is the one map from a refused login (``gssapi`` errors) to
-:class:`KerberosError`. The map is shared, the words are the hop's: each passes its
-:class:`LoginOptions`, so the message and ``option`` name the option the user set on
-that hop (``kafka.sasl.jaas.config`` for Kafka, ``hbase.thrift.kerberos.client.*`` for
-HBase). Keytab contents never leave MIT's library; only the path appears in messages.
+Errors: every refusal goes through the one map, :func:`._kerberos_errors.kerberos_error`
+(by gssapi's status codes), with the hop's :class:`~._kerberos_settings.LoginOptions`, so
+the message and ``option`` name the option the user set on that hop
+(``kafka.sasl.jaas.config`` for Kafka, ``hbase.thrift.kerberos.client.*`` for HBase).
+:func:`security_context` is the one place a context with ``<service>@<host>`` starts
+(the preflight, kafka-python's mechanism and the HBase SASL client all call it), so a
+refused service ticket maps the same way on every path. Keytab contents never leave
+MIT's library; only the path appears in messages.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import re
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from .._exceptions import ConfigError, KerberosError
+from ._kerberos_errors import kerberos_error
+from ._kerberos_settings import KerberosSettings, LoginOptions
 
-__all__ = ["Login", "LoginOptions", "OptionName", "check_keytab", "credentials", "gss_reason",
-           "login_error", "require_gssapi", "ticket_cache"]
+__all__ = ["check_keytab", "credentials", "require_gssapi", "security_context", "ticket_cache"]
 
 # A keytab file starts with its format version (MIT: 0x0502; 0x0501 is the old one).
 _KEYTAB_MAGIC = (b"\x05\x01", b"\x05\x02")
 # Log in afresh when the ticket has less left than this (MIT would at expiry anyway).
 _RENEW_BEFORE_S = 60
-# MIT Kerberos error codes (krb5_err.et): ERROR_TABLE_BASE_krb5 + offset, as unsigned.
-_BASE = 2529638912
-_C_PRINCIPAL_UNKNOWN = _BASE + 6
-_PREAUTH_FAILED = _BASE + 24
-_MAJOR = re.compile(r"^Major \(\d+\): ")
-_MINOR = re.compile(r",? ?Minor \((\d+)\): (.*)$", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Login:
-    """Who logs in and how. Picklable; nothing secret inside (a principal and paths).
-
-    ``keytab``: log in from this keytab (read on every machine whose client logs in,
-    driver and executors). Without one, the ticket cache: ``ticket_cache`` (an MIT cache
-    name such as ``FILE:/path``) or the process's default. ``use_ticket_cache`` with a
-    keytab tries the ticket cache first and the keytab when it holds no valid ticket
-    (Java's order). ``principal`` None: whoever the ticket cache holds.
-    """
-
-    principal: str | None = None
-    keytab: str | None = None
-    ticket_cache: str | None = None
-    use_ticket_cache: bool = False
-
-    @property
-    def who(self) -> str:
-        """The principal as messages name it."""
-        return self.principal or "the ticket cache's principal"
-
-
-@dataclass(frozen=True)
-class OptionName:
-    """An option as an error names it: ``key`` is the error's ``option``; ``part`` the field
-    inside it, for options that hold several (the JAAS line's ``principal=``)."""
-
-    key: str
-    part: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.part} in {self.key!r}" if self.part else repr(self.key)
-
-
-@dataclass(frozen=True)
-class LoginOptions:
-    """How one hop names its login, so the shared error map names that hop's own fix.
-
-    ``peer``: what the login is for, in messages ("the Kafka brokers"). ``enabled`` set to
-    ``enabled_value`` asks for Kerberos (named when the ``gssapi`` package is missing).
-    ``keytab_login``: how to switch this hop to a keytab login. ``keytab_word``: what the
-    hop's option calls the keytab (Java's JAAS line says ``keyTab``).
-    """
-
-    peer: str
-    principal: OptionName
-    keytab: OptionName
-    enabled: OptionName
-    enabled_value: str
-    keytab_login: str
-    keytab_word: str = "keytab"
 
 
 def require_gssapi(options: LoginOptions) -> None:
@@ -123,32 +69,32 @@ def require_gssapi(options: LoginOptions) -> None:
             option=options.enabled.key) from None
 
 
-def check_keytab(login: Login, options: LoginOptions) -> None:
+def check_keytab(settings: KerberosSettings, options: LoginOptions) -> None:
     """Raise :class:`KerberosError` naming the keytab option when this machine cannot read
     the keytab, or it is not one (only its two-byte format header is read, never logged).
 
     Called where the login starts (query start, and each process's first login: an
     executor without the shipped keytab says so instead of MIT's "No key table entry").
     """
-    if login.keytab is None:
+    if settings.keytab is None:
         return
     try:
-        with open(login.keytab, "rb") as handle:
+        with open(settings.keytab, "rb") as handle:
             head = handle.read(2)
     except OSError as exc:
         raise KerberosError(
-            f"option {options.keytab.key!r}: cannot read {options.keytab_word} {login.keytab!r} "
+            f"option {options.keytab.key!r}: cannot read {options.keytab_word} {settings.keytab!r} "
             f"({exc.strerror}); the file must exist at that path on the driver and on every executor: "
             f"ship it with `spark-submit --files <keytab>` and give its file name, or put it at the "
             f"same path on every node", option=options.keytab.key) from None
     if head not in _KEYTAB_MAGIC:
-        raise KerberosError(f"option {options.keytab.key!r}: {login.keytab!r} is not a Kerberos keytab "
+        raise KerberosError(f"option {options.keytab.key!r}: {settings.keytab!r} is not a Kerberos keytab "
                             f"file (create one with ktutil or kadmin ktadd)", option=options.keytab.key)
 
 
-def ticket_cache(login: Login) -> str:
+def ticket_cache(settings: KerberosSettings) -> str:
     """The private ``MEMORY:`` cache of a keytab login in this process (never the default)."""
-    tag = hashlib.sha256(f"{login.principal}\0{login.keytab}".encode()).hexdigest()[:16]
+    tag = hashlib.sha256(f"{settings.principal}\0{settings.keytab}".encode()).hexdigest()[:16]
     return f"MEMORY:sparkbarrier-{os.getpid()}-{tag}"
 
 
@@ -166,32 +112,33 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def credentials(login: Login, options: LoginOptions) -> Any:
-    """``gssapi.Credentials`` for initiating contexts as ``login``; forces the login.
+def credentials(settings: KerberosSettings, options: LoginOptions) -> Any:
+    """``gssapi.Credentials`` for initiating contexts as ``settings``' principal; forces the login.
 
     Called at query start (so a stale keytab or an unknown principal fails there, not
     inside the first request) and for every connection: a keytab login is cached per
     process and reused while its ticket has more than a minute left, then renewed from
     the keytab; a ticket cache is read afresh each time (``kinit`` may have refilled it).
-    Thread-safe. Raises :class:`KerberosError` (a refused login: :func:`login_error`; an
+    Thread-safe. Raises :class:`KerberosError` (a refused login, through the one map
+    :func:`._kerberos_errors.kerberos_error`; an
     unreadable keytab) or :class:`ConfigError` (no gssapi package).
     """
     require_gssapi(options)
     import gssapi
 
-    name = (gssapi.Name(login.principal, gssapi.NameType.kerberos_principal)
-            if login.principal else None)
-    if login.keytab is None or login.use_ticket_cache:
+    name = (gssapi.Name(settings.principal, gssapi.NameType.kerberos_principal)
+            if settings.principal else None)
+    if settings.keytab is None or settings.use_ticket_cache:
         store: dict[bytes | str, bytes | str] | None = (
-            {"ccache": login.ticket_cache} if login.ticket_cache else None)
+            {"ccache": settings.ticket_cache} if settings.ticket_cache else None)
         try:
             return _resolved(gssapi.Credentials(name=name, usage="initiate", store=store))
         except gssapi.exceptions.GSSError as exc:
-            if login.keytab is None:
-                raise login_error(login, exc, options) from None
+            if settings.keytab is None:
+                raise kerberos_error(settings, exc, options) from None
         # Java: useTicketCache first, then the keytab when the cache holds no valid ticket
     pid = os.getpid()
-    key = (pid, login.principal, login.keytab)
+    key = (pid, settings.principal, settings.keytab)
     with _lock:
         creds = _keytab_creds.get(key)
         try:
@@ -199,12 +146,12 @@ def credentials(login: Login, options: LoginOptions) -> Any:
                 return creds
         except gssapi.exceptions.GSSError:
             pass  # expired: acquire afresh below, which logs in from the keytab
-        check_keytab(login, options)  # an executor without the shipped keytab says so
+        check_keytab(settings, options)  # an executor without the shipped keytab says so
         try:
             creds = _resolved(gssapi.Credentials(name=name, usage="initiate", store={
-                "client_keytab": login.keytab, "ccache": ticket_cache(login)}))
+                "client_keytab": settings.keytab, "ccache": ticket_cache(settings)}))
         except gssapi.exceptions.GSSError as exc:
-            raise login_error(login, exc, options) from None
+            raise kerberos_error(settings, exc, options) from None
         for stale in [k for k in _keytab_creds if k[0] != pid]:  # a forked worker's inheritance
             del _keytab_creds[stale]
         _keytab_creds[key] = creds
@@ -222,54 +169,27 @@ def _resolved(creds: Any) -> Any:
     return creds
 
 
-def gss_reason(exc: BaseException) -> str:
-    """MIT's reason from a GSSError, on one line: the minor (mechanism) message when there is
-    one (it says what went wrong: "Preauthentication failed"), else the major one ("The
-    referenced credential has expired"); any other exception's text as it is."""
-    gen = getattr(exc, "gen_message", None)
-    text = str(exc)
-    if callable(gen):
-        try:
-            text = str(gen())
-        except (TypeError, ValueError, AttributeError, UnicodeError):  # formatting only: use str()
-            pass
-    found = _MINOR.search(text)
-    if found and found.group(1) != "0":
-        text = found.group(2)
-    elif found:
-        text = _MAJOR.sub("", text[:found.start()])
-    return " ".join(text.split())
+def security_context(settings: KerberosSettings, host: str, options: LoginOptions, *, flags: Any = None,
+                     gateway: str | None = None) -> tuple[Any, bytes]:
+    """Start a GSS context as ``settings``' principal with ``<service>@<host>``: (context, first token).
 
+    The one place both hops build the service's name and the context: the Kafka preflight
+    (driver, query start), kafka-python's mechanism (every broker connection) and the HBase
+    SASL client (every gateway connection). The first step asks the KDC for the service
+    ticket, so a refused one fails here, mapped by :func:`._kerberos_errors.kerberos_error`
+    (an unknown ``<service>/<host>`` names the hop's service option and the host).
+    ``flags``: the GSS requirement flags (None: gssapi's defaults, mutual authentication).
+    The name is canonicalised for the Kerberos mechanism as kafka-python's own mechanism
+    does; the context imports it the same way otherwise, so HBase sees no difference.
+    """
+    import gssapi
 
-def login_error(login: Login, exc: BaseException, options: LoginOptions) -> KerberosError:
-    """The one map from a refused login to :class:`KerberosError`, naming ``options``' fix."""
-    code, reason = getattr(exc, "min_code", None), gss_reason(exc)
-    who, keytab = login.who, options.keytab
-    if "Cannot contact any KDC" in reason or "Cannot find KDC" in reason:
-        config = os.environ.get("KRB5_CONFIG", "/etc/krb5.conf")
-        return KerberosError(
-            f"no KDC answered for the Kerberos login of {who} to {options.peer} ({reason}); check the "
-            f"realm's kdc entries in {config} (KRB5_CONFIG; on executors spark.executorEnv.KRB5_CONFIG) "
-            f"and that the KDC is reachable", option=keytab.key)
-    if code == _C_PRINCIPAL_UNKNOWN or "not found in Kerberos database" in reason:
-        return KerberosError(
-            f"the KDC does not know the principal {who} ({reason}); check {options.principal} "
-            f"(with its @REALM) and that the principal exists", option=options.principal.key)
-    if (code == _PREAUTH_FAILED or "Preauthentication failed" in reason or "Key version" in reason
-            or "No key table entry" in reason):
-        return KerberosError(
-            f"the KDC refused the Kerberos login of {who} ({reason}): the keytab {login.keytab!r} "
-            f"holds an old key (the principal's key changed since it was exported) or another "
-            f"principal's; export a current keytab for {who} (kadmin ktadd, ipa-getkeytab), give it in "
-            f"{keytab} and check {options.principal}", option=keytab.key)
-    if login.keytab is None:
-        cache = login.ticket_cache or os.environ.get("KRB5CCNAME", "the default ticket cache")
-        return KerberosError(
-            f"no valid Kerberos ticket for {who} in {cache} to reach {options.peer} ({reason}); run "
-            f"`kinit` as the job's user before the query, where the clients run (a ticket cache is not "
-            f"renewed: when it runs out, run kinit again), or log in with a keytab: "
-            f"{options.keytab_login}", option=keytab.key)
-    return KerberosError(
-        f"the Kerberos login of {who} with keytab {login.keytab!r} to {options.peer} failed ({reason}); "
-        f"check {options.principal}, {keytab} and KRB5_CONFIG (the realm's KDC)", option=keytab.key)
-
+    creds = credentials(settings, options)
+    try:
+        name = gssapi.Name(f"{settings.service}@{host}", gssapi.NameType.hostbased_service
+                           ).canonicalize(gssapi.MechType.kerberos)
+        context = gssapi.SecurityContext(name=name, creds=creds, usage="initiate", flags=flags)
+        token = context.step()
+    except gssapi.exceptions.GSSError as exc:
+        raise kerberos_error(settings, exc, options, host=host, gateway=gateway) from None
+    return context, token or b""

@@ -2,15 +2,16 @@
 
 Spark calls ``commit(messages, batchId)`` after every task of the batch reported, and
 may call it again for the same batch after a driver crash between the sink's commit
-and its own commit log. Which batches were applied is therefore kept durably with
-``state/``'s :class:`PendingCheckpoints` ledger (atomic, checksummed, refused when it
-was written for another sink unless overridden):
+and its own commit log. Which batches were applied is therefore kept durably in a
+ledger of Spark batch ids (:class:`_BatchLedger`, on ``state/``'s
+:class:`PendingCheckpoints`: atomic, checksummed, refused when it was written for
+another sink unless overridden):
 
 1. restore the ledger; a batch at or below the newest id that is no longer pending was
    applied already → its replay's pre-committed work is discarded
    (``notify_checkpoint_aborted``) instead of applied again;
 2. record the batch as *pending* and save (the intent);
-3. ``notify_checkpoint_complete(batch, completed)``;
+3. ``notify_checkpoint_complete(batch_id, completed)``;
 4. complete the batch in the ledger and save.
 
 A crash between 2 and 4 leaves the batch pending, and its replay notifies again: that
@@ -99,13 +100,46 @@ def completed_checkpoint(messages: Sequence[Any], batch_id: int,
     msgs = sorted((m for m in messages if isinstance(m, TaskCommitMessage)), key=lambda m: m.partition_id)
     planned = planned_batch(checkpoint_location, batch_id)
     offsets = merge_offsets(planned.offsets if planned is not None else {}, *(m.source_offsets for m in msgs))
-    checkpoints = {c for m in msgs for c in m.source_checkpoints}
-    if planned is not None and planned.checkpoint_id is not None:
-        checkpoints.add(planned.checkpoint_id)
+    source_checkpoint_ids = {c for m in msgs for c in m.source_checkpoints}
+    if planned is not None and planned.checkpoint_id is not None:  # barrier-kafka's plan for the batch
+        source_checkpoint_ids.add(planned.checkpoint_id)
     return CompletedCheckpoint(
         batch_id=batch_id, query_id=msgs[0].query_id if msgs else "",
         handles=tuple(h for m in msgs for h in m.handles), source_offsets=offsets,
-        source_checkpoints=tuple(sorted(checkpoints)))
+        source_checkpoints=tuple(sorted(source_checkpoint_ids)))
+
+
+class _BatchLedger:
+    """Which Spark batches the sink applied: ``state``'s :class:`PendingCheckpoints`, keyed by batch id.
+
+    :class:`PendingCheckpoints` is the source's ledger (Flink's ``pendingOffsetsToCommit``)
+    and says ``checkpoint_id``; for a checkpointed sink the checkpoint is Spark's batch. So
+    this class is the one place a batch id goes where that ledger says checkpoint id
+    (also the ``checkpoint_id`` field of its file, format version 1, kept as it is so that
+    ledgers written before restore); everything around it says ``batch_id``.
+    """
+
+    def __init__(self, entries: PendingCheckpoints) -> None:
+        self._entries = entries
+
+    @property
+    def pending_batch_ids(self) -> set[int]:
+        """Batches recorded as being applied (the intent saved, the completion not yet)."""
+        return {entry.checkpoint_id for entry in self._entries.pending}
+
+    def applied_before(self, batch_id: int) -> bool:
+        """True when ``batch_id`` is at or below the newest batch ever recorded and no longer pending."""
+        newest = self._entries.newest_id
+        return newest is not None and batch_id <= newest and batch_id not in self.pending_batch_ids
+
+    def add_batch(self, batch_id: int, source_offsets: Mapping[str, int], timestamp_ms: int) -> None:
+        self._entries.add(batch_id, source_offsets, timestamp_ms)
+
+    def complete_batch(self, batch_id: int) -> None:
+        self._entries.complete(batch_id)
+
+    def save(self, directory: Path | SnapshotStore) -> None:
+        self._entries.save(directory)
 
 
 class Completion:
@@ -116,12 +150,13 @@ class Completion:
         self._fn, self._identity, self._dir, self._allow = fn, dict(identity), directory, allow_mismatch
         self._location = checkpoint_location
 
-    def _ledger(self) -> PendingCheckpoints | None:
+    def _ledger(self) -> _BatchLedger | None:
         if self._dir is None:
             return None
-        return PendingCheckpoints.restore(self._dir, identity=self._identity, allow_mismatch=self._allow)
+        return _BatchLedger(PendingCheckpoints.restore(self._dir, identity=self._identity,
+                                                       allow_mismatch=self._allow))
 
-    def _save(self, ledger: PendingCheckpoints) -> None:
+    def _save(self, ledger: _BatchLedger) -> None:
         if self._dir is None:  # explicit: _ledger() gives a ledger only with a directory
             raise ProtocolError("checkpointed sink: a ledger to save but no ledger directory")
         ledger.save(self._dir)
@@ -131,20 +166,19 @@ class Completion:
         completed = completed_checkpoint(messages, batch_id, self._location)
         ledger = self._ledger()
         if ledger is not None:
-            pending = {e.checkpoint_id for e in ledger.pending}
-            if ledger.newest_id is not None and batch_id <= ledger.newest_id and batch_id not in pending:
+            if ledger.applied_before(batch_id):
                 log.info("batch %d was applied before (ledger in %s); discarding the replay's "
                          "pre-committed work instead of applying it again", batch_id, self._dir)
                 self._fn.notify_checkpoint_aborted(batch_id, completed)
                 return False
-            if batch_id not in pending:
-                ledger.add(batch_id, completed.source_offsets, int(time.time() * 1000))
+            if batch_id not in ledger.pending_batch_ids:
+                ledger.add_batch(batch_id, completed.source_offsets, int(time.time() * 1000))
                 self._save(ledger)
         fault_point("sink.after_flush_before_commit")
         self._fn.notify_checkpoint_complete(batch_id, completed)
         fault_point("checkpointed.after_store_commit_before_ledger")
         if ledger is not None:
-            ledger.complete(batch_id)
+            ledger.complete_batch(batch_id)
             self._save(ledger)
         fault_point("sink.after_commit_before_commitlog")
         return True

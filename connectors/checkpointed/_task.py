@@ -4,17 +4,24 @@ Per task (Spark's ``write(iterator)``): a fresh function instance, ``initialize_
 once with the batch, partition and attempt; every Arrow batch is split at marker rows
 and fed to an :class:`~sparkbarrier.barrier.InputProcessor` (exactly-once alignment or
 at-least-once tracking, option ``delivery.guarantee``), which hands data to ``invoke`` and
-calls ``snapshot_state`` when a checkpoint's barriers are in. At the end of the input
+calls ``snapshot_state`` when a source checkpoint's barriers are in. At the end of the input
 the processor releases what it still buffers, the function hears ``end_of_input`` and
 the task takes a last snapshot if data arrived after the previous one (or always, when
 ``end_of_input`` asked for it); ``close`` runs whatever happened. Every snapshot's handle goes back to the driver
 in the task's commit message, with the source offsets the barriers carried.
 
+Two ids (docs/ids.md). The InputProcessor speaks the single-process
+:class:`~sparkbarrier.barrier.CheckpointedFunction` protocol, keyed by the *source
+checkpoint id* its barriers carry; the sink's methods take Spark's *batch id*.
+:class:`_SinkAsFunction` is the one bridge: a snapshot at a source checkpoint is recorded
+as that id in the commit message (``source_checkpoints``) and taken as the sink's
+snapshot for the task's ``batch_id``.
+
 Channels. A data row's channel is ``"<topic>:<partition>"`` when the input has the
 ``barrier-kafka`` columns ``topic`` and ``partition`` (the channel string its barriers
 carry), else the task is one channel (``"input"``) and every barrier counts on it:
-a repeat of the newest checkpoint id is then another source partition's copy of the
-same barrier and is skipped. Channels are added as they first appear; in Spark a
+a repeat of the newest source checkpoint id is then another source partition's copy of
+the same barrier and is skipped. Channels are added as they first appear; in Spark a
 task's input is its partitions one after another (``coalesce``, ``union``), so a
 channel first seen during an alignment has not delivered that barrier yet and is
 waited for.
@@ -56,22 +63,32 @@ class TaskCommitMessage:
     rows: int = 0
 
 
-class _Shim:
-    """The function as the InputProcessor sees it: snapshots collect handles."""
+class _SinkAsFunction:
+    """A task's :class:`CheckpointedSink` as the InputProcessor's ``CheckpointedFunction``.
+
+    The bridge between the two ids, and the only one. The InputProcessor calls the
+    ``CheckpointedFunction`` methods with *source checkpoint ids* (what its barriers
+    carry); the sink takes Spark's *batch id*. A snapshot at ``source_checkpoint_id``
+    records that id in the commit message and snapshots the sink for the task's
+    ``batch_id`` (:meth:`snapshot_batch`), so one task may snapshot one batch several
+    times. Source checkpoints' notifications stop here: the sink is notified on the
+    driver, once per batch (``_driver.py``).
+    """
 
     def __init__(self, fn: CheckpointedSink, msg: TaskCommitMessage) -> None:
         self.fn, self.msg = fn, msg
         self.dirty = False
-        self.last_barrier: int | None = None
+        self.last_source_checkpoint_id: int | None = None
 
     def initialize_state(self, _context: Any) -> None:  # done by run_task with the SinkContext
         pass
 
     def snapshot_state(self, source_checkpoint_id: int) -> None:
         self.msg.source_checkpoints.append(source_checkpoint_id)
-        self.take()
+        self.snapshot_batch()
 
-    def take(self) -> None:
+    def snapshot_batch(self) -> None:
+        """The sink's snapshot for Spark batch ``msg.batch_id``; its handle goes to the driver."""
         fault_point("sink.before_flush")
         handle = self.fn.snapshot_state(self.msg.batch_id)
         if handle is not None:
@@ -111,13 +128,14 @@ def _channel_runs(batch: pa.RecordBatch) -> list[tuple[str, pa.RecordBatch]]:
 class _Feeder:
     """Creates the InputProcessor with the first channel seen and adds later ones."""
 
-    def __init__(self, shim: _Shim, guarantee: DeliveryGuarantee) -> None:
-        self.shim, self.guarantee = shim, guarantee
+    def __init__(self, function: _SinkAsFunction, guarantee: DeliveryGuarantee) -> None:
+        self.function, self.guarantee = function, guarantee
         self.processor: InputProcessor | None = None
 
     def feed(self, channel: str, element: Any) -> None:
         if self.processor is None:
-            self.processor = InputProcessor([channel], self.shim, self.shim.downstream, guarantee=self.guarantee)
+            self.processor = InputProcessor([channel], self.function, self.function.downstream,
+                                            guarantee=self.guarantee)
         else:
             self.processor.add_channel(channel)
         self.processor.process(channel, element)
@@ -141,8 +159,8 @@ def run_task(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.Re
 def _run(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.RecordBatch], msg: TaskCommitMessage,
          guarantee: DeliveryGuarantee) -> None:
     fn.initialize_state(context)
-    shim = _Shim(fn, msg)
-    feeder = _Feeder(shim, guarantee)
+    function = _SinkAsFunction(fn, msg)
+    feeder = _Feeder(function, guarantee)
     for batch in batches:
         single = not _has_channel_columns(batch.schema)
         for piece in split_markers(batch):
@@ -155,9 +173,10 @@ def _run(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.Record
                 if piece.channel is not None and piece.next_offset is not None:
                     prev = msg.source_offsets.get(piece.channel, piece.next_offset)
                     msg.source_offsets[piece.channel] = max(prev, int(piece.next_offset))
-                if single and shim.last_barrier is not None and piece.checkpoint_id <= shim.last_barrier:
+                last = function.last_source_checkpoint_id
+                if single and last is not None and piece.checkpoint_id <= last:
                     continue  # another source partition's copy of a barrier already counted
-                shim.last_barrier = piece.checkpoint_id
+                function.last_source_checkpoint_id = piece.checkpoint_id
             marker_channel = SINGLE_CHANNEL if single else piece.channel
             if marker_channel is None:
                 raise SinkError(f"a {type(piece).__name__} marker without a channel reached the sink",
@@ -165,5 +184,5 @@ def _run(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.Record
             feeder.feed(marker_channel, piece)
     feeder.end()
     always = fn.end_of_input()  # True: the function holds data back, its last snapshot follows always
-    if shim.dirty or not msg.handles or always:
-        shim.take()
+    if function.dirty or not msg.handles or always:
+        function.snapshot_batch()

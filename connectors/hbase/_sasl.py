@@ -13,25 +13,27 @@ needs the unmaintained ``kerberos`` module. :class:`GssapiSaslClient` is RFC 475
 negotiation, choosing the strongest qop that both the option allows and the server
 offers; ``encode``/``decode`` wrap and unwrap frames for ``auth-int``/``auth-conf``.
 
-Credentials come from the login both hops share (:mod:`.._kerberos_login`): with a
-keytab, a ``MEMORY:`` ticket cache private to the process and principal (never the
-process's default cache), renewed from the keytab; without one, the default ticket cache
-(``KRB5CCNAME``, filled by ``kinit``). This module binds it to HBase's option names
-(:data:`LOGIN_OPTIONS`). A credential or handshake failure cannot heal by retrying, so
-it is a :class:`KerberosError` (permanent; the connection does not fail over on it)
-naming the option to fix. Keytab contents never leave MIT's library; only the path
-appears in messages.
+The settings are the type both hops share (:class:`KerberosSettings`, defined in
+:mod:`.._kerberos_settings`), and so are the credentials and the security context
+(:mod:`.._kerberos_login`): with a keytab, a ``MEMORY:`` ticket cache private to the
+process and principal (never the process's default cache), renewed from the keytab;
+without one, the default ticket cache (``KRB5CCNAME``, filled by ``kinit``). This module
+binds them to HBase's option names (:data:`LOGIN_OPTIONS`). A credential or handshake
+failure cannot heal by retrying, so it is a :class:`KerberosError` (permanent; the
+connection does not fail over on it) from the one error map
+(:mod:`.._kerberos_errors`, by gssapi's status codes) naming the option to fix. Keytab
+contents never leave MIT's library; only the path appears in messages.
 """
 
 from __future__ import annotations
 
-import enum
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 from ..._exceptions import KerberosError
 from .. import _kerberos_login as _shared
+from .._kerberos_errors import gss_reason, kerberos_error
+from .._kerberos_settings import KerberosSettings, LoginOptions, OptionName, Qop
 
 __all__ = ["LOGIN_OPTIONS", "Qop", "KerberosSettings", "KerberosError", "GssapiSaslClient", "check_credentials",
            "parse_qops", "sasl_transport", "sasl_protocol"]
@@ -45,42 +47,9 @@ _MAX_BUFFER = 0xFFFFFF
 HANDSHAKE_TIMEOUT_S = 5.0
 
 
-class Qop(enum.IntEnum):
-    """RFC 4752 security layers, as bit masks; larger is stronger."""
-
-    AUTH = 1
-    AUTH_INT = 2
-    AUTH_CONF = 4
-
-    @property
-    def label(self) -> str:
-        return {Qop.AUTH: "auth", Qop.AUTH_INT: "auth-int", Qop.AUTH_CONF: "auth-conf"}[self]
-
-
 QOP_NAMES = {"auth": Qop.AUTH, "authentication": Qop.AUTH, "auth-int": Qop.AUTH_INT,
              "integrity": Qop.AUTH_INT, "auth-conf": Qop.AUTH_CONF, "privacy": Qop.AUTH_CONF}
 """Hadoop's names and HBase's newer ones (``hbase.thrift.security.qop`` accepts both)."""
-
-
-@dataclass(frozen=True)
-class KerberosSettings:
-    """How to authenticate to the gateways. Picklable (names and a path; no key material).
-
-    ``qops``: the layers the user accepts; the strongest the server also offers is used.
-    """
-
-    principal: str | None = None
-    keytab: str | None = None
-    service: str = "hbase"
-    qops: frozenset[Qop] = frozenset(Qop)
-
-    def describe_qops(self) -> str:
-        return ",".join(q.label for q in sorted(self.qops, reverse=True))
-
-    @property
-    def login(self) -> _shared.Login:
-        """Who logs in and how, for the login both hops share (no keytab: the ticket cache)."""
-        return _shared.Login(principal=self.principal, keytab=self.keytab)
 
 
 def parse_qops(raw: str) -> frozenset[Qop]:
@@ -96,11 +65,14 @@ def parse_qops(raw: str) -> frozenset[Qop]:
 
 
 # ---------------------------------------------------------------------------- credentials
-LOGIN_OPTIONS = _shared.LoginOptions(
-    peer="the HBase Thrift gateways",
-    principal=_shared.OptionName(PRINCIPAL_OPTION),
-    keytab=_shared.OptionName(KEYTAB_OPTION),
-    enabled=_shared.OptionName("hbase.thrift.authentication"), enabled_value="kerberos",
+LOGIN_OPTIONS = LoginOptions(
+    peer="the HBase Thrift gateways", peer_one="the HBase Thrift gateway",
+    principal=OptionName(PRINCIPAL_OPTION),
+    keytab=OptionName(KEYTAB_OPTION),
+    service=OptionName(SERVICE_OPTION),
+    service_fix=(f"{SERVICE_OPTION!r} must be the primary of the gateway's hbase.thrift.kerberos.principal "
+                 "and the gateway must be reached by the host name in that principal (not an IP address)"),
+    enabled=OptionName("hbase.thrift.authentication"), enabled_value="kerberos",
     keytab_login=f"give {PRINCIPAL_OPTION!r} and {KEYTAB_OPTION!r}")
 """HBase's names for the shared login's errors."""
 
@@ -108,7 +80,7 @@ LOGIN_OPTIONS = _shared.LoginOptions(
 def check_credentials(settings: KerberosSettings) -> None:
     """Query start: log in (or find a ticket) once, so credential problems fail the query now,
     naming ``hbase.thrift.kerberos.client.principal`` or ``.keytab``."""
-    _shared.credentials(settings.login, LOGIN_OPTIONS)
+    _shared.credentials(settings, LOGIN_OPTIONS)
 
 
 # ---------------------------------------------------------------------------- SASL client
@@ -131,28 +103,15 @@ class GssapiSaslClient:
     def start(self, mechanism: str) -> tuple[bool, str, bytes]:
         import gssapi
 
-        creds = _shared.credentials(self.settings.login, LOGIN_OPTIONS)
-        target = gssapi.Name(f"{self.settings.service}@{self.host}", gssapi.NameType.hostbased_service)
         flags = (gssapi.RequirementFlag.mutual_authentication | gssapi.RequirementFlag.integrity
                  | gssapi.RequirementFlag.confidentiality)
-        self._ctx = gssapi.SecurityContext(name=target, creds=creds, usage="initiate", flags=flags)
-        try:
-            token = self._ctx.step()
-        except gssapi.exceptions.GSSError as exc:
-            raise self._service_error(exc) from None
-        return True, mechanism, token or b""
+        self._ctx, token = _shared.security_context(self.settings, self.host, LOGIN_OPTIONS, flags=flags,
+                                                    gateway=self.where)
+        return True, mechanism, token
 
-    def _service_error(self, exc: BaseException) -> KerberosError:
-        text = _shared.gss_reason(exc)
-        principal = f"{self.settings.service}/{self.host}"
-        if "not found in Kerberos database" in text:
-            return KerberosError(
-                f"the KDC knows no service principal {principal} for the HBase Thrift gateway {self.where} "
-                f"({text}); {SERVICE_OPTION!r} must be the primary of the gateway's "
-                "hbase.thrift.kerberos.principal and the gateway must be reached by the host name in that "
-                "principal (not an IP address)", option=SERVICE_OPTION, gateway=self.where)
-        return KerberosError(f"Kerberos to the HBase Thrift gateway {self.where} as {principal} failed ({text})",
-                             option=SERVICE_OPTION, gateway=self.where)
+    def _step_error(self, exc: BaseException) -> KerberosError:
+        """A refusal in a later step of the handshake, through the same map as the first."""
+        return kerberos_error(self.settings, exc, LOGIN_OPTIONS, host=self.host, gateway=self.where)
 
     def step(self, challenge: bytes) -> tuple[bool, bytes]:
         import gssapi
@@ -162,7 +121,7 @@ class GssapiSaslClient:
                 return True, self._ctx.step(challenge) or b""
             return True, self._choose_layer(self._ctx.unwrap(challenge).message)
         except gssapi.exceptions.GSSError as exc:
-            raise self._service_error(exc) from None
+            raise self._step_error(exc) from None
 
     def _choose_layer(self, offer: bytes) -> bytes:
         """Answer the server's ``[mask, max size(3)]`` with the strongest common qop."""
@@ -210,7 +169,7 @@ class GssapiSaslClient:
         try:
             result = self._ctx.unwrap(frame[4:])
         except gssapi.exceptions.GSSError as exc:
-            self._error = f"SASL frame from {self.where} failed its integrity check ({_shared.gss_reason(exc)})"
+            self._error = f"SASL frame from {self.where} failed its integrity check ({gss_reason(exc)})"
             return False, b""
         if self.qop is Qop.AUTH_CONF and not result.encrypted:
             self._error = f"SASL frame from {self.where} was not encrypted although qop auth-conf was agreed"
@@ -291,13 +250,17 @@ def sasl_protocol(protocol: str, transport: Any) -> Any:
 
 
 def _handshake_error(host: str, port: int, settings: KerberosSettings, exc: BaseException) -> Exception:
-    """What a failed handshake means. A SASL refusal (``Bad status``) is permanent; silence or a
-    hang-up is a transport error (a busy gateway may heal, so it is failed over within the
-    failover budget) whose message says the likeliest cause: a gateway that is not Kerberized."""
+    """What a failed handshake means. A SASL refusal is permanent; silence or a hang-up is a
+    transport error (a busy gateway may heal, so it is failed over within the failover
+    budget) whose message says the likeliest cause: a gateway that is not Kerberized.
+
+    Told apart by thriftpy2's exception type, not its text: inside the handshake (the socket
+    is open already) ``NOT_OPEN`` is only raised for the server's SASL status ``BAD`` or
+    ``ERROR`` ("Bad status"); silence is a timeout, a hang-up ``END_OF_FILE``."""
     from thriftpy2.transport import TTransportException
 
     text = " ".join(str(exc).split())[:300]
-    if "Bad status" in text:
+    if isinstance(exc, TTransportException) and exc.type == TTransportException.NOT_OPEN:
         return KerberosError(
             f"HBase Thrift gateway {host}:{port} refused the Kerberos login ({text}); check that the gateway "
             f"accepts the client principal and that {QOP_OPTION!r} ({settings.describe_qops()}) matches its "

@@ -2,8 +2,9 @@
 
 Users write what Spark's Kafka source takes (``kafka.sasl.mechanism=GSSAPI``,
 ``kafka.sasl.kerberos.service.name``, and a ``Krb5LoginModule`` line in
-``kafka.sasl.jaas.config``). :func:`parse_krb5_jaas` turns the JAAS fields into a
-:class:`Kerberos` value (nothing secret in it: a keytab *path* and a principal).
+``kafka.sasl.jaas.config``). :func:`parse_krb5_jaas` turns the JAAS fields into the
+:class:`~.._kerberos_settings.KerberosSettings` both hops use (nothing secret in it: a
+keytab *path* and a principal).
 
 Why kafka-python runs every GSSAPI connection (driver and executors): the librdkafka
 in the confluent-kafka wheel, which the compiled reader links too, is built without
@@ -16,7 +17,8 @@ into a private ``MEMORY:`` ticket cache of the process, renewed from the keytab;
 ticket cache with ``useTicketCache=true`` (tried first when a keytab is given too, as
 Java does); never the process's default cache or environment changed, so queries with
 different principals share the long-lived driver. This module binds it to Kafka's
-option names (:data:`LOGIN_OPTIONS`: every login error names ``kafka.sasl.jaas.config``).
+option names (:data:`LOGIN_OPTIONS`: every login error names ``kafka.sasl.jaas.config``,
+an unknown service principal ``kafka.sasl.kerberos.service.name`` and the broker's host).
 
 How kafka-python gets them: it builds its SASL mechanism from the client's settings
 and hands ``sasl_kerberos_name`` through unchanged. :func:`kafka_python_settings`
@@ -31,14 +33,14 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 from ..._exceptions import ConfigError
 from .. import _kerberos_login as _shared
+from .._kerberos_settings import KerberosSettings, LoginOptions, OptionName
 
-__all__ = ["LOGIN_OPTIONS", "Kerberos", "KerberosLogin", "check_keytab", "credentials",
+__all__ = ["LOGIN_OPTIONS", "KerberosLogin", "check_keytab", "credentials",
            "install_gssapi_mechanism", "kafka_python_settings", "librdkafka_gssapi", "parse_krb5_jaas"]
 
 log = logging.getLogger(__name__)
@@ -51,36 +53,19 @@ _TEXTS = ("keyTab", "principal", "ticketCache", "serviceName")
 # Java's password-prompt options: a job has no one to type a password.
 _PASSWORD = ("useFirstPass", "tryFirstPass", "storePass", "clearPass")
 
-LOGIN_OPTIONS = _shared.LoginOptions(
-    peer="the Kafka brokers",
-    principal=_shared.OptionName(JAAS, "principal="),
-    keytab=_shared.OptionName(JAAS, "keyTab="),
-    enabled=_shared.OptionName("kafka.sasl.mechanism"), enabled_value="GSSAPI",
+LOGIN_OPTIONS = LoginOptions(
+    peer="the Kafka brokers", peer_one="the broker",
+    principal=OptionName(JAAS, "principal="),
+    keytab=OptionName(JAAS, "keyTab="),
+    service=OptionName(SERVICE),
+    service_fix=("Kerberos names a broker by the host the client connects to: put the host name of the "
+                 "brokers' principals in kafka.bootstrap.servers (not an IP address or alias), and check "
+                 f"{SERVICE!r} (the brokers' principals are <service>/<host>@<REALM>)"),
+    enabled=OptionName("kafka.sasl.mechanism"), enabled_value="GSSAPI",
     keytab_login=f'{JAAS!r} = ...Krb5LoginModule required useKeyTab=true keyTab="..." '
                  f'principal="...";',
     keytab_word="keyTab")
 """Kafka's names for the shared login's errors: every part of the login is in the JAAS line."""
-
-
-@dataclass(frozen=True)
-class Kerberos:
-    """One query's Kerberos login, as parsed at query start (no secret inside).
-
-    ``keytab`` is the path the user gave: read on every machine whose client logs in
-    (driver and executors), like the TLS stores (``--files`` or a path on every node).
-    """
-
-    service_name: str
-    principal: str | None = None
-    keytab: str | None = None
-    use_ticket_cache: bool = False
-    ticket_cache: str | None = None
-
-    @property
-    def login(self) -> _shared.Login:
-        """Who logs in and how, for the login both hops share."""
-        return _shared.Login(principal=self.principal, keytab=self.keytab,
-                            ticket_cache=self.ticket_cache, use_ticket_cache=self.use_ticket_cache)
 
 
 def _bool(name: str, raw: str) -> bool:
@@ -91,8 +76,8 @@ def _bool(name: str, raw: str) -> bool:
     return low == "true"
 
 
-def parse_krb5_jaas(fields: Mapping[str, str], service_name: str | None) -> Kerberos:
-    """A :class:`Kerberos` from the fields of a ``Krb5LoginModule`` JAAS line and
+def parse_krb5_jaas(fields: Mapping[str, str], service_name: str | None) -> KerberosSettings:
+    """The :class:`~.._kerberos_settings.KerberosSettings` from the fields of a ``Krb5LoginModule`` JAAS line and
     ``kafka.sasl.kerberos.service.name``; raises :class:`ConfigError` naming the option.
 
     Java's rules where they apply: ``serviceName`` in the JAAS line stands in for the
@@ -136,46 +121,46 @@ def parse_krb5_jaas(fields: Mapping[str, str], service_name: str | None) -> Kerb
         raise ConfigError(f"option {SERVICE!r} is required with GSSAPI (as in Java): the "
                           f"Kerberos service name of the brokers, usually 'kafka' (their "
                           f"principal is kafka/<broker host>@<REALM>)", option=SERVICE)
-    return Kerberos(service_name=service, principal=principal,
-                    keytab=keytab if use_keytab else None, use_ticket_cache=use_cache,
-                    ticket_cache=ticket_cache)
+    return KerberosSettings(service=service, principal=principal,
+                            keytab=keytab if use_keytab else None, use_ticket_cache=use_cache,
+                            ticket_cache=ticket_cache)
 
 
-def check_keytab(kerberos: Kerberos) -> None:
+def check_keytab(kerberos: KerberosSettings) -> None:
     """:func:`.._kerberos_login.check_keytab` naming ``kafka.sasl.jaas.config``."""
-    _shared.check_keytab(kerberos.login, LOGIN_OPTIONS)
+    _shared.check_keytab(kerberos, LOGIN_OPTIONS)
 
 
-def credentials(kerberos: Kerberos) -> Any:
+def credentials(kerberos: KerberosSettings) -> Any:
     """``gssapi.Credentials`` for initiating contexts as this query's principal.
 
     Called for every connection (cheap: the keytab login is cached per process and
     renewed near its end; see :mod:`.._kerberos_login`). Raises :class:`KerberosError`
     naming ``kafka.sasl.jaas.config``.
     """
-    return _shared.credentials(kerberos.login, LOGIN_OPTIONS)
+    return _shared.credentials(kerberos, LOGIN_OPTIONS)
 
 
 class KerberosLogin:
-    """kafka-python's ``sasl_kerberos_name`` for a query: carries its :class:`Kerberos`.
+    """kafka-python's ``sasl_kerberos_name`` for a query: carries its :class:`KerberosSettings`.
 
-    Created per client from the options' :class:`Kerberos`. ``str()`` is only the
+    Created per client from the options' settings. ``str()`` is only the
     service name, so kafka-python's config log shows nothing more. Unpickled (client
     settings shipped to another process) it registers the mechanism there too, which
     it needs to be used at all.
     """
 
-    def __init__(self, kerberos: Kerberos) -> None:
+    def __init__(self, kerberos: KerberosSettings) -> None:
         self.kerberos = kerberos
 
-    def __reduce__(self) -> tuple[Any, tuple[Kerberos]]:
+    def __reduce__(self) -> tuple[Any, tuple[KerberosSettings]]:
         return _login, (self.kerberos,)
 
     def __str__(self) -> str:
-        return self.kerberos.service_name
+        return self.kerberos.service
 
     def __repr__(self) -> str:
-        return f"KerberosLogin(service={self.kerberos.service_name!r}, " \
+        return f"KerberosLogin(service={self.kerberos.service!r}, " \
                f"principal={self.kerberos.principal!r})"
 
 
@@ -195,31 +180,26 @@ def install_gssapi_mechanism() -> None:
             if not isinstance(login, KerberosLogin):
                 super().__init__(**config)
                 return
-            import gssapi
-
             host = config.get("sasl_kerberos_domain_name") or config.get("host", "")
             self._is_done = False
             self._is_authenticated = False
             # As upstream with sasl_kerberos_service_name: also the authorization id.
-            self.auth_id = f"{login.kerberos.service_name}@{host}"
-            self.gssapi_name = gssapi.Name(self.auth_id, gssapi.NameType.hostbased_service
-                                           ).canonicalize(gssapi.MechType.kerberos)
-            self._client_ctx = gssapi.SecurityContext(
-                name=self.gssapi_name, usage="initiate", creds=credentials(login.kerberos))
-            self._next_token = self._client_ctx.step(None)
+            self.auth_id = f"{login.kerberos.service}@{host}"
+            # A refused service ticket is a KerberosError naming the option, as at query start.
+            self._client_ctx, self._next_token = _shared.security_context(login.kerberos, host, LOGIN_OPTIONS)
 
     register_sasl_mechanism("GSSAPI", _QueryGSSAPI, overwrite=True)
 
 
-def _login(kerberos: Kerberos) -> KerberosLogin:
+def _login(kerberos: KerberosSettings) -> KerberosLogin:
     install_gssapi_mechanism()
     return KerberosLogin(kerberos)
 
 
-def kafka_python_settings(kerberos: Kerberos) -> dict[str, Any]:
+def kafka_python_settings(kerberos: KerberosSettings) -> dict[str, Any]:
     """kafka-python keyword arguments for a GSSAPI login (with the protocol's own)."""
     install_gssapi_mechanism()
-    return {"sasl_mechanism": "GSSAPI", "sasl_kerberos_service_name": kerberos.service_name,
+    return {"sasl_mechanism": "GSSAPI", "sasl_kerberos_service_name": kerberos.service,
             "sasl_kerberos_name": KerberosLogin(kerberos)}
 
 

@@ -6,65 +6,39 @@ first metadata request this module does what every connection will do: get the
 principal's credentials (from the keytab, or the ticket cache) and start a security
 context with ``<service>@<host>`` for each bootstrap host, which asks the KDC for a
 ticket-granting ticket and a service ticket. Every Kerberos mistake shows up there,
-within milliseconds, with MIT's reason, and the login's errors name the option to fix
-(the map both hops share, :func:`.._kerberos_login.login_error`, with Kafka's names):
+within milliseconds, with MIT's status codes, and :func:`.._kerberos_login.security_context`
+maps them through the one map both hops share (:mod:`.._kerberos_errors`) with Kafka's
+option names (:data:`._kerberos.LOGIN_OPTIONS`):
 
 * stale or wrong keytab (``Preauthentication failed``), a principal the KDC does not
   know, a keytab without the principal's key  -> ``kafka.sasl.jaas.config``;
 * no service principal for ``<service>/<host>``     -> ``kafka.sasl.kerberos.service.name``
   and the host (Kerberos names the broker by the host the client connects to);
 * no or expired ticket with ``useTicketCache=true`` -> run kinit, or use a keytab;
-* no KDC answering                                  -> the krb5.conf (``KRB5_CONFIG``).
+* no KDC answering                                  -> the krb5.conf (``KRB5_CONFIG``);
+* clocks too far apart                              -> synchronise them.
 
 The broker itself is not contacted here; the normal metadata request follows.
 """
 
 from __future__ import annotations
 
-from ..._exceptions import KerberosError
-from .._kerberos_login import gss_reason, login_error
+from .._kerberos_login import security_context
+from .._kerberos_settings import KerberosSettings
 from ._kerberos import (
     JAAS as JAAS,  # the option these errors name, for callers and tests
     LOGIN_OPTIONS,
-    SERVICE,
-    Kerberos,
-    credentials,
 )
 
 __all__ = ["check_kerberos"]
 
-# MIT Kerberos error code (krb5_err.et): ERROR_TABLE_BASE_krb5 + 7, as unsigned.
-_S_PRINCIPAL_UNKNOWN = 2529638912 + 7
 
-
-def _login_error(kerberos: Kerberos, exc: Exception) -> KerberosError:
-    """The shared map (:func:`.._kerberos_login.login_error`) with Kafka's option names."""
-    return login_error(kerberos.login, exc, LOGIN_OPTIONS)
-
-
-def check_kerberos(kerberos: Kerberos, bootstrap_servers: str,
+def check_kerberos(kerberos: KerberosSettings, bootstrap_servers: str,
                    domain_name: str | None = None) -> None:
-    """Raise :class:`KerberosError` (a ConfigError) naming the option when the login or a service ticket
-    for a bootstrap host is refused; return when every host's ticket was granted."""
-    import gssapi
-
-    creds = credentials(kerberos)  # raises KerberosError naming kafka.sasl.jaas.config
+    """Raise :class:`~sparkbarrier.KerberosError` (a ConfigError) naming the option when the
+    login or a service ticket for a bootstrap host is refused; return when every host's
+    ticket was granted."""
     hosts = sorted({domain_name or server.strip().rsplit(":", 1)[0].strip("[]")
                     for server in bootstrap_servers.split(",") if server.strip()})
     for host in hosts:
-        name = gssapi.Name(f"{kerberos.service_name}@{host}", gssapi.NameType.hostbased_service)
-        try:
-            gssapi.SecurityContext(name=name.canonicalize(gssapi.MechType.kerberos),
-                                   usage="initiate", creds=creds).step()
-        except gssapi.exceptions.GSSError as exc:
-            code, reason = getattr(exc, "min_code", None), gss_reason(exc)
-            if code == _S_PRINCIPAL_UNKNOWN or (
-                    "not found in Kerberos database" in reason and "Server" in reason):
-                raise KerberosError(
-                    f"the KDC has no service principal {kerberos.service_name}/{host} "
-                    f"({reason}); Kerberos names a broker by the host the client connects "
-                    f"to: put the host name of the brokers' principals in "
-                    f"kafka.bootstrap.servers (not an IP address or alias), and check "
-                    f"{SERVICE!r} (the brokers' principals are <service>/<host>@<REALM>)",
-                    option=SERVICE) from None
-            raise _login_error(kerberos, exc) from None
+        security_context(kerberos, host, LOGIN_OPTIONS)  # logs in first: the same errors as every connection

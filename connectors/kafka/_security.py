@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._exceptions import ConfigError
+from .._kerberos_settings import KerberosSettings
 from .._options import parse_bool
-from ._kerberos import Kerberos, check_keytab, kafka_python_settings, parse_krb5_jaas
+from ._kerberos import check_keytab, kafka_python_settings, parse_krb5_jaas
 from ._keystores import PemFiles, Store, StoreType, pem_files
 
 __all__ = ["Security", "parse_security"]
@@ -88,7 +89,7 @@ class Security:
     certfile: str | None = None
     keyfile: str | None = None
     check_hostname: bool = True
-    kerberos: Kerberos | None = None
+    kerberos: KerberosSettings | None = None
 
     @property
     def tls(self) -> bool:
@@ -355,7 +356,7 @@ def _hostname_check(opts: Mapping[str, str]) -> bool:
                       f"{java!r}", option="kafka.ssl.endpoint.identification.algorithm")
 
 
-def _kerberos(opts: Mapping[str, str], *, explicit: bool) -> Kerberos:
+def _kerberos(opts: Mapping[str, str], *, explicit: bool) -> KerberosSettings:
     """GSSAPI: the Krb5LoginModule line and the service name, checked at query start
     (the keytab must be readable here; executors check again where they log in)."""
     key = "kafka.sasl.jaas.config"

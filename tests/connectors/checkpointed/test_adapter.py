@@ -68,6 +68,23 @@ def test_coalesced_partitions_snapshot_once_aligned_with_every_row(mode: Deliver
     assert msg.source_offsets == {"t:0": 2, "t:1": 1} and msg.source_checkpoints[0] == 9 and msg.rows == 3
 
 
+def test_the_sink_snapshots_its_batch_id_at_each_source_checkpoint() -> None:
+    """The bridge between the two ids (docs/ids.md): the InputProcessor snapshots at source
+    checkpoints 9 and 10; the sink is asked for Spark batch 5 both times, and the source
+    checkpoint ids reach the driver only as ``source_checkpoints``."""
+
+    class Ids(Recorder):
+        def snapshot_state(self, batch_id: int) -> Any:
+            self.calls.append(("snapshot_state", batch_id))
+            return super().snapshot_state(batch_id)
+
+    fn = Ids()
+    batches = [_stream([("t", 0, 1)], [("t:0", 9, 1)]), _stream([("t", 0, 2)], [("t:0", 10, 2)])]
+    msg = run_task(fn, _ctx(batch=5), iter(batches), guarantee=DeliveryGuarantee.EXACTLY_ONCE)
+    assert [c for c in fn.calls if c[0] == "snapshot_state"] == [("snapshot_state", 5), ("snapshot_state", 5)]
+    assert msg.batch_id == 5 and msg.source_checkpoints == [9, 10] and msg.handles == [(1,), (2,)]
+
+
 def test_input_without_channel_columns_is_one_channel() -> None:
     fn = Recorder()
     schema = with_marker_columns(pa.schema([("v", pa.int64())]))

@@ -328,11 +328,11 @@ def test_one_kerberos_error_in_the_documented_tree_for_both_hops() -> None:
     the documented tree on the HBase hop; now one KerberosError (a ConfigError) on both."""
     import sparkbarrier
     from sparkbarrier import ConfigError
+    from sparkbarrier.connectors._kerberos_errors import kerberos_error
     from sparkbarrier.connectors.kafka import _kerberos_check
 
     assert KerberosError is sparkbarrier.KerberosError and issubclass(KerberosError, ConfigError)
     assert "KerberosError" in (sparkbarrier._exceptions.__doc__ or "")
-    err = _kerberos_check._login_error(
-        _kerberos_check.Kerberos(principal="etl@EXAMPLE.COM", keytab=None, service_name="kafka"),
-        RuntimeError("No Kerberos credentials available"))
+    err = kerberos_error(KerberosSettings(principal="etl@EXAMPLE.COM", keytab=None, service="kafka"),
+                         RuntimeError("No Kerberos credentials available"), _kerberos_check.LOGIN_OPTIONS)
     assert isinstance(err, KerberosError) and err.option == _kerberos_check.JAAS

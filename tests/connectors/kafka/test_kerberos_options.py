@@ -14,7 +14,8 @@ import pytest
 from sparkbarrier import ConfigError
 from sparkbarrier.connectors.kafka import parse_source_options
 from sparkbarrier.connectors.kafka._client_config import ConsumerClient
-from sparkbarrier.connectors.kafka._kerberos import Kerberos, KerberosLogin, librdkafka_gssapi
+from sparkbarrier.connectors._kerberos_settings import KerberosSettings
+from sparkbarrier.connectors.kafka._kerberos import KerberosLogin, librdkafka_gssapi
 
 BASE = {"kafka.bootstrap.servers": "broker1.example:9092", "subscribe": "t",
         "kafka.group.id": "g"}
@@ -44,8 +45,8 @@ def _gssapi(keytab: str, **extra: str | None) -> dict[str, str]:
 
 def test_keytab_login_as_spark_users_write_it(keytab: str) -> None:
     o = parse_source_options(_gssapi(keytab))
-    assert o.security.kerberos == Kerberos(service_name="kafka", principal="client@EXAMPLE.COM",
-                                           keytab=keytab)
+    assert o.security.kerberos == KerberosSettings(service="kafka", principal="client@EXAMPLE.COM",
+                                                   keytab=keytab)
     py = o.consumer_configs()
     assert py["security_protocol"] == "SASL_PLAINTEXT" and py["sasl_mechanism"] == "GSSAPI"
     assert py["sasl_kerberos_service_name"] == "kafka"
@@ -88,12 +89,12 @@ def test_this_librdkafka_reports_no_gssapi_by_version() -> None:
 def test_service_name_may_come_from_the_jaas_line_as_in_java(keytab: str) -> None:
     o = parse_source_options(_gssapi(keytab, **{SERVICE: None, JAAS: _krb5(
         f'useKeyTab=true keyTab="{keytab}" principal="c@R" serviceName="kafka2"')}))
-    assert o.security.kerberos.service_name == "kafka2"
+    assert o.security.kerberos.service == "kafka2"
 
 
 def test_ticket_cache_login_needs_no_keytab(tmp_path: Path) -> None:
     o = parse_source_options(_gssapi("x", **{JAAS: _krb5("useTicketCache=true")}))
-    assert o.security.kerberos == Kerberos(service_name="kafka", use_ticket_cache=True)
+    assert o.security.kerberos == KerberosSettings(service="kafka", use_ticket_cache=True)
 
 
 def test_escaped_quotes_in_a_keytab_path_are_unescaped(tmp_path: Path) -> None:

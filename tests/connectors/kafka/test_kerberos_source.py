@@ -318,9 +318,9 @@ def test_no_kdc_answering_names_the_krb5_conf(kdc, tmp_path: Path) -> None:
     conf = tmp_path / "krb5.conf"
     conf.write_text(Path(kdc.krb5_conf).read_text().replace(kdc.kdc, f"127.0.0.1:{dead}"))
     principal, keytab = kdc.keytab("client")
-    code = ("import sys\nfrom sparkbarrier.connectors.kafka._kerberos import Kerberos\n"
+    code = ("import sys\nfrom sparkbarrier.connectors._kerberos_settings import KerberosSettings\n"
             "from sparkbarrier.connectors.kafka._kerberos_check import check_kerberos\n"
-            "check_kerberos(Kerberos('kafka', sys.argv[1], sys.argv[2]), 'localhost:9')\n")
+            "check_kerberos(KerberosSettings(sys.argv[1], sys.argv[2], 'kafka'), 'localhost:9')\n")
     env = {**os.environ, "KRB5_CONFIG": str(conf), "KRB5CCNAME": f"FILE:{tmp_path / 'cc'}"}
     done = subprocess.run([sys.executable, "-c", code, principal, keytab], env=env,
                           capture_output=True, text=True, timeout=60, check=False)
@@ -330,11 +330,12 @@ def test_no_kdc_answering_names_the_krb5_conf(kdc, tmp_path: Path) -> None:
 
 def test_a_keytab_missing_where_a_client_logs_in_names_the_option(tmp_path: Path) -> None:
     """What an executor without the shipped keytab reports (the driver had it)."""
-    from sparkbarrier.connectors.kafka._kerberos import Kerberos, credentials
+    from sparkbarrier.connectors._kerberos_settings import KerberosSettings
+    from sparkbarrier.connectors.kafka._kerberos import credentials
 
     gone = tmp_path / "shipped.keytab"
     with pytest.raises(ConfigError, match="cannot read keyTab .*--files") as err:
-        credentials(Kerberos("kafka", "c@R", str(gone)))
+        credentials(KerberosSettings("c@R", str(gone), "kafka"))
     assert err.value.option == JAAS
 
 
@@ -351,8 +352,9 @@ def test_keytab_login_logs_in_again_once_its_ticket_expired(kdc, tmp_path: Path)
 import sys, time
 import gssapi
 from sparkbarrier.connectors._kerberos_login import ticket_cache
-from sparkbarrier.connectors.kafka._kerberos import Kerberos, credentials
-k = Kerberos("kafka", sys.argv[1], sys.argv[2])
+from sparkbarrier.connectors._kerberos_settings import KerberosSettings
+from sparkbarrier.connectors.kafka._kerberos import credentials
+k = KerberosSettings(sys.argv[1], sys.argv[2], "kafka")
 name = gssapi.Name("kafka@localhost", gssapi.NameType.hostbased_service)
 def login():
     creds = credentials(k)
@@ -362,7 +364,7 @@ first = login()
 deadline = time.monotonic() + 30
 while time.monotonic() < deadline:   # poll until the first ticket has expired
     try:
-        gssapi.Credentials(usage="initiate", store={"ccache": ticket_cache(k.login)}).lifetime
+        gssapi.Credentials(usage="initiate", store={"ccache": ticket_cache(k)}).lifetime
     except gssapi.exceptions.ExpiredCredentialsError:
         break
     time.sleep(0.2)
