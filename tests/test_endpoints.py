@@ -15,8 +15,9 @@ from sparkbarrier import ConfigError
 from sparkbarrier._endpoints import HBASE_ENV, HBASE_THRIFT2_ENV, KAFKA_ENV, parse_hostport
 
 ROOT = Path(__file__).resolve().parents[1]
-# Package and demo code; tests may spell a variable to set it for a child process.
-SKIP_DIRS = {".venv", "build", "benchmarks", ".git", "node_modules", "tests"}
+# Package and demo code; tests may spell a variable to set it for a child process, and the
+# examples are user code that spells what a user's own program would (no private import).
+SKIP_DIRS = {".venv", "build", "benchmarks", ".git", "node_modules", "tests", "examples"}
 
 
 @pytest.mark.parametrize("host,port", [("127.0.0.1", 9090), ("hbase.example", 1), ("[::1]", 65535)])
