@@ -23,7 +23,7 @@ from typing import Any
 
 from .._exceptions import ProtocolError, SinkError
 from ._kafka_offsets import nest_offsets
-from .hbase._connection import HBaseConnection
+from .hbase._connection import HBaseConnection, connection_options
 from .hbase._options import DEFAULT_COMMIT_TABLE
 from .hbase._reader import find_commit
 from .kafka._positions import SPARK_EARLIEST, TopicPartition
@@ -47,7 +47,7 @@ def starting_offsets_from_sink(host: str, port: int, sink_id: str, *,
     """
     if not sink_id:
         raise SinkError("resuming from the sink needs the sink.id the query wrote with")
-    conn = HBaseConnection(host, port, transport=transport, protocol=protocol)
+    conn = HBaseConnection(connection_options(host=host, port=port, transport=transport, protocol=protocol))
     try:
         record = find_commit(conn, commit_table, "", sink_id)
     finally:

@@ -74,7 +74,7 @@ def lineage(host: str | None, port: int | None, table: str, row: bytes | str, *,
     One pass over the gateways unless the options ask for more (an interactive read).
     """
     key = row.encode() if isinstance(row, str) else row
-    conn = HBaseConnection.from_options(connection_options(
+    conn = HBaseConnection(connection_options(
         options, host=host, port=port, transport=transport, protocol=protocol, tls=tls, kerberos=kerberos,
         defaults=_DEFAULTS))
     try:

@@ -188,7 +188,7 @@ def read_committed(host: str | None, port: int | None, table: str, *, sink_id: s
     other keywords are shorthands for some of them (``host`` may be a gateway list like
     option ``hbase.thrift.host``; ``port`` is then the default port).
     """
-    conn = HBaseConnection.from_options(connection_options(
+    conn = HBaseConnection(connection_options(
         options, host=host, port=port, transport=transport, protocol=protocol, tls=tls, kerberos=kerberos))
     try:
         latest = find_commit(conn, commit_table, table, sink_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hbase_clients import thrift1
 from kafka import KafkaAdminClient
 
 from sparkbarrier import SinkError
@@ -15,13 +16,12 @@ from sparkbarrier.connectors.hbase._commit_table import (
     ensure_commit_table,
     put_cell,
 )
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
 
 pytestmark = [pytest.mark.hbase, pytest.mark.timeout(120)]
 
 
 def _commit(thrift: tuple[str, int], commit_table: str, sink_id: str, offsets: dict[str, int]) -> None:
-    conn = HBaseConnection(*thrift)
+    conn = thrift1(*thrift)
     try:
         ensure_commit_table(conn, commit_table)
         record = CommitRecord(sink_id=sink_id, table="t", seq=1, query_id="q", batch_id=4,

@@ -1,23 +1,25 @@
-"""Reconnect-once behaviour of the Thrift connection against a real server."""
+"""The gateway loop against a real server: reconnect once; fail at once on configuration."""
 
 from __future__ import annotations
 
 import gc
 import logging
 import socket
+import time
 
 import pytest
+from hbase_clients import thrift1
 from thriftpy2.transport import TSocket
 
-from sparkbarrier._exceptions import SinkError
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier._exceptions import ConfigError, SinkError
+from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
 
 pytestmark = [pytest.mark.hbase]
 
 
 def test_call_reconnects_after_the_server_side_closed_the_socket(hbase_thrift, caplog) -> None:
     caplog.set_level(logging.INFO, logger="sparkbarrier.connectors.hbase._connection")
-    conn = HBaseConnection(*hbase_thrift)
+    conn = thrift1(*hbase_thrift)
     try:
         conn.call(lambda c: c.tables())
         # What the Thrift server's idle cleaner does after 60 s: the socket dies under us
@@ -34,6 +36,33 @@ def test_call_reconnects_after_the_server_side_closed_the_socket(hbase_thrift, c
 
 
 def test_unreachable_server_is_a_clear_sink_error(hbase_thrift) -> None:
-    conn = HBaseConnection(hbase_thrift[0], 1)
+    conn = thrift1(hbase_thrift[0], 1)
     with pytest.raises(SinkError, match="cannot reach the HBase Thrift server"):
         conn.call(lambda c: c.tables())
+
+
+def test_a_missing_ca_file_fails_at_once_naming_the_option_on_thrift1_and_thrift2(tmp_path) -> None:
+    """The same on every gateway, so not retried: no "cannot reach" after the failover rounds."""
+    from sparkbarrier.connectors.hbase._thrift2 import Thrift2Admin
+
+    options = {"hbase.thrift.host": "127.0.0.1:1,127.0.0.1:2", "hbase.thrift2.host": "127.0.0.1:3",
+               "hbase.thrift.tls": "true", "hbase.thrift.tls.ca": str(tmp_path / "gone.pem"),
+               "hbase.thrift.failover.rounds": "3", "hbase.thrift.failover.backoff": "1000"}
+    opts = connection_options(options)
+    started = time.monotonic()
+    for connect in (lambda: HBaseConnection(opts).call(lambda c: c.tables()), lambda: Thrift2Admin(opts)):
+        with pytest.raises(ConfigError, match="cannot read the CA file") as info:
+            connect()
+        assert info.value.option == "hbase.thrift.tls.ca" and "cannot reach" not in str(info.value)
+    assert time.monotonic() - started < 1
+
+
+def test_an_unreadable_keytab_fails_at_once_naming_the_option(tmp_path) -> None:
+    keytab = tmp_path / "not-a.keytab"
+    keytab.write_bytes(b"not a keytab")
+    opts = connection_options({"hbase.thrift.host": "127.0.0.1:1", "hbase.thrift.authentication": "kerberos",
+                               "hbase.thrift.kerberos.client.principal": "etl@EXAMPLE.COM",
+                               "hbase.thrift.kerberos.client.keytab": str(keytab)})
+    with pytest.raises(ConfigError, match="not a Kerberos keytab") as info:
+        HBaseConnection(opts).call(lambda c: c.tables())
+    assert info.value.option == "hbase.thrift.kerberos.client.keytab"
