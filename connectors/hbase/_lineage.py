@@ -80,13 +80,16 @@ def lineage(host: str | None, port: int | None, table: str, row: bytes | str, *,
     try:
         latest = find_commit(conn, commit_table, table, sink_id)
         history = read_history(conn, commit_table, latest.sink_id)
-        t = conn.connection.table(table)
         if column is not None:
             columns = [column.encode()]
         else:
             columns = sorted(conn.call(lambda c: c.table(table).row(key)))
-        cells = [(col, value, ts) for col in columns
-                 for value, ts in t.cells(key, col, versions=versions, include_timestamp=True)]
+
+        def versions_of(col: bytes) -> list[tuple[bytes, int]]:
+            """Through the retrying call: a dead socket is retried on the next gateways."""
+            return conn.call(lambda c: c.table(table).cells(key, col, versions=versions, include_timestamp=True))
+
+        cells = [(col, value, ts) for col in columns for value, ts in versions_of(col)]
     finally:
         conn.close()
     history = sorted(history, key=lambda r: r.ts_lo)
