@@ -29,7 +29,7 @@ from sparkbarrier.connectors.hbase import parse_sink_options
 from sparkbarrier.connectors.hbase._options import parse_read_options
 from sparkbarrier.connectors.hbase._commit_table import ensure_commit_table
 from sparkbarrier.connectors.hbase._committer import Committer
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
 from sparkbarrier.connectors.hbase._reader import find_commit, iter_committed
 from sparkbarrier.connectors.hbase._writer import TaskIdentity
 from sparkbarrier.devstack import Devstack
@@ -61,7 +61,7 @@ def _configs() -> tuple[dict[str, dict[str, str]], dict[str, int]]:
 
 def _conn(hostport: str) -> HBaseConnection:
     host, port = hostport.rsplit(":", 1)
-    return HBaseConnection(host, int(port))
+    return HBaseConnection(connection_options(host=host, port=int(port)))
 
 
 def _new_table(first: str) -> str:
@@ -78,7 +78,7 @@ def _write_task(raw: dict[str, str], i: int, data: Any) -> Any:
 
 
 def _read_task(raw: dict[str, str], i: int, record: Any, key_range: tuple[bytes, bytes]) -> int:
-    conn = HBaseConnection.from_options(parse_read_options(raw), i)
+    conn = HBaseConnection(parse_read_options(raw), i)
     try:
         return sum(b.num_rows for b in iter_committed(conn, record, key_range))
     finally:

@@ -24,7 +24,7 @@ import time
 import uuid
 
 from sparkbarrier.connectors.hbase import KerberosSettings
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
 
 
 def _write(conn: HBaseConnection, rows: int) -> tuple[float, float]:
@@ -71,7 +71,8 @@ def main() -> None:
         results: dict[str, list[tuple[float, float]]] = {name: [] for name in targets}
         for _ in range(args.rounds):
             for name, ((host, port), settings) in targets.items():
-                conn = HBaseConnection(host, port, timeout_ms=60_000, kerberos=settings)
+                conn = HBaseConnection(connection_options({"hbase.thrift.timeout": "60000"}, host=host, port=port,
+                                                           kerberos=settings))
                 try:
                     results[name].append(_write(conn, args.rows))
                 finally:

@@ -30,7 +30,7 @@ from _hbase_rows import make_rows, spark_schema_json, write_task
 from sparkbarrier.connectors.hbase import parse_sink_options
 from sparkbarrier.connectors.hbase._commit_table import ensure_commit_table
 from sparkbarrier.connectors.hbase._committer import Committer
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
 from sparkbarrier.connectors.hbase._reader import find_commit, iter_committed
 from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells, Thrift2Admin
 from sparkbarrier.connectors.hbase._writer import TaskIdentity
@@ -41,13 +41,13 @@ COMMITS = "sparkbarrier_commits_bench"
 def fill(host: str, port: int, thrift2_port: int, n: int, regions: int) -> str:
     table = f"bench_read_{uuid.uuid4().hex[:8]}"
     splits = [f"row{(n * i // regions):09d}".encode() for i in range(1, regions)]
-    with Thrift2Admin(host, thrift2_port) as admin:
+    with Thrift2Admin(connection_options({"hbase.thrift2.host": f"{host}:{thrift2_port}"})) as admin:
         admin.create_table(table, {"d": FamilySpec(max_versions=10, keep_deleted_cells=KeepDeletedCells.TRUE)},
                            split_keys=splits)
     opts = parse_sink_options({"hbase.thrift.host": host, "hbase.thrift.port": str(port), "table": table,
                                "rowkey": "id", "commit.table": COMMITS, "sink.id": table,
                                "sink.buffer-flush.max-rows": "5000"})
-    conn = HBaseConnection(host, port)
+    conn = HBaseConnection(connection_options(host=host, port=port))
     ensure_commit_table(conn, COMMITS)
     data = make_rows(n)
     msg = write_task(opts, TaskIdentity("bench", 0, 0), data.to_batches(max_chunksize=10_000))
@@ -91,7 +91,7 @@ def main() -> None:
         return count
 
     def view() -> int:
-        conn = HBaseConnection(host, port)
+        conn = HBaseConnection(connection_options(host=host, port=port))
         record = find_commit(conn, COMMITS, table, table)
         count = sum(b.num_rows for b in iter_committed(conn, record))
         conn.close()

@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from _hbase_rows import make_rows, write_task
 from sparkbarrier.connectors.hbase import parse_sink_options, register
 from sparkbarrier.connectors.hbase._commit_table import ensure_commit_table
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
 from sparkbarrier.connectors.hbase._writer import TaskIdentity
 
 
@@ -90,7 +90,7 @@ def main() -> None:
     opts = parse_sink_options({"hbase.thrift.host": host, "hbase.thrift.port": str(port),
                                "table": new_table(host, port), "rowkey": "id",
                                "commit.table": "sparkbarrier_commits_bench"})
-    ensure_commit_table(HBaseConnection(host, port), opts.commit_table)
+    ensure_commit_table(HBaseConnection(connection_options(host=host, port=port)), opts.commit_table)
     results["task writer"] = n / timed(lambda: write_task(opts, TaskIdentity("bench", 0, 0),
                                                            data.to_batches(max_chunksize=10_000)))
 

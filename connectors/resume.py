@@ -3,59 +3,80 @@
 The ``barrier-hbase`` commit record holds, per source channel (``"topic:partition"``),
 the next offset after everything the sink has committed (see ``hbase._commit_table``).
 :func:`starting_offsets_from_sink` turns it into a ``startingOffsets`` JSON for
-``barrier-kafka``, so a query started on an empty checkpoint directory continues
-exactly where the committed data ends: with the same ``sink.id`` the sink's commit
-protocol continues the same history, so nothing is lost or applied twice.
+``barrier-kafka`` or Spark's ``format("kafka")``, so a query started on an empty
+checkpoint directory continues exactly where the committed data ends: with the same
+``sink.id`` the sink's commit protocol continues the same history, so nothing is lost
+or applied twice.
+
+It reaches the cluster the way the query did: HBase through the sink's own ``hbase.*``
+options (one connection stack: gateway lists, failover, TLS, Kerberos), Kafka through
+the source's ``kafka.*`` options (Spark's names, parsed by the source's code).
 
 Resuming needs an explicit ``sink.id`` on the original query: the default
 (``query-<query id>``) changes with every new checkpoint directory, so a fresh query
 would otherwise write as a different sink. A channel appears in the record only once a
-committed batch read from it; with ``bootstrap_servers`` the topics' other partitions
-are added at ``-2`` (earliest) -- right when the original query started at
-``earliest``; after ``startingOffsets=latest`` pass their positions yourself.
+committed batch read from it; with Kafka options the topics' other partitions are added
+at ``-2`` (earliest) -- right when the original query started at ``earliest``; after
+``startingOffsets=latest`` pass their positions yourself.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from typing import Any
 
-from .._exceptions import ProtocolError, SinkError
+from .._exceptions import ConfigError, ProtocolError, SinkError
 from ._kafka_offsets import nest_offsets
-from .hbase._connection import HBaseConnection
+from .hbase._connection import HBaseConnection, connection_options
 from .hbase._options import DEFAULT_COMMIT_TABLE
 from .hbase._reader import find_commit
 from .kafka._positions import SPARK_EARLIEST, TopicPartition
+from .kafka._topics import client_options, topic_partitions
 
 __all__ = ["starting_offsets_from_sink"]
 
+_BOOTSTRAP = "kafka.bootstrap.servers"
+_NO_OFFSETS = (
+    "the driver could not read the offsets of the query's Spark checkpoint (its offset log; for an "
+    "hdfs:// checkpoint name the NameNode's WebHDFS address in SPARKBARRIER_WEBHDFS or the Hadoop "
+    "configuration in HADOOP_CONF_DIR), or, behind barrier-kafka, the _barrier_* marker columns were "
+    "dropped before the sink (keep them with keep_markers)")
 
-def starting_offsets_from_sink(host: str, port: int, sink_id: str, *,
+
+def starting_offsets_from_sink(host: str | None = None, port: int | None = None, sink_id: str | None = None, *,
+                               options: Mapping[str, str] | None = None,
                                commit_table: str = DEFAULT_COMMIT_TABLE,
-                               bootstrap_servers: str | None = None,
+                               kafka_options: Mapping[str, str] | None = None,
                                topics: Iterable[str] = (),
-                               kafka_config: Mapping[str, Any] | None = None,
-                               transport: str = "buffered", protocol: str = "binary") -> str:
+                               bootstrap_servers: str | None = None,
+                               transport: str | None = None, protocol: str | None = None) -> str:
     """``startingOffsets`` JSON (``{"topic": {"0": next, ...}}``) from ``sink_id``'s last commit.
 
+    ``options``: the sink's ``hbase.*`` options (``hbase.thrift.host``, TLS, Kerberos,
+    gateways, failover), exactly as the sink took them; ``host``/``port`` (the old
+    positional shorthand), ``transport`` and ``protocol`` are shorthands for some of them.
+    ``kafka_options``: Spark's Kafka client options, as the source took them
+    (``kafka.bootstrap.servers``, ``kafka.security.protocol``, ``kafka.sasl.*``,
+    ``kafka.ssl.*``); ``bootstrap_servers`` is a shorthand for the first. With a bootstrap
+    server, partitions of the recorded topics and of ``topics`` that the record lacks are
+    added at earliest (see module doc).
+
     Raises :class:`SinkError` if the sink has committed nothing, or committed without
-    source offsets (the marker columns were dropped before the sink, see
-    ``keep_markers``). With ``bootstrap_servers``, partitions of the recorded topics
-    and of ``topics`` that the record lacks are added at earliest (see module doc).
-    Read-only; safe to call while the sink runs (the answer is then a past commit).
+    source offsets; :class:`ConfigError` naming the option for a bad one. Read-only; safe
+    to call while the sink runs (the answer is then a past commit).
     """
     if not sink_id:
         raise SinkError("resuming from the sink needs the sink.id the query wrote with")
-    conn = HBaseConnection(host, port, transport=transport, protocol=protocol)
+    kafka = _kafka_options(kafka_options, bootstrap_servers)
+    lookup = client_options(kafka) if kafka else None  # a bad Kafka option fails before any connection
+    conn = HBaseConnection(connection_options(options, host=host, port=port, transport=transport,
+                                              protocol=protocol))
     try:
         record = find_commit(conn, commit_table, "", sink_id)
     finally:
         conn.close()
     if not record.offsets:
-        raise SinkError(
-            f"sink {sink_id!r} committed batch {record.batch_id} without source offsets: the "
-            "_barrier_* marker columns did not reach the sink (keep them with keep_markers)")
+        raise SinkError(f"sink {sink_id!r} committed batch {record.batch_id} without source offsets: {_NO_OFFSETS}")
     try:
         recorded = {TopicPartition.from_channel(ch): int(off) for ch, off in record.offsets.items()}
     except ProtocolError as exc:
@@ -63,23 +84,25 @@ def starting_offsets_from_sink(host: str, port: int, sink_id: str, *,
                         "topic:partition") from exc
     nested = nest_offsets(recorded)
     wanted = set(nested) | set(topics)
-    if bootstrap_servers is not None:
-        for topic, partitions in _partitions(bootstrap_servers, wanted, kafka_config).items():
+    if lookup is not None:
+        bootstrap, settings = lookup
+        found = topic_partitions(bootstrap, settings, sorted(wanted))
+        missing = sorted(wanted - set(found))
+        if missing:
+            raise SinkError(f"topics {missing} recorded by the sink do not exist in Kafka at {bootstrap}")
+        for topic, partitions in found.items():
             for p in partitions:
                 nested.setdefault(topic, {}).setdefault(str(p), SPARK_EARLIEST)
     ordered = {t: dict(sorted(ps.items(), key=lambda kv: int(kv[0]))) for t, ps in sorted(nested.items())}
     return json.dumps(ordered, separators=(",", ":"))
 
 
-def _partitions(bootstrap: str, topics: set[str], config: Mapping[str, Any] | None) -> dict[str, set[int]]:
-    from kafka import KafkaConsumer
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **dict(config or {}))
-    try:
-        existing = consumer.topics()
-        missing = sorted(topics - existing)
-        if missing:
-            raise SinkError(f"topics {missing} recorded by the sink do not exist in Kafka at {bootstrap}")
-        return {t: set(consumer.partitions_for_topic(t) or ()) for t in topics}
-    finally:
-        consumer.close()
+def _kafka_options(options: Mapping[str, str] | None, bootstrap: str | None) -> dict[str, str]:
+    """The Kafka client options, with the ``bootstrap_servers`` shorthand folded in (naming it twice is an error)."""
+    out = dict(options or {})
+    if bootstrap is not None:
+        if any(key.lower() == _BOOTSTRAP for key in out):
+            raise ConfigError(f"option {_BOOTSTRAP!r} is given twice: as bootstrap_servers= and in kafka_options",
+                              option=_BOOTSTRAP)
+        out[_BOOTSTRAP] = bootstrap
+    return out

@@ -197,19 +197,24 @@ def _site_settings_of(conf: Path) -> dict[str, object]:
     return {p.findtext("name") or "": p.findtext("value") or "" for p in root.iter("property")}
 
 
+_PROBE = {"hbase.thrift.timeout": "20000", "hbase.thrift.failover.rounds": "1"}
+"""A probe's connection: one try per poll (the poll loop is the retry)."""
+
+
 def probe_tls(port: int, ca: Path, *, deadline: float, check: Callable[[], None] | None = None) -> None:
     """List tables through the TLS gateway (HTTPS, CA-verified, as ``localhost``) until ``deadline``."""
     from thriftpy2.thrift import TException
 
     from .._exceptions import SinkError
-    from ..connectors.hbase._connection import HBaseConnection
+    from ..connectors.hbase._connection import HBaseConnection, connection_options
     from ..connectors.hbase._tls import TlsSettings
 
+    opts = connection_options(_PROBE, host=TLS_HOST, port=port, tls=TlsSettings(ca_file=str(ca)))
     last: BaseException | None = None
     while time.monotonic() < deadline:
         if check is not None:
             check()
-        conn = HBaseConnection(TLS_HOST, port, timeout_ms=20000, tls=TlsSettings(ca_file=str(ca)))
+        conn = HBaseConnection(opts)
         try:
             conn.call(lambda c: c.tables())
             return
@@ -291,9 +296,10 @@ def probe_thrift2(
 
 def _meta_exists(host: str, port: int) -> bool:
     # Imported here: the product client is the one IDL subset the project keeps.
+    from ..connectors.hbase._connection import connection_options
     from ..connectors.hbase._thrift2 import Thrift2Admin
 
-    admin = Thrift2Admin(host, port, timeout_ms=20000)
+    admin = Thrift2Admin(connection_options({**_PROBE, "hbase.thrift2.host": f"{host}:{port}"}))
     try:
         return admin.table_exists("hbase:meta")
     finally:

@@ -31,6 +31,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._exceptions import DevstackError
 from . import _hbase
@@ -50,6 +51,9 @@ from ._process import (
     stop_recorded,
     wait_for_port,
 )
+
+if TYPE_CHECKING:  # the connectors import the clients: only when a probe runs
+    from ..connectors.hbase._sasl import KerberosSettings
 
 __all__ = ["KerberosHBase", "KerberosHBaseEndpoints", "MASTER", "THRIFT", "THRIFT_CONF", "THRIFT_INT", "THRIFT2"]
 
@@ -254,13 +258,16 @@ class KerberosHBase:
             else:
                 os.environ["KRB5_CONFIG"] = saved
 
-    def _poll(self, endpoints: KerberosHBaseEndpoints, settings: object, deadline: float, check: object) -> None:
+    def _poll(self, endpoints: KerberosHBaseEndpoints, settings: KerberosSettings, deadline: float,
+              check: object) -> None:
         from thriftpy2.thrift import TException
 
         from .._exceptions import SinkError
-        from ..connectors.hbase._connection import HBaseConnection
+        from ..connectors.hbase._connection import HBaseConnection, connection_options
         from ..connectors.hbase._sasl import KerberosError
         from ..connectors.hbase._thrift2 import Thrift2Admin
+
+        once = {"hbase.thrift.timeout": "20000", "hbase.thrift.failover.rounds": "1"}  # the poll loop retries
 
         pending = [endpoints.thrift, endpoints.thrift_conf, endpoints.thrift_int]
         last: BaseException | None = None
@@ -269,13 +276,14 @@ class KerberosHBase:
             try:
                 while pending:
                     host, port = pending[0]
-                    conn = HBaseConnection(host, port, timeout_ms=20_000, kerberos=settings)  # type: ignore[arg-type]
+                    conn = HBaseConnection(connection_options(once, host=host, port=port, kerberos=settings))
                     try:
                         conn.call(lambda c: c.tables())
                     finally:
                         conn.close()
                     pending.pop(0)
-                admin = Thrift2Admin(*endpoints.thrift2, timeout_ms=20_000, kerberos=settings)
+                thrift2 = "%s:%d" % endpoints.thrift2
+                admin = Thrift2Admin(connection_options({**once, "hbase.thrift2.host": thrift2}, kerberos=settings))
                 try:
                     if admin.table_exists("hbase:meta"):
                         return

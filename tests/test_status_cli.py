@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hbase_clients import thrift1
 from kafka import KafkaAdminClient, KafkaProducer
 
 from sparkbarrier.__main__ import main
@@ -27,7 +28,6 @@ from sparkbarrier.connectors.hbase._commit_table import (
     ensure_commit_table,
     put_cell,
 )
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
 from sparkbarrier.connectors.kafka._committer import OffsetCommitter
 from sparkbarrier.connectors.kafka._metrics import SourceMetrics
 from sparkbarrier.connectors.kafka._positions import TopicPartition
@@ -59,7 +59,7 @@ def group_with_checkpoint(kafka_bootstrap: str, unique_name: Callable[[str], str
 def committed_sink(hbase_thrift: tuple[str, int], unique_name: Callable[[str], str]) -> str:
     """A sink whose last commit is batch 4 (seq 100) with an attempt for batch 5 in flight."""
     sink_id = unique_name("sink")
-    conn = HBaseConnection(*hbase_thrift)
+    conn = thrift1(*hbase_thrift)
     try:
         ensure_commit_table(conn, COMMIT_TABLE)
         record = CommitRecord(sink_id=sink_id, table="orders_t", seq=100, query_id="q-1", batch_id=4,
@@ -76,7 +76,7 @@ def committed_sink(hbase_thrift: tuple[str, int], unique_name: Callable[[str], s
 
 
 def _write(hbase: tuple[str, int], sink_id: str, commit: CommitRecord, attempt: AttemptRecord) -> None:
-    conn = HBaseConnection(*hbase)
+    conn = thrift1(*hbase)
     try:
         ensure_commit_table(conn, COMMIT_TABLE)
         put_cell(conn, COMMIT_TABLE, sink_id, COMMIT_COLUMN, commit.to_bytes())

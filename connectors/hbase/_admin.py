@@ -29,6 +29,7 @@ from typing import Any
 from ..._exceptions import ConfigError, SinkError
 from ._connection import HBaseConnection
 from ._errors import SERVER_ERRORS, refused
+from ._thrift2 import FamilySpec, KeepDeletedCells, Thrift2Admin
 
 __all__ = ["prepare_table", "DeletedCellsNotice", "MIN_VERSIONS", "CREATE_VERSIONS", "keep_deleted_cells_command"]
 
@@ -68,11 +69,11 @@ class DeletedCellsNotice:
 
 
 def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], *, create: bool,
-                  thrift2: Any = None) -> DeletedCellsNotice | None:
+                  thrift2: Thrift2Admin | None = None) -> DeletedCellsNotice | None:
     """Check (or create) ``table``; the notice to give when deleted cells may not be kept.
 
-    None means every family is known to keep deleted cells. ``thrift2`` is a connected
-    :class:`~._thrift2.Thrift2Admin` or None. Logs nothing above INFO: the caller
+    None means every family is known to keep deleted cells. ``thrift2``: a Thrift2 admin
+    connection, or None. Logs nothing above INFO: the caller
     decides whether the notice is news (see ``_notices``).
     """
     wanted = [f.decode() for f in families]
@@ -88,8 +89,6 @@ def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], 
                 f"{MIN_VERSIONS}, KEEP_DELETED_CELLS => TRUE) or set create.table=true", option="table")
         try:
             if thrift2 is not None:
-                from ._thrift2 import FamilySpec, KeepDeletedCells
-
                 thrift2.create_table(table, {f: FamilySpec(max_versions=CREATE_VERSIONS,
                                                            keep_deleted_cells=KeepDeletedCells.TRUE)
                                              for f in wanted})
@@ -125,8 +124,6 @@ def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], 
     if thrift2 is None:
         return DeletedCellsNotice(table, tuple(wanted), "KEEP_DELETED_CELLS cannot be checked over Thrift1 "
                                   "(set hbase.thrift2.port to check it)")
-    from ._thrift2 import KeepDeletedCells
-
     settings = thrift2.family_settings(table)
     off = [f for f in wanted if settings[f].keep_deleted_cells == KeepDeletedCells.FALSE]
     return DeletedCellsNotice(table, tuple(off), f"families {off} do not keep deleted cells") if off else None

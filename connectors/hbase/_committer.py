@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -41,6 +40,7 @@ from ._commit_table import (
 from ._connection import HBaseConnection
 from ._notices import first_notice
 from ._rollback import roll_back_gap
+from ._thrift2 import Thrift2Admin
 
 __all__ = ["HBaseCommitMessage", "plan_attempt", "Committer"]
 
@@ -121,7 +121,8 @@ class Committer:
     """Driver side of the protocol (a fresh instance per Spark commit/abort call)."""
 
     def __init__(self, conn: HBaseConnection, commit_table: str, table: str, *, fenced: bool,
-                 schema_json: str, rowkey: str, columns: list[list[str]], thrift2: Any = None) -> None:
+                 schema_json: str, rowkey: str, columns: list[list[str]],
+                 thrift2: Callable[[], Thrift2Admin] | None = None) -> None:
         self._conn, self._commit_table, self._table = conn, commit_table, table
         self._thrift2 = thrift2
         self._fenced = fenced

@@ -1,15 +1,27 @@
-"""A happybase connection to one of several Thrift gateways, failing over on transport errors.
+"""Connections to HBase's Thrift gateways: one gateway loop, one retry-and-error path.
+
+Every path that talks to HBase -- the sink's writer and commits, the reader, lineage,
+rollback, status, resume and the CLI -- holds a :class:`GatewayConnection` built from
+one :class:`HBaseConnectionOptions`: :class:`HBaseConnection` for Thrift1 (happybase's
+API) and ``_thrift2.Thrift2Connection`` for the admin client. So TLS, Kerberos, the
+gateway list and ``hbase.thrift.failover.*`` mean the same on all of them, and the
+clients themselves are built in one place (``_transport.Dialer``).
 
 The HBase Thrift server closes sockets idle for 60 s (``hbase.thrift.server.socket.read.timeout``
 / connection cleaner), so a long-lived executor connection meets a dead socket on its
-next call; a gateway may also restart or die. :meth:`HBaseConnection.call` then retries
+next call; a gateway may also restart or die. :meth:`GatewayConnection.call` then retries
 the call on a fresh socket: first to the same gateway, then to the next ones in the
 partition's spreading order (``_gateways.spread``), for ``rounds`` passes with
 ``backoff_ms`` between passes, and finally raises a :class:`SinkError` naming every
 gateway. Failing over in the middle of a batch is safe because callers only pass
 idempotent calls (puts with explicit timestamps, gets, table admin); ``checkAndPut``
-callers re-read after a retry to learn the outcome. A gateway that fails is named in
-one warning per connection. Created lazily so a pickled writer never carries a socket.
+callers re-read after a retry to learn the outcome. A scan cannot be retried call by
+call (its scanner lives in one gateway): :meth:`GatewayConnection.scan` reopens it just
+after the last row returned. A gateway that fails is named in one warning per
+connection. What cannot heal is not retried (``_errors``): a TLS failure, a refused
+Kerberos login, a configuration error (a missing CA file, an unreadable keytab: a
+:class:`ConfigError` naming the option, raised before the first gateway is tried).
+Created lazily so a pickled writer never carries a socket.
 """
 
 from __future__ import annotations
@@ -17,102 +29,80 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Generic, Protocol, TypeVar
 
 import happybase
 
 from ..._exceptions import ConfigError, SinkError
-from ._errors import OPEN_ERRORS, TLS_ERRORS, TRANSPORT_ERRORS, tls_error
+from ._errors import OPEN_ERRORS, SERVER_ERRORS, TLS_ERRORS, tls_error
 from ._gateways import Gateway, describe, spread
 from ._options import HBaseConnectionOptions, parse_connection_options
-from ._sasl import KerberosSettings, sasl_protocol, sasl_transport
-from ._tls import TlsSettings, https_protocol, https_transport
+from ._sasl import KerberosSettings
+from ._tls import TlsSettings
+from ._transport import Dialer
 
-__all__ = ["HBaseConnection", "open_connection", "connection_options"]
+__all__ = ["GatewayConnection", "HBaseConnection", "connection_options"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+S = TypeVar("S")  # a scanner id
+R = TypeVar("R")  # a row of a scan
 
 
-def open_connection(host: str, port: int, transport: str, protocol: str, timeout_ms: int,
-                    tls: TlsSettings | None = None, kerberos: KerberosSettings | None = None) -> happybase.Connection:
-    if kerberos is not None:
-        return _SaslConnection(kerberos, host=host, port=port, timeout=timeout_ms, protocol=protocol,
-                               autoconnect=True)
-    if tls is not None:
-        return _TlsConnection(tls, host=host, port=port, timeout=timeout_ms, protocol=protocol, autoconnect=True)
-    return happybase.Connection(
-        host=host, port=port, timeout=timeout_ms, transport=transport, protocol=protocol,
-        autoconnect=True,
-    )
+class Client(Protocol):
+    """An open client of one gateway: what a connection keeps between calls."""
+
+    def close(self) -> None: ...
 
 
-class _TlsConnection(happybase.Connection):
-    """happybase over Thrift-over-HTTPS (the only TLS HBase's gateways offer, see ``_tls``).
+C = TypeVar("C", bound=Client)
 
-    happybase builds its client in ``_refresh_thrift_client`` from a plain ``TSocket``;
-    this override swaps in the HTTPS transport and keeps the rest of happybase.
+
+def _why(exc: BaseException) -> str:
+    """A transport error in one line, not cut short: its message may end in the fix (``_sasl``'s do)."""
+    message = getattr(exc, "message", None)  # thriftpy2's exceptions; their str() is a repr
+    text = message.decode(errors="replace") if isinstance(message, bytes) else str(exc if message is None else message)
+    lines = text.strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def _nothing(client: object) -> None:
+    """The call of a bare connect: opening the socket is the whole work."""
+
+
+class GatewayConnection(Generic[C]):
+    """Lazy, self-healing access to one client of a gateway out of several (see module doc).
+
+    ``gateways`` in the order this connection prefers them: spread by ``spread_index``
+    (the task's or read partition's index) so partitions spread evenly and deterministically.
+    Not thread-safe: one socket at a time.
     """
 
-    def __init__(self, tls: TlsSettings, protocol: str = "binary", **kwargs: Any) -> None:
-        self._tls, self._protocol_name = tls, protocol
-        super().__init__(protocol=protocol, **kwargs)
+    label = "HBase Thrift gateway"
+    """One gateway, as warnings and per-gateway errors name it."""
+    service = "HBase Thrift server"
+    """All of them, as the "cannot reach" error names them."""
+    fix = "are they running and are hbase.thrift.* right?"
 
-    def _refresh_thrift_client(self) -> None:
-        from happybase.connection import Hbase
-        from thriftpy2.thrift import TClient
-
-        self.transport = https_transport(self.host, self.port, self.timeout, self._tls)
-        self.client = TClient(Hbase, https_protocol(self._protocol_name, self.transport))
-
-
-class _SaslConnection(happybase.Connection):
-    """happybase over SASL/GSSAPI (Kerberos), as a gateway with ``hbase.thrift.security.qop`` speaks it.
-
-    The SASL transport does its own framing, so ``hbase.thrift.transport`` does not apply;
-    the protocol is the Cython binary one over thriftpy2's Cython SASL transport (see ``_sasl``).
-    """
-
-    def __init__(self, kerberos: KerberosSettings, protocol: str = "binary", **kwargs: Any) -> None:
-        self._kerberos, self._protocol_name = kerberos, protocol
-        super().__init__(protocol=protocol, **kwargs)
-
-    def _refresh_thrift_client(self) -> None:
-        from happybase.connection import Hbase
-        from thriftpy2.thrift import TClient
-
-        self.transport = sasl_transport(self.host, self.port, self.timeout, self._kerberos)
-        self.client = TClient(Hbase, sasl_protocol(self._protocol_name, self.transport))
-
-
-class HBaseConnection:
-    """Lazy, self-healing access to the Thrift client (``.client``) of one gateway out of several.
-
-    ``gateways`` (default: just ``host:port``) in the order this connection prefers them;
-    :meth:`from_options` orders them by ``spread_index`` (the task's or read partition's
-    index) so partitions spread evenly and deterministically.
-    """
-
-    def __init__(self, host: str, port: int, *, transport: str = "buffered",
-                 protocol: str = "binary", timeout_ms: int = 60_000,
-                 gateways: tuple[Gateway, ...] | None = None, rounds: int = 1,
-                 backoff_ms: int = 0, tls: TlsSettings | None = None,
-                 kerberos: KerberosSettings | None = None) -> None:
-        self._gateways = gateways or (Gateway(host, port),)
+    def __init__(self, opts: HBaseConnectionOptions, gateways: tuple[Gateway, ...], spread_index: int = 0) -> None:
+        self._opts = opts
+        self._gateways = spread(gateways, spread_index)
         self._current = 0
-        self._transport, self._protocol, self._timeout_ms = transport, protocol, timeout_ms
-        self._rounds, self._backoff_ms = rounds, backoff_ms
-        self._tls, self._kerberos = tls, kerberos
+        self._rounds, self._backoff_ms = opts.failover_rounds, opts.failover_backoff_ms
+        self._dialer: Dialer | None = None
         self._warned: set[Gateway] = set()
-        self._conn: happybase.Connection | None = None
+        self._conn: C | None = None
 
-    @classmethod
-    def from_options(cls, opts: HBaseConnectionOptions, spread_index: int = 0) -> HBaseConnection:
-        gateways = spread(opts.gateways, spread_index)
-        return cls(gateways[0].host, gateways[0].port, transport=opts.transport, protocol=opts.protocol,
-                   timeout_ms=opts.timeout_ms, gateways=gateways, rounds=opts.failover_rounds,
-                   backoff_ms=opts.failover_backoff_ms, tls=opts.tls, kerberos=opts.kerberos)
+    def _open(self, gateway: Gateway) -> C:
+        """An open client of ``gateway`` (subclasses: through :meth:`_dial`)."""
+        raise NotImplementedError
+
+    def _dial(self) -> Dialer:
+        """The dialer, made before the first gateway is tried: a configuration error fails at once."""
+        if self._dialer is None:
+            self._dialer = Dialer(self._opts)
+        return self._dialer
 
     @property
     def gateway(self) -> Gateway:
@@ -127,43 +117,103 @@ class HBaseConnection:
     def port(self) -> int:
         return self.gateway.port
 
-    def _open(self, gateway: Gateway) -> happybase.Connection:
-        return open_connection(gateway.host, gateway.port, self._transport, self._protocol, self._timeout_ms,
-                               self._tls, self._kerberos)
-
     @property
-    def connection(self) -> happybase.Connection:
+    def connection(self) -> C:
+        """The open client, connecting (with failover) if there is none."""
         if self._conn is None:
-            self._failover(lambda c: None, first=None)
+            self._failover(_nothing, first=None)
         if self._conn is None:  # _failover connects or raises; explicit, unlike assert
-            raise SinkError("no connection to any HBase Thrift gateway")
+            raise SinkError(f"no connection to any {self.label}")
         return self._conn
 
     def reconnect(self) -> None:
         """A fresh socket: to the current gateway if it answers, else to the next live one."""
         self.close()
-        self._failover(lambda c: None, first=None)
+        self._failover(_nothing, first=None)
 
     def failover(self) -> None:
         """Move to the next gateway that opens (callers whose call died with a transport error)."""
         self.close()
         self._current = (self._current + 1) % len(self._gateways)
-        self._failover(lambda c: None, first=None)
+        self._failover(_nothing, first=None)
 
-    def call(self, fn: Callable[[happybase.Connection], T]) -> T:
-        """Run ``fn(connection)``; on a transport error retry on a fresh socket, failing over."""
+    def call(self, fn: Callable[[C], T], *, what: str | None = None) -> T:
+        """Run ``fn(client)``; on a transport error retry on a fresh socket, failing over.
+
+        ``what`` names the call in errors. The server's own answers (``SERVER_ERRORS``) pass
+        through unchanged: the caller knows what they mean (``_errors.refusals``).
+        """
         try:
             return fn(self.connection)
         except TLS_ERRORS as exc:
-            raise tls_error(f"HBase Thrift gateway {self.gateway}", exc) from exc
-        except TRANSPORT_ERRORS as exc:
-            log.info("HBase Thrift transport to %s failed (%s); reconnecting once, then failing over",
-                     self.gateway, exc)
-            return self._failover(fn, first=exc)
+            self.close()
+            raise tls_error(f"{self.label} {self.gateway}", exc, during=what) from exc
+        except OPEN_ERRORS as exc:
+            log.info("%s transport to %s failed (%s); reconnecting once, then failing over", self.label,
+                     self.gateway, _why(exc))
+            return self._failover(fn, first=exc, what=what)
 
-    def _failover(self, fn: Callable[[happybase.Connection], T], *, first: BaseException | None) -> T:
+    def scan(self, open_scanner: Callable[[C, bytes | None], S], fetch: Callable[[C, S], list[R]],
+             close_scanner: Callable[[C, S], None], row_key: Callable[[R], bytes], *, what: str) -> Iterator[list[R]]:
+        """The batches of one scan (``fetch`` until it returns none), every row once and in order.
+
+        ``open_scanner(client, after)`` opens the scan just after row ``after`` (None: from
+        its start). A scanner lives in one gateway, so when its socket dies the scan is
+        opened again on the next gateway just after the last row returned; the same when
+        a call the consumer made through this connection between two batches failed over.
+        Gives up with a :class:`SinkError` after one failure per gateway and failover
+        round without a new batch.
+        """
+        after: bytes | None = None
+        stalls = 0
+        while True:
+            client = self.connection
+            try:
+                scanner = open_scanner(client, after)
+            except TLS_ERRORS as exc:
+                self.close()
+                raise tls_error(f"{self.label} {self.gateway}", exc, during=what) from exc
+            except OPEN_ERRORS as exc:
+                stalls = self._scan_failed(what, exc, stalls)
+                continue
+            try:
+                while self._conn is client:  # else a call between batches failed over: reopen there
+                    rows = fetch(client, scanner)
+                    if not rows:
+                        return
+                    stalls = 0
+                    yield rows
+                    after = row_key(rows[-1])
+            except TLS_ERRORS as exc:
+                self.close()
+                raise tls_error(f"{self.label} {self.gateway}", exc, during=what) from exc
+            except OPEN_ERRORS as exc:
+                stalls = self._scan_failed(what, exc, stalls)
+            finally:
+                if self._conn is client:  # the scanner's socket is still the live one: release it
+                    try:
+                        close_scanner(client, scanner)
+                    except OPEN_ERRORS + SERVER_ERRORS as exc:
+                        log.debug("ignoring error while closing a scanner of %s: %s", what, exc)
+
+    def _scan_failed(self, what: str, exc: BaseException, stalls: int) -> int:
+        """Move a scan whose socket died to the next gateway; the count of failures without progress."""
+        stalls += 1
+        if stalls > self._rounds * len(self._gateways):
+            self.close()
+            raise SinkError(f"{what} failed {stalls} times in a row without progress through "
+                            f"[{describe(self._gateways)}] ({_why(exc)}); "
+                            "hbase.thrift.failover.rounds sets how often it is resumed") from exc
+        failed = self.gateway
+        self.failover()  # raises SinkError naming every gateway when none answers
+        log.warning("%s through %s failed (%s); resuming through %s just after the last row", what, failed,
+                    _why(exc), self.gateway)
+        return stalls
+
+    def _failover(self, fn: Callable[[C], T], *, first: BaseException | None, what: str | None = None) -> T:
         """Try ``fn`` on a fresh socket to each gateway from the current one, ``rounds`` times."""
         self.close()
+        self._dial()  # a configuration error is the same on every gateway: raise it now
         n = len(self._gateways)
         errors: dict[Gateway, BaseException] = {}
         if first is not None:
@@ -179,19 +229,18 @@ class HBaseConnection:
                     return fn(self._conn)
                 except TLS_ERRORS as exc:
                     self.close()
-                    raise tls_error(f"HBase Thrift gateway {gateway}", exc) from exc
+                    raise tls_error(f"{self.label} {gateway}", exc, during=what) from exc
                 except OPEN_ERRORS as exc:
                     errors[gateway] = exc
                     self.close()
                     if n > 1 and gateway not in self._warned:
                         self._warned.add(gateway)
-                        log.warning("HBase Thrift gateway %s failed (%s: %s); skipping it, trying the next one",
-                                    gateway, type(exc).__name__, exc)
-        detail = "; ".join(f"{g}: {type(e).__name__}: {e}" for g, e in errors.items())
+                        log.warning("%s %s failed (%s); skipping it, trying the next one", self.label, gateway,
+                                    _why(exc))
+        detail = "; ".join(f"{g}: {_why(e)}" for g, e in errors.items())
         raise SinkError(
-            f"cannot reach the HBase Thrift server: no gateway answered after {self._rounds} pass(es) "
-            f"over {n} gateway(s) "
-            f"[{describe(self._gateways)}] ({detail}); are they running and are hbase.thrift.* right? "
+            f"cannot reach the {self.service} {describe(self._gateways)}: no gateway answered after "
+            f"{self._rounds} pass(es) over {n} gateway(s) ({detail}); {self.fix} "
             "(hbase.thrift.failover.rounds / hbase.thrift.failover.backoff set the retries)"
         ) from errors.get(self.gateway)
 
@@ -199,14 +248,44 @@ class HBaseConnection:
         if self._conn is not None:
             try:
                 self._conn.close()
-            except TRANSPORT_ERRORS as exc:
-                log.debug("ignoring error while closing a dead HBase connection: %s", exc)
+            except OPEN_ERRORS as exc:
+                log.debug("ignoring error while closing a dead connection to %s: %s", self.gateway, exc)
             self._conn = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
-        state["_conn"] = None
+        state["_conn"] = state["_dialer"] = None  # a socket and an SSL context stay where they were made
         return state
+
+
+class _Thrift1Client(happybase.Connection):
+    """happybase's API over a client from the one dialer (``_transport``).
+
+    happybase builds its client in ``_refresh_thrift_client`` from a plain ``TSocket``;
+    this override takes the dialer's instead (plain, TLS or SASL) and keeps the rest of happybase.
+    """
+
+    def __init__(self, dialer: Dialer, gateway: Gateway, timeout_ms: int) -> None:
+        self._dialer, self._gateway = dialer, gateway
+        super().__init__(host=gateway.host, port=gateway.port, timeout=timeout_ms, autoconnect=True)
+
+    def _refresh_thrift_client(self) -> None:
+        from happybase.connection import Hbase
+
+        self.transport, self.client = self._dialer.client(Hbase, self._gateway)
+
+
+class HBaseConnection(GatewayConnection[happybase.Connection]):
+    """Thrift1 (happybase's ``Connection`` as ``.connection``) over ``opts.gateways``.
+
+    ``spread_index``: the task's or read partition's index, which picks its first gateway.
+    """
+
+    def __init__(self, opts: HBaseConnectionOptions, spread_index: int = 0) -> None:
+        super().__init__(opts, opts.gateways, spread_index)
+
+    def _open(self, gateway: Gateway) -> happybase.Connection:
+        return _Thrift1Client(self._dial(), gateway, self._opts.timeout_ms)
 
 
 def connection_options(options: Mapping[str, str] | None = None, *, host: str | None = None,
@@ -214,7 +293,7 @@ def connection_options(options: Mapping[str, str] | None = None, *, host: str | 
                        tls: TlsSettings | None = None, kerberos: KerberosSettings | None = None,
                        defaults: Mapping[str, str] | None = None) -> HBaseConnectionOptions:
     """The connection of a caller outside a query (``read_committed``, ``lineage``, ``sink_status``,
-    the CLI), parsed by the sink's own specs (``CONNECTION_OPTION_SPECS``).
+    ``starting_offsets_from_sink``, the CLI), parsed by the sink's own specs (``CONNECTION_OPTION_SPECS``).
 
     ``options`` holds any ``hbase.*`` option exactly as the sink takes it, so TLS, Kerberos,
     a gateway list and failover work the same everywhere. The keyword arguments are the

@@ -50,7 +50,7 @@ class BarrierHBaseDataSource(DataSource):
 
     def schema(self) -> StructType:
         opts = parse_read_options(self.options)
-        conn = HBaseConnection.from_options(opts)
+        conn = HBaseConnection(opts)
         try:
             return committed_schema(_view(conn, opts))
         finally:
@@ -58,7 +58,7 @@ class BarrierHBaseDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         opts = parse_read_options(self.options)
-        conn = HBaseConnection.from_options(opts)
+        conn = HBaseConnection(opts)
         try:
             record = _view(conn, opts)
             regions = region_ranges(conn, record.table)
@@ -116,7 +116,7 @@ class HBaseCommittedReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, ScanPartition) or partition.empty:
             return
-        conn = HBaseConnection.from_options(parse_read_options(self._options), partition.value)
+        conn = HBaseConnection(parse_read_options(self._options), partition.value)
         try:
             yield from iter_committed(conn, self._record, (partition.start, partition.stop))
         finally:

@@ -17,8 +17,12 @@ raised by happybase / thriftpy2 / ``ssl`` / ``gssapi``  becomes
 a refused login or SASL handshake                      :class:`KerberosError` (raised by the
                                                        login itself), never wrapped: its
                                                        ``option`` names the fix
-transport: ``TTransportException``, socket errors,     retried by ``HBaseConnection.call`` on a
-EOF (:data:`TRANSPORT_ERRORS`)                         fresh socket and the next gateways; when
+a file an option names that cannot be read or          :class:`ConfigError` naming the option,
+loaded (CA, client certificate or key, keytab)         before any gateway is tried (``_tls``,
+                                                       ``_transport``): never retried
+transport: ``TTransportException``, socket errors,     retried by ``GatewayConnection.call`` (and
+EOF (:data:`TRANSPORT_ERRORS`)                         ``.scan``, Thrift1 and Thrift2 alike) on a
+                                                       fresh socket and the next gateways; when
                                                        none answers, :class:`SinkError` "cannot
                                                        reach ..." naming every gateway
 the server's answer: ``IOError``/``IllegalArgument``   :class:`SinkError` (or the caller's
@@ -65,7 +69,7 @@ OPEN_ERRORS: tuple[type[BaseException], ...] = TRANSPORT_ERRORS + (OSError,)
 """What opening a socket may raise (a refused or unroutable address is an ``OSError``)."""
 
 SERVER_ERRORS: tuple[type[BaseException], ...] = (TException,)
-"""The server's own answer (after ``HBaseConnection.call`` has retried the transport)."""
+"""The server's own answer (after ``GatewayConnection.call`` has retried the transport)."""
 
 _TLS_FIX = ("check hbase.thrift.tls.ca (the CA that signed the gateway's certificate), the host name the "
             "certificate names (hbase.thrift.tls.verify-hostname) and hbase.thrift.tls.cert/key")

@@ -14,12 +14,12 @@ barriers or from Spark's offset log, wherever the checkpoint is (``connectors/_f
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
 
-from ..._exceptions import ProtocolError, SinkError
+from ..._exceptions import ProtocolError
 from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext
 from ._admin import DeletedCellsNotice, prepare_table
 from ._commit_table import ensure_commit_table
@@ -28,6 +28,7 @@ from ._connection import HBaseConnection
 from ._layout import SinkLayout, data_field_names
 from ._notices import first_notice, forget_notice
 from ._options import HBaseSinkOptions, parse_sink_options
+from ._thrift2 import Thrift2Admin
 from ._writer import HBaseTaskWriter, TaskIdentity
 
 __all__ = ["HBaseSinkFunction"]
@@ -79,15 +80,17 @@ class HBaseSinkFunction(CheckpointedSink):
             from ._sasl import check_credentials
 
             check_credentials(opts.kerberos)
-        conn = HBaseConnection.from_options(opts)
-        thrift2 = self._thrift2()
+        conn = HBaseConnection(opts)
+        connect = self._thrift2()
+        admin = connect() if connect is not None else None
         try:
-            notice = prepare_table(conn, opts.table, layout.families, create=opts.create_table,
-                                   thrift2=thrift2() if thrift2 else None)
+            notice = prepare_table(conn, opts.table, layout.families, create=opts.create_table, thrift2=admin)
             ensure_commit_table(conn, opts.commit_table)
             self._tell(conn, notice)
         finally:
             conn.close()
+            if admin is not None:
+                admin.close()
 
     def _tell(self, conn: HBaseConnection, notice: DeletedCellsNotice | None) -> None:
         """Warn about the table once per ``sink.id``, not once per planning process and start.
@@ -138,31 +141,16 @@ class HBaseSinkFunction(CheckpointedSink):
                                 "(a bug in the call order, please report it)")
         return self._writer
 
-    def _thrift2(self) -> Any:
-        """A factory of Thrift2 admin connections (only some paths need one), or None."""
+    def _thrift2(self) -> Callable[[], Thrift2Admin] | None:
+        """A factory of Thrift2 admin connections (only some paths need one), or None.
+
+        Each one goes through the shared gateway loop over ``hbase.thrift2.host``, with the
+        same TLS, Kerberos and ``hbase.thrift.failover.*`` as every Thrift1 connection.
+        """
         opts = self.opts
         if opts is None or not opts.thrift2_gateways:
             return None
-
-        def connect() -> Any:
-            """The first Thrift2 gateway that answers (admin calls are rare: no spreading)."""
-            from ._sasl import KerberosError
-            from ._thrift2 import Thrift2Admin
-
-            errors: list[str] = []
-            for gateway in opts.thrift2_gateways:
-                try:
-                    return Thrift2Admin(gateway.host, gateway.port, timeout_ms=opts.timeout_ms,
-                                        transport=opts.transport, protocol=opts.protocol, tls=opts.tls,
-                                        kerberos=opts.kerberos)
-                except KerberosError:
-                    raise  # permanent: another gateway of the same realm refuses the same login
-                except SinkError as exc:
-                    errors.append(str(exc))
-                    log.warning("HBase Thrift2 gateway %s failed; trying the next one", gateway)
-            raise SinkError("no HBase Thrift2 gateway answered: " + "; ".join(errors))
-
-        return connect
+        return lambda: Thrift2Admin(opts)
 
     # -- executor ----------------------------------------------------------------
 
@@ -197,7 +185,7 @@ class HBaseSinkFunction(CheckpointedSink):
     def committer(self) -> Committer:
         opts, layout = self._parsed()
         columns = [[t.name, t.family.decode(), t.qualifier.decode()] for t in layout.targets]
-        return Committer(HBaseConnection.from_options(opts), opts.commit_table, opts.table,
+        return Committer(HBaseConnection(opts), opts.commit_table, opts.table,
                          fenced=opts.exactly_once, schema_json=self.schema_json, rowkey=opts.rowkey,
                          columns=columns, thrift2=self._thrift2())
 

@@ -74,19 +74,22 @@ def lineage(host: str | None, port: int | None, table: str, row: bytes | str, *,
     One pass over the gateways unless the options ask for more (an interactive read).
     """
     key = row.encode() if isinstance(row, str) else row
-    conn = HBaseConnection.from_options(connection_options(
+    conn = HBaseConnection(connection_options(
         options, host=host, port=port, transport=transport, protocol=protocol, tls=tls, kerberos=kerberos,
         defaults=_DEFAULTS))
     try:
         latest = find_commit(conn, commit_table, table, sink_id)
         history = read_history(conn, commit_table, latest.sink_id)
-        t = conn.connection.table(table)
         if column is not None:
             columns = [column.encode()]
         else:
             columns = sorted(conn.call(lambda c: c.table(table).row(key)))
-        cells = [(col, value, ts) for col in columns
-                 for value, ts in t.cells(key, col, versions=versions, include_timestamp=True)]
+
+        def versions_of(col: bytes) -> list[tuple[bytes, int]]:
+            """Through the retrying call: a dead socket is retried on the next gateways."""
+            return conn.call(lambda c: c.table(table).cells(key, col, versions=versions, include_timestamp=True))
+
+        cells = [(col, value, ts) for col in columns for value, ts in versions_of(col)]
     finally:
         conn.close()
     history = sorted(history, key=lambda r: r.ts_lo)

@@ -20,7 +20,6 @@ pushed-down row-key range) and by :func:`read_committed`.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -30,7 +29,6 @@ from ..._exceptions import ConfigError, SinkError
 from ._commit_table import CommitRecord, list_sinks, read_history, read_state
 from ._connection import HBaseConnection, connection_options
 from ._encoding import decode_column
-from ._errors import TRANSPORT_ERRORS
 from ._key_ranges import FULL, KeyRange
 from ._options import DEFAULT_COMMIT_TABLE
 from ._sasl import KerberosSettings
@@ -38,8 +36,6 @@ from ._tls import TlsSettings
 
 __all__ = ["find_commit", "view_record", "read_committed", "committed_schema", "iter_committed",
            "region_ranges"]
-
-log = logging.getLogger(__name__)
 
 _VERSIONS = 100
 _SCAN_BATCH = 1000
@@ -124,7 +120,14 @@ def _outside_gaps(table: Any, key: bytes, data: dict[bytes, tuple[bytes, int]],
 
 def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRange = FULL, *,
                    chunk_rows: int = 10_000) -> Iterator[pa.RecordBatch]:
-    """Arrow batches of the view of ``record.table`` under ``record``, for one key range."""
+    """Arrow batches of the view of ``record.table`` under ``record``, for one key range.
+
+    One scan through the connection's resumable :meth:`~._connection.HBaseConnection.scan`:
+    after a dead socket it restarts on the next gateway just after the last row taken,
+    under the same record, so it is exact. A row's versions in a gap are looked up on
+    the scan's own socket, inside the batch, so they resume with it.
+    """
+    from happybase.table import TScan, make_row
     from pyspark.sql.pandas.types import to_arrow_schema
 
     schema = to_arrow_schema(committed_schema(record), timezone="UTC")
@@ -132,7 +135,6 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
     # (is the row key, the cell column -- None only for the row key --, type)
     plan = [(f.name == record.rowkey, by_name.get(f.name, b""), f.type) for f in schema]
     families = sorted({c[1].encode() for c in record.columns})
-    table = conn.connection.table(record.table)
     gaps = record.gaps
     keys: list[bytes] = []
     rows: list[dict[bytes, Any]] = []
@@ -146,31 +148,29 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     start, stop = key_range
-    last: bytes | None = None  # the last key taken, across failovers
-    while True:
-        # A scanner lives in one gateway: after a transport error the scan restarts on the
-        # next gateway just after the last key taken, under the same record, so it is exact.
-        begin = start if last is None else last + b"\x00"
-        try:
-            scan = table.scan(row_start=begin or None, row_stop=stop or None, columns=families or None,
-                              timestamp=record.read_bound, include_timestamp=bool(gaps), batch_size=_SCAN_BATCH)
-            for key, data in scan:
-                if gaps:
-                    data = _outside_gaps(table, key, data, gaps)
-                last = key
-                if not data:
-                    continue
-                keys.append(key)
-                rows.append(data)
-                if len(keys) >= chunk_rows:
-                    yield emit()
-            break
-        except TRANSPORT_ERRORS as exc:
-            failed = conn.gateway
-            conn.failover()  # raises SinkError naming every gateway when none answers
-            log.warning("scan of %r through %s failed (%s); resuming through %s", record.table, failed, exc,
-                        conn.gateway)
-            table = conn.connection.table(record.table)
+    name = record.table.encode()
+
+    def open_scanner(c: Any, after: bytes | None) -> int:
+        scan = TScan(startRow=start if after is None else after + b"\x00", stopRow=stop or None,
+                     timestamp=record.read_bound, columns=families or None, caching=_SCAN_BATCH)
+        return int(c.client.scannerOpenWithScan(name, scan, {}))
+
+    def fetch(c: Any, scanner: int) -> list[tuple[bytes, dict[bytes, Any]]]:
+        found = c.client.scannerGetList(scanner, _SCAN_BATCH)
+        if not gaps:
+            return [(item.row, make_row(item.columns, False)) for item in found]
+        table = c.table(record.table)
+        return [(item.row, _outside_gaps(table, item.row, make_row(item.columns, True), gaps)) for item in found]
+
+    for batch in conn.scan(open_scanner, fetch, lambda c, s: c.client.scannerClose(s), lambda r: r[0],
+                           what=f"scan of {record.table!r}"):
+        for key, data in batch:
+            if not data:
+                continue
+            keys.append(key)
+            rows.append(data)
+            if len(keys) >= chunk_rows:
+                yield emit()
     if keys:
         yield emit()
 
@@ -188,7 +188,7 @@ def read_committed(host: str | None, port: int | None, table: str, *, sink_id: s
     other keywords are shorthands for some of them (``host`` may be a gateway list like
     option ``hbase.thrift.host``; ``port`` is then the default port).
     """
-    conn = HBaseConnection.from_options(connection_options(
+    conn = HBaseConnection(connection_options(
         options, host=host, port=port, transport=transport, protocol=protocol, tls=tls, kerberos=kerberos))
     try:
         latest = find_commit(conn, commit_table, table, sink_id)

@@ -11,6 +11,10 @@ deletes remove them (Thrift1 can only delete whole cells up to a timestamp). The
 attempt's timestamps start above ``hi``, so the version delete markers never mask
 anything written later.
 
+Both go through the shared gateway loop (``_connection``, with the sink's failover
+options): a dead socket is retried on the next Thrift2 gateways, and the scan resumes just
+after the last row whose versions were deleted.
+
 Idempotent: a replay of the commit scans again and finds nothing left to delete. Delete
 markers an abandoned attempt wrote cannot be taken back (HBase has no "undelete"); they
 mask only versions older than themselves, which the replacing attempt's own deletes

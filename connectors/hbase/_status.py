@@ -53,7 +53,7 @@ def sink_status(host: str | None, port: int | None, sink_id: str, commit_table: 
     nothing (unknown ``sink.id``).
     """
     opts = connection_options(options, host=host, port=port, tls=tls, kerberos=kerberos, defaults=_DEFAULTS)
-    conn = HBaseConnection.from_options(opts)
+    conn = HBaseConnection(opts)
     where = describe(opts.gateways)
     try:
         tables = conn.call(lambda c: c.tables())

@@ -11,34 +11,40 @@ field ids (checked against ``hbase-thrift-2.6.1.jar!/.../thrift2/hbase.thrift``)
 the wire format exact without shipping 1,100 lines of IDL. Unknown fields in
 answers are skipped by the protocol, so the subset reads full descriptors safely.
 
-Sockets are opened like happybase opens Thrift1 ones (``TSocket`` with a timeout in
-ms, buffered or framed transport, binary or compact protocol, undecoded bytes).
+One client stack: :class:`Thrift2Admin` is built from the same
+:class:`~._options.HBaseConnectionOptions` as every Thrift1 connection and talks through a
+:class:`Thrift2Connection`, the shared gateway loop (``_connection``) over
+``hbase.thrift2.host`` / ``.port``: the same dialer (plain, TLS, Kerberos), failover
+rounds and backoff, and error map. Only its scan is its own, through the loop's
+resumable :meth:`~._connection.GatewayConnection.scan`.
 """
 
 from __future__ import annotations
 
 import io
-import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
-from thriftpy2.thrift import TClient
-
-from ..._exceptions import SinkError
-from ._errors import OPEN_ERRORS, SERVER_ERRORS, TLS_ERRORS, refused, tls_error, unreachable
+from ..._exceptions import ConfigError
+from ._connection import GatewayConnection
+from ._errors import OPEN_ERRORS, SERVER_ERRORS, refused
+from ._gateways import Gateway
+from ._options import HBaseConnectionOptions
 
 __all__ = [
     "FamilySpec",
     "FamilySettings",
     "KeepDeletedCells",
     "Thrift2Admin",
+    "Thrift2Connection",
     "THRIFT2_IDL",
 ]
 
-log = logging.getLogger(__name__)
+T = TypeVar("T")
+
 
 # Field ids and types as in HBase 2.6.1's thrift2 hbase.thrift; only what the calls
 # below send or read. ``string`` fields arrive as bytes (decode_response=False).
@@ -200,69 +206,76 @@ def _bytes(value: bytes | str) -> bytes:
     return value.encode() if isinstance(value, str) else value
 
 
-class Thrift2Admin:
-    """One connection to a Thrift2 server; not thread-safe (one socket).
+class Thrift2Client:
+    """One open socket to a Thrift2 gateway: its transport and the ``THBaseService`` client."""
 
-    ``transport``/``protocol`` must match the server (its defaults: buffered, binary).
-    Every failure is a :class:`SinkError` naming ``host:port`` and what to do.
+    def __init__(self, transport: Any, client: Any) -> None:
+        self.transport, self.client = transport, client
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+class Thrift2Connection(GatewayConnection[Thrift2Client]):
+    """The shared gateway loop over the Thrift2 gateways (``hbase.thrift2.host`` / ``.port``).
+
+    Admin calls are rare, so no spreading: the first gateway that answers serves them.
     """
 
-    def __init__(self, host: str, port: int, *, timeout_ms: int = 60_000,
-                 transport: str = "buffered", protocol: str = "binary", tls: Any = None,
-                 kerberos: Any = None) -> None:
-        from thriftpy2.protocol import TBinaryProtocol, TCompactProtocol
-        from thriftpy2.transport import TBufferedTransport, TFramedTransport, TSocket
+    label = service = "HBase Thrift2 server"
+    fix = ("is the Thrift2 server (org.apache.hadoop.hbase.thrift2.ThriftServer) running there with matching "
+           "transport/protocol?")
 
-        transports = {"buffered": TBufferedTransport, "framed": TFramedTransport}
-        protocols = {"binary": TBinaryProtocol, "compact": TCompactProtocol}
-        if transport not in transports or protocol not in protocols:
-            raise SinkError(f"Thrift2 transport/protocol {transport!r}/{protocol!r} unknown; "
-                            f"use one of {sorted(transports)} / {sorted(protocols)}")
-        self.host, self.port = host, port
+    def __init__(self, opts: HBaseConnectionOptions) -> None:
+        if not opts.thrift2_gateways:
+            raise ConfigError("no HBase Thrift2 gateway is configured: set hbase.thrift2.port (or hbase.thrift2.host)",
+                              option="hbase.thrift2.port")
+        super().__init__(opts, opts.thrift2_gateways)
+
+    def _open(self, gateway: Gateway) -> Thrift2Client:
+        transport, client = self._dial().client(_idl().THBaseService, gateway)
+        transport.open()
+        return Thrift2Client(transport, client)
+
+
+class Thrift2Admin:
+    """Admin calls and version scans on a Thrift2 gateway, built from the connection options.
+
+    Connects at once (an unreachable server fails the constructor). Every failure is a
+    :class:`~..._exceptions.SinkError` naming the gateway and what to do; a configuration
+    error a :class:`~..._exceptions.ConfigError` naming its option. Not thread-safe.
+    """
+
+    def __init__(self, opts: HBaseConnectionOptions) -> None:
         self._t = _idl()
-        if kerberos is not None:  # SASL/GSSAPI (see ``_sasl``); the SASL layer frames itself
-            from ._sasl import sasl_transport
+        self._conn = Thrift2Connection(opts)
+        self._conn.call(lambda c: None, what="connect")
 
-            self._transport = sasl_transport(host, port, timeout_ms, kerberos)
-        elif tls is not None:  # Thrift over HTTPS, the only TLS HBase offers (see ``_tls``)
-            from ._tls import https_transport
+    @property
+    def host(self) -> str:
+        return self._conn.host
 
-            self._transport = https_transport(host, port, timeout_ms, tls)
-        else:
-            self._transport = transports[transport](
-                TSocket(host=host, port=port, socket_timeout=timeout_ms))
-        if kerberos is not None:
-            from ._sasl import sasl_protocol
-
-            self._client = TClient(self._t.THBaseService, sasl_protocol(protocol, self._transport))
-        elif tls is not None:  # pure-Python protocol over a Python transport
-            from ._tls import https_protocol
-
-            self._client = TClient(self._t.THBaseService, https_protocol(protocol, self._transport))
-        else:
-            self._client = TClient(self._t.THBaseService,
-                                   protocols[protocol](self._transport, decode_response=False))
-        self._call("connect", self._transport.open)
+    @property
+    def port(self) -> int:
+        return self._conn.port
 
     # ------------------------------------------------------------------ plumbing
-    def _call(self, what: str, fn: Any, *args: Any) -> Any:
-        """Run one call, turning its errors into one-line SinkErrors through the one map (``_errors``)."""
-        where = f"HBase Thrift2 server {self.host}:{self.port}"
+    def _where(self) -> str:
+        return f"HBase Thrift2 server {self._conn.gateway}"
+
+    def _refusal(self, what: str, exc: BaseException) -> Exception:
+        """The server's answer to ``what``, as one line through the one map (``_errors``)."""
+        if isinstance(exc, (self._t.TIOError, self._t.TIllegalArgument)):
+            return refused(f"{self._where()} refused {what}", exc, fix="check the table name and its families")
+        self._conn.close()  # an unknown method leaves the socket mid-message: start the next call afresh
+        return refused(f"{self._where()} failed {what}", exc, fix="check that the port serves Thrift2, not Thrift1")
+
+    def _call(self, what: str, fn: Callable[[Any], T]) -> T:
+        """``fn(client)`` through the gateway loop (retries, failover, TLS); the server's refusals mapped."""
         try:
-            return fn(*args)
-        except TLS_ERRORS as exc:
-            self.close()
-            raise tls_error(where, exc, during=what) from exc
-        except (self._t.TIOError, self._t.TIllegalArgument) as exc:
-            raise refused(f"{where} refused {what}", exc, fix="check the table name and its families") from exc
-        except OPEN_ERRORS as exc:
-            self.close()
-            raise unreachable(where, what, exc, "is the Thrift2 server (org.apache.hadoop.hbase.thrift2.ThriftServer) "
-                              "running there with matching transport/protocol?") from exc
+            return self._conn.call(lambda c: fn(c.client), what=what)
         except SERVER_ERRORS as exc:
-            self.close()
-            raise refused(f"{where} failed {what}", exc,
-                          fix="check that the port serves Thrift2, not Thrift1") from exc
+            raise self._refusal(what, exc) from exc
 
     def _table_name(self, name: str | bytes) -> Any:
         ns, sep, qualifier = _bytes(name).rpartition(b":")
@@ -271,11 +284,15 @@ class Thrift2Admin:
     # ------------------------------------------------------------------ admin
     def table_exists(self, name: str | bytes) -> bool:
         """Whether table ``name`` (``ns:table`` or ``table``) exists."""
-        return bool(self._call("tableExists", self._client.tableExists, self._table_name(name)))
+        return bool(self._call("tableExists", lambda c: c.tableExists(self._table_name(name))))
 
     def create_table(self, name: str | bytes, families: Mapping[str | bytes, FamilySpec], *,
                      split_keys: Sequence[bytes] = ()) -> None:
-        """Create ``name`` with ``families``; ``split_keys`` pre-split it into regions."""
+        """Create ``name`` with ``families``; ``split_keys`` pre-split it into regions.
+
+        Not idempotent: retried after a dead socket, it may find the table it created; the
+        caller (``_admin.prepare_table``) treats an existing table as created.
+        """
         columns = [
             self._t.TColumnFamilyDescriptor(
                 name=_bytes(family), maxVersions=spec.max_versions,
@@ -284,13 +301,11 @@ class Thrift2Admin:
             for family, spec in families.items()
         ]
         desc = self._t.TTableDescriptor(tableName=self._table_name(name), columns=columns)
-        self._call("createTable", self._client.createTable, desc,
-                   [_bytes(k) for k in split_keys] or None)
+        self._call("createTable", lambda c: c.createTable(desc, [_bytes(k) for k in split_keys] or None))
 
     def family_settings(self, name: str | bytes) -> dict[str, FamilySettings]:
         """Family name → its settings, read from the table descriptor."""
-        desc = self._call("getTableDescriptor", self._client.getTableDescriptor,
-                          self._table_name(name))
+        desc = self._call("getTableDescriptor", lambda c: c.getTableDescriptor(self._table_name(name)))
         result = {}
         for column in desc.columns or ():
             result[_text(column.name)] = FamilySettings(
@@ -305,8 +320,7 @@ class Thrift2Admin:
 
     def region_boundaries(self, name: str | bytes) -> list[tuple[bytes, bytes]]:
         """``(start, end)`` of every region, sorted by start; ``b""`` is open-ended."""
-        locations = self._call("getAllRegionLocations", self._client.getAllRegionLocations,
-                               _bytes(name))
+        locations = self._call("getAllRegionLocations", lambda c: c.getAllRegionLocations(_bytes(name)))
         bounds = {(loc.regionInfo.startKey or b"", loc.regionInfo.endKey or b"")
                   for loc in locations}
         return sorted(bounds)
@@ -316,7 +330,7 @@ class Thrift2Admin:
         """Delete exactly the given versions ``(row, family, qualifier, timestamp)``.
 
         Each becomes a ``DELETE_COLUMN`` (HBase ``Delete.addColumn(f, q, ts)``): older and
-        newer versions of the same cell stay readable.
+        newer versions of the same cell stay readable. Idempotent, so a retry is safe.
         """
         deletes = [
             self._t.TDelete(
@@ -325,7 +339,7 @@ class Thrift2Admin:
             for row, family, qualifier, ts in cells
         ]
         if deletes:
-            self._call("deleteMultiple", self._client.deleteMultiple, _bytes(name), deletes)
+            self._call("deleteMultiple", lambda c: c.deleteMultiple(_bytes(name), deletes))
 
     def versions_in_range(self, name: str | bytes, families: Sequence[bytes], lo: int, hi: int, *,
                           chunk: int = 1000) -> Iterator[list[tuple[bytes, bytes, bytes, int]]]:
@@ -333,26 +347,36 @@ class Thrift2Admin:
 
         One server-side time-range scan (``TScan.timeRange``, all versions): only the
         versions in the range cross the wire, and versions deleted already do not come
-        back, so a second pass after :meth:`delete_versions` finds nothing.
+        back, so a second pass after :meth:`delete_versions` finds nothing. A chunk holds
+        whole rows, so the scan resumes exactly after a dead socket, also when a
+        :meth:`delete_versions` between two chunks failed over (``GatewayConnection.scan``).
         """
-        scan = self._t.TScan(columns=[self._t.TColumn(family=f) for f in families] or None, caching=chunk,
-                             maxVersions=2**31 - 1, timeRange=self._t.TTimeRange(minStamp=lo, maxStamp=hi))
-        scanner = self._call("openScanner", self._client.openScanner, _bytes(name), scan)
+        t, table = self._t, _bytes(name)
+        columns = [t.TColumn(family=f) for f in families] or None
+
+        def open_scanner(c: Thrift2Client, after: bytes | None) -> Any:
+            scan = t.TScan(startRow=None if after is None else after + b"\x00", columns=columns, caching=chunk,
+                           maxVersions=2**31 - 1, timeRange=t.TTimeRange(minStamp=lo, maxStamp=hi))
+            return self._answer("openScanner", lambda: c.client.openScanner(table, scan))
+
+        def fetch(c: Thrift2Client, scanner: Any) -> list[Any]:
+            return list(self._answer("getScannerRows", lambda: c.client.getScannerRows(scanner, chunk)))
+
+        for results in self._conn.scan(open_scanner, fetch, lambda c, s: c.client.closeScanner(s),
+                                       lambda r: bytes(r.row), what=f"Thrift2 scan of {_text(table)!r}"):
+            yield [(r.row, cv.family, cv.qualifier, cv.timestamp) for r in results for cv in r.columnValues]
+
+    def _answer(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()`` inside a scan (whose loop handles the socket), the server's refusals mapped."""
         try:
-            while True:
-                results = self._call("getScannerRows", self._client.getScannerRows, scanner, chunk)
-                if not results:
-                    return
-                yield [(r.row, cv.family, cv.qualifier, cv.timestamp) for r in results for cv in r.columnValues]
-        finally:
-            self._call("closeScanner", self._client.closeScanner, scanner)
+            return fn()
+        except OPEN_ERRORS:
+            raise  # a dead socket (a TException too): the scan's loop resumes on a fresh one
+        except SERVER_ERRORS as exc:
+            raise self._refusal(what, exc) from exc
 
     def close(self) -> None:
-        try:
-            self._transport.close()
-        except OPEN_ERRORS as exc:
-            log.debug("ignoring error while closing Thrift2 socket to %s:%s: %s",
-                      self.host, self.port, exc)
+        self._conn.close()
 
     def __enter__(self) -> Thrift2Admin:
         return self

@@ -58,7 +58,7 @@ class HBaseTaskWriter:
         self._opts = opts
         self._id = identity
         self.sink_id = opts.sink_id or f"query-{identity.query_id}"
-        self._conn = HBaseConnection.from_options(opts, identity.partition_id)
+        self._conn = HBaseConnection(opts, identity.partition_id)
         self._layout: SinkLayout | None = None
         self._clock: TaskClock | None = None
         self._buf: MutationBuffer | None = None

@@ -157,14 +157,10 @@ def group_status(bootstrap: str, group: str, topics: list[str] | None = None,
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition as KafkaTP
     from kafka.errors import KafkaError
 
-    from ._kerberos import KerberosLogin
+    from ._topics import preflight
 
     extra = dict(settings or {})
-    login = extra.get("sasl_kerberos_name")
-    if isinstance(login, KerberosLogin):
-        from ._kerberos_check import check_kerberos
-
-        check_kerberos(login.kerberos, bootstrap, extra.get("sasl_kerberos_domain_name"))
+    preflight(bootstrap, extra)
     try:
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=_TIMEOUT_MS,
                                  **{k: v for k, v in extra.items()

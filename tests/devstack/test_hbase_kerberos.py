@@ -12,7 +12,7 @@ import pytest
 from devstack_helpers import stack_pids
 
 from sparkbarrier.connectors.hbase import KerberosSettings
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
 from sparkbarrier.devstack import Kdc
 from sparkbarrier.devstack._hbase_kerberos import MASTER, KerberosHBase
 
@@ -32,8 +32,9 @@ def test_up_serves_every_qop_is_idempotent_and_down_stops_everything(scratch_hom
         assert hbase.up() == endpoints  # already running: kept
         assert json.loads((scratch_home / "run" / f"{MASTER}.json").read_text())["pid"] == pid
         principal, keytab = manifest.keytab("client")
-        conn = HBaseConnection(*endpoints.thrift_conf, timeout_ms=30_000,
-                               kerberos=KerberosSettings(principal=principal, keytab=keytab))
+        host, port = endpoints.thrift_conf
+        conn = HBaseConnection(connection_options({"hbase.thrift.timeout": "30000"}, host=host, port=port,
+                                                  kerberos=KerberosSettings(principal=principal, keytab=keytab)))
         try:
             assert isinstance(conn.call(lambda c: c.tables()), list)
         finally:

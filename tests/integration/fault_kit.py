@@ -36,7 +36,7 @@ from kafka import TopicPartition as KafkaTP
 from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV, fired
 from sparkbarrier.connectors.hbase import DEFAULT_COMMIT_TABLE, read_committed
 from sparkbarrier.connectors.hbase._commit_table import COMMIT_COLUMN, CommitRecord, read_history
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
 from sparkbarrier.connectors.kafka import committed_offsets
 from polling import wait_for  # noqa: F401  (re-exported for the tests)
 
@@ -258,7 +258,7 @@ class Scenario:
 
     def history(self) -> list[CommitRecord]:
         """The sink's commit records, oldest first (one per committed batch)."""
-        conn = HBaseConnection(*self.cfg.thrift)
+        conn = HBaseConnection(connection_options(host=self.cfg.thrift[0], port=self.cfg.thrift[1]))
         try:
             return read_history(conn, COMMIT_TABLE, self.cfg.sink_id)
         finally:

@@ -22,7 +22,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from sparkbarrier import checkpoint_log_status, group_status, sink_status
 from sparkbarrier.connectors.hbase import DEFAULT_COMMIT_TABLE, read_committed
 from sparkbarrier.connectors.hbase._commit_table import read_history
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
 
 pytestmark = [pytest.mark.kafka, pytest.mark.hbase, pytest.mark.spark, pytest.mark.slow,
               pytest.mark.timeout(600)]
@@ -100,7 +100,7 @@ def test_pipeline_on_local_cluster_is_exactly_once(kafka_bootstrap, hbase_thrift
     assert group_view.last_checkpoint_id == last.checkpoint_id
     sink = sink_status(hbase_thrift[0], hbase_thrift[1], topic, DEFAULT_COMMIT_TABLE)
     assert sink.offsets == ends
-    conn = HBaseConnection(*hbase_thrift)
+    conn = HBaseConnection(connection_options(host=hbase_thrift[0], port=hbase_thrift[1]))
     try:
         history = read_history(conn, DEFAULT_COMMIT_TABLE, topic)
     finally:

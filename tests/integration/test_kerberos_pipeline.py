@@ -27,7 +27,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from sparkbarrier.connectors.hbase import KerberosSettings
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
 
 pytestmark = [pytest.mark.kafka, pytest.mark.hbase, pytest.mark.spark, pytest.mark.slow]
 
@@ -142,8 +142,9 @@ def test_pipeline_is_exactly_once_with_both_hops_on_kerberos(
     _run(spark, source, sink, ckpt)
 
     expected = _apply(first + second)
-    conn = HBaseConnection(host, kerberos_hbase.thrift_conf[1], timeout_ms=30_000,
-                           kerberos=KerberosSettings(principal=principal, keytab=keytab))
+    conn = HBaseConnection(connection_options({"hbase.thrift.timeout": "30000"}, host=host,
+                                              port=kerberos_hbase.thrift_conf[1],
+                                              kerberos=KerberosSettings(principal=principal, keytab=keytab)))
     try:
         plain = dict(conn.call(lambda c: list(c.table(table).scan())))
         versions = {row: conn.call(lambda c, row=row: c.table(table).cells(row, b"d:v", versions=100))

@@ -283,7 +283,7 @@ def test_an_attempt_of_the_previous_release_is_abandoned_and_its_claims_ignored(
     sink = make_sink(OPS, **FLUSH)
     sink.commit([sink.task([{"id": "a", "v": 0, "s": None, "op": None}], batch=0, plan="")], 0)
     old = sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, partition=3, plan="")
-    conn = HBaseConnection.from_options(sink.opts, 0)
+    conn = HBaseConnection(sink.opts, 0)
     try:
         attempt = read_state(conn, sink.opts.commit_table, sink.opts.sink_id).attempt_raw
         # Byte for byte what the previous release wrote: no plan field, and a block claim.
@@ -308,7 +308,7 @@ def test_an_attempt_of_the_previous_release_is_abandoned_and_its_claims_ignored(
 def test_a_new_attempt_records_its_plan(make_sink) -> None:
     sink = make_sink(OPS, **FLUSH)
     sink.task([{"id": "a", "v": 1, "s": None, "op": None}], batch=0, plan="p1")
-    conn = HBaseConnection.from_options(sink.opts, 0)
+    conn = HBaseConnection(sink.opts, 0)
     try:
         raw = conn.call(lambda c: c.table(sink.opts.commit_table).row(sink.opts.sink_id.encode(),
                                                                        columns=[ATTEMPT_COLUMN]))

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hbase_clients import thrift1, thrift2_admin
 
 from sparkbarrier._exceptions import ConfigError, SinkError
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
 from sparkbarrier.connectors.hbase._options import parse_read_options
 from sparkbarrier.connectors.hbase._tls import TlsSettings
 
@@ -46,7 +46,7 @@ def test_write_and_read_over_tls(make_sink, tls_gateway) -> None:
 
 
 def _call(host: str, port: int, tls: TlsSettings) -> None:
-    conn = HBaseConnection(host, port, tls=tls, rounds=3, backoff_ms=1000)
+    conn = thrift1(host, port, tls=tls, rounds=3, backoff_ms=1000)
     try:
         conn.call(lambda c: c.tables())
     finally:
@@ -77,11 +77,10 @@ def test_thrift2_client_speaks_https_and_checks_the_ca(tls_gateway, tmp_path: Pa
     """The Thrift2 admin client over TLS. The devstack's HTTPS gateway serves Thrift1, so a
     verified handshake shows as the server refusing the Thrift2 method (it answered over
     HTTPS); with a foreign CA the handshake itself is refused."""
-    from sparkbarrier.connectors.hbase._thrift2 import Thrift2Admin
     from sparkbarrier.devstack import _certs
 
     host, port, ca = tls_gateway
-    admin = Thrift2Admin(host, port, timeout_ms=10_000, tls=TlsSettings(ca_file=ca))
+    admin = thrift2_admin(host, port, timeout_ms=10_000, tls=TlsSettings(ca_file=ca))
     try:
         with pytest.raises(SinkError) as info:
             admin.table_exists("hbase:meta")
@@ -89,7 +88,7 @@ def test_thrift2_client_speaks_https_and_checks_the_ca(tls_gateway, tmp_path: Pa
     finally:
         admin.close()
     other = _certs.make_ca(_certs.private_dir(tmp_path / "other"), "not-the-gateways-ca")
-    admin = Thrift2Admin(host, port, timeout_ms=10_000, tls=TlsSettings(ca_file=str(other.cert_pem)))
+    admin = thrift2_admin(host, port, timeout_ms=10_000, tls=TlsSettings(ca_file=str(other.cert_pem)))
     try:
         with pytest.raises(SinkError, match="TLS to the HBase Thrift2 server .* certificate verify failed"):
             admin.table_exists("hbase:meta")

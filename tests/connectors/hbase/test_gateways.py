@@ -123,7 +123,7 @@ def test_tasks_and_read_partitions_use_both_gateways(make_sink, gateways: str) -
 
 
 def _record(sink: Any) -> Any:
-    conn = HBaseConnection.from_options(sink.opts)
+    conn = HBaseConnection(sink.opts)
     try:
         return find_commit(conn, sink.opts.commit_table, sink.opts.table, sink.opts.sink_id)
     finally:
@@ -147,7 +147,7 @@ def test_all_gateways_down_is_a_clear_error_naming_them(hbase_thrift) -> None:
     ports = _free_ports(2)
     opts = parse_read_options({"hbase.thrift.host": ",".join(f"127.0.0.1:{p}" for p in ports), "table": "t",
                                "hbase.thrift.failover.rounds": "2", "hbase.thrift.failover.backoff": "10"})
-    conn = HBaseConnection.from_options(opts)
+    conn = HBaseConnection(opts)
     with pytest.raises(SinkError, match="cannot reach the HBase Thrift server") as info:
         conn.call(lambda c: c.tables())
     text = str(info.value)

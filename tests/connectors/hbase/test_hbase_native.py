@@ -15,7 +15,8 @@ import pytest
 
 from sparkbarrier._exceptions import ConfigError
 from sparkbarrier.connectors.hbase import lineage
-from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells, Thrift2Admin
+from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells
+from hbase_clients import thrift2_admin
 from polling import wait_for
 
 pytestmark = [pytest.mark.hbase]
@@ -123,7 +124,7 @@ def test_other_writers_puts_and_deletes_behave_normally(make_sink) -> None:
 def test_ttl_family_is_accepted_and_cells_expire(make_sink, servers, unique_name) -> None:
     table = unique_name("ttl")
     host, port = servers.hbase_thrift2
-    with Thrift2Admin(host, port) as admin:
+    with thrift2_admin(host, port) as admin:
         admin.create_table(table, {"d": FamilySpec(max_versions=10, ttl_seconds=2,
                                                    keep_deleted_cells=KeepDeletedCells.TTL)})
     sink = make_sink(OPS, table=table, **{"op.column": "op"})

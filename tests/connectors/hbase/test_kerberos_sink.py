@@ -18,10 +18,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hbase_clients import thrift1, thrift2_admin
 
 from sparkbarrier.connectors.hbase import KerberosSettings, lineage, read_committed, sink_status
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
-from sparkbarrier.connectors.hbase._thrift2 import KeepDeletedCells, Thrift2Admin
+from sparkbarrier.connectors.hbase._thrift2 import KeepDeletedCells
 
 pytestmark = [pytest.mark.hbase, pytest.mark.spark, pytest.mark.slow]
 
@@ -83,7 +83,7 @@ def test_stream_writes_exactly_once_through_kerberized_gateways(
 
     principal, keytab = kdc.keytab("client")
     settings = KerberosSettings(principal=principal, keytab=keytab)
-    conn = HBaseConnection(*kerberos_hbase.thrift_conf, timeout_ms=30_000, kerberos=settings)
+    conn = thrift1(*kerberos_hbase.thrift_conf, timeout_ms=30_000, kerberos=settings)
 
     def scan() -> dict[bytes, dict[bytes, bytes]]:
         return dict(conn.call(lambda c: list(c.table(table).scan())))
@@ -125,7 +125,7 @@ def test_stream_writes_exactly_once_through_kerberized_gateways(
                     kerberos=settings)
     assert cells and all(c.committed and c.batch_id == 1 for c in cells), cells
 
-    with Thrift2Admin(*kerberos_hbase.thrift2, timeout_ms=30_000, kerberos=settings) as admin:
+    with thrift2_admin(*kerberos_hbase.thrift2, timeout_ms=30_000, kerberos=settings) as admin:
         assert admin.family_settings(table)["d"].keep_deleted_cells == KeepDeletedCells.TRUE
 
 

@@ -15,12 +15,13 @@ import happybase
 import pyarrow as pa
 import pytest
 
+from hbase_clients import thrift2_admin
 from hbase_tasks import Sink, spark_schema
 from sparkbarrier.connectors.hbase._connection import HBaseConnection
 from sparkbarrier.connectors.hbase._function import HBaseSinkFunction
 from sparkbarrier.connectors.hbase._notices import first_notice
 from sparkbarrier.connectors.hbase._options import parse_sink_options
-from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells, Thrift2Admin
+from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells
 
 pytestmark = [pytest.mark.hbase, pytest.mark.timeout(300)]
 
@@ -81,7 +82,7 @@ def test_a_table_found_right_makes_the_warning_news_again(hbase_thrift, hbase_th
                                                           caplog) -> None:
     """Thrift2 sees the families keep deleted cells: the record goes, so a later doubt warns again."""
     table = unique_name("kdc3")
-    with Thrift2Admin(*hbase_thrift2) as admin:
+    with thrift2_admin(*hbase_thrift2) as admin:
         admin.create_table(table, {"d": FamilySpec(max_versions=10, keep_deleted_cells=KeepDeletedCells.TRUE)})
     caplog.set_level(logging.WARNING, logger=FUNCTION_LOG)
     _validate(_options(hbase_thrift, table))
@@ -94,7 +95,7 @@ def test_a_table_found_right_makes_the_warning_news_again(hbase_thrift, hbase_th
 
 def test_first_notice_is_true_once_per_key_and_again_for_a_new_key(hbase_thrift, unique_name) -> None:
     opts = parse_sink_options(_options(hbase_thrift, unique_name("n")))
-    conn = HBaseConnection.from_options(opts)
+    conn = HBaseConnection(opts)
     try:
         from sparkbarrier.connectors.hbase._commit_table import ensure_commit_table
 
@@ -160,7 +161,7 @@ def test_a_held_keys_warning_that_cannot_be_recorded_is_given_and_does_not_fail_
     from sparkbarrier.connectors.hbase._committer import Committer, HBaseCommitMessage
 
     opts = parse_sink_options(_options(hbase_thrift, unique_name("gone")))
-    committer = Committer(HBaseConnection.from_options(opts), unique_name("no_commit_table"), opts.table,
+    committer = Committer(HBaseConnection(opts), unique_name("no_commit_table"), opts.table,
                           fenced=True, schema_json="", rowkey="id", columns=[])
     caplog.set_level(logging.WARNING, logger=COMMITTER_LOG)
     try:

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hbase_clients import thrift1, thrift2_admin
 
 from sparkbarrier._exceptions import ConfigError, SinkError
 from sparkbarrier.connectors.hbase import KerberosError, KerberosSettings, Qop
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
 from sparkbarrier.connectors.hbase._options import parse_sink_options
 from sparkbarrier.connectors.hbase._sasl import GssapiSaslClient, parse_qops
-from sparkbarrier.connectors.hbase._thrift2 import Thrift2Admin
 
 
 # ----------------------------------------------------------------------------- unit: framing
@@ -167,7 +167,7 @@ def _roundtrip(conn: HBaseConnection, table: str, value: bytes) -> bytes:
 def test_each_qop_round_trips_through_its_gateway(kdc, kerberos_hbase, unique_name: Callable[[str], str],
                                                   gateway: str, qop: Qop) -> None:
     host, port = getattr(kerberos_hbase, gateway)
-    conn = HBaseConnection(host, port, timeout_ms=30_000, kerberos=_settings(kdc))
+    conn = thrift1(host, port, timeout_ms=30_000, kerberos=_settings(kdc))
     try:
         value = os.urandom(300_000)  # larger than the server's 64 KiB SASL buffer: split frames
         assert _roundtrip(conn, unique_name("sasl"), value) == value
@@ -209,8 +209,9 @@ def test_failover_skips_a_dead_gateway_to_a_kerberized_one(kdc, kerberos_hbase) 
         probe.bind(("127.0.0.1", 0))
         dead = probe.getsockname()[1]
     live = kerberos_hbase.thrift_int
-    conn = HBaseConnection("localhost", dead, timeout_ms=30_000, kerberos=_settings(kdc),
-                           gateways=(Gateway("localhost", dead), Gateway(*live)))
+    conn = HBaseConnection(connection_options({"hbase.thrift.host": f"localhost:{dead},{live[0]}:{live[1]}",
+                                               "hbase.thrift.timeout": "30000", "hbase.thrift.failover.rounds": "1"},
+                                              kerberos=_settings(kdc)))
     try:
         assert isinstance(conn.call(lambda c: c.tables()), list)
         assert conn.gateway == Gateway(*live) and conn.connection.transport.qop is Qop.AUTH_INT
@@ -220,7 +221,7 @@ def test_failover_skips_a_dead_gateway_to_a_kerberized_one(kdc, kerberos_hbase) 
 
 @kerberos
 def test_thrift2_admin_speaks_sasl(kdc, kerberos_hbase) -> None:
-    with Thrift2Admin(*kerberos_hbase.thrift2, timeout_ms=30_000, kerberos=_settings(kdc)) as admin:
+    with thrift2_admin(*kerberos_hbase.thrift2, timeout_ms=30_000, kerberos=_settings(kdc)) as admin:
         assert admin.table_exists("hbase:meta")
 
 
@@ -229,7 +230,7 @@ def test_two_principals_in_one_process_leave_the_default_ticket_cache_alone(kdc,
     default_cache = Path(os.environ["KRB5CCNAME"].removeprefix("FILE:"))
     default_cache.unlink(missing_ok=True)
     for role in ("client", "hbase"):  # hbase/localhost is a valid client principal too
-        conn = HBaseConnection(*kerberos_hbase.thrift, timeout_ms=30_000, kerberos=_settings(kdc, role))
+        conn = thrift1(*kerberos_hbase.thrift, timeout_ms=30_000, kerberos=_settings(kdc, role))
         try:
             conn.call(lambda c: c.tables())
         finally:
@@ -239,7 +240,7 @@ def test_two_principals_in_one_process_leave_the_default_ticket_cache_alone(kdc,
 
 def _refused(settings: KerberosSettings, gateway: tuple[str, int]) -> tuple[KerberosError, float]:
     started = time.monotonic()
-    conn = HBaseConnection(*gateway, timeout_ms=30_000, kerberos=settings, rounds=3, backoff_ms=1000)
+    conn = thrift1(*gateway, timeout_ms=30_000, kerberos=settings, rounds=3, backoff_ms=1000)
     with pytest.raises(KerberosError) as info:
         conn.call(lambda c: c.tables())
     return info.value, time.monotonic() - started
@@ -289,7 +290,7 @@ def test_ticket_cache_login_works_and_an_expired_ticket_says_kinit(kdc, kerberos
     env = dict(os.environ)
     subprocess.run(["kinit", "-k", "-t", keytab, principal], env=env, check=True, timeout=30)
     try:
-        conn = HBaseConnection(*kerberos_hbase.thrift, timeout_ms=30_000, kerberos=KerberosSettings())
+        conn = thrift1(*kerberos_hbase.thrift, timeout_ms=30_000, kerberos=KerberosSettings())
         try:
             assert isinstance(conn.call(lambda c: c.tables()), list)
         finally:
@@ -310,7 +311,7 @@ def test_kerberos_client_against_a_plain_gateway_fails_fast_and_says_so(kdc, ker
     # The plain devstack gateway, reached as localhost so the service principal exists.
     settings = _settings(kdc, service="hbase")
     started = time.monotonic()
-    conn = HBaseConnection("localhost", hbase_thrift[1], timeout_ms=60_000, kerberos=settings)  # one pass
+    conn = thrift1("localhost", hbase_thrift[1], timeout_ms=60_000, kerberos=settings)  # one pass
     with pytest.raises(SinkError, match="does not look Kerberized.*hbase.thrift.authentication=none"):
         conn.call(lambda c: c.tables())
     assert time.monotonic() - started < 15, "bounded by the handshake timeout, not hbase.thrift.timeout"

@@ -91,10 +91,11 @@ def test_unknown_option_fails_at_query_start(spark, hbase_thrift, unique_name, t
 
 def test_batch_read_runs_one_partition_per_region_and_pushes_row_key_filters(
         spark, make_sink, servers, unique_name: Callable[[str], str]) -> None:
-    from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells, Thrift2Admin
+    from hbase_clients import thrift2_admin
+    from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells
 
     table = unique_name("regions")
-    with Thrift2Admin(*servers.hbase_thrift2) as admin:
+    with thrift2_admin(*servers.hbase_thrift2) as admin:
         admin.create_table(table, {"d": FamilySpec(max_versions=10, keep_deleted_cells=KeepDeletedCells.TRUE)},
                            split_keys=[b"k3", b"k6"])
     sink = make_sink(SCHEMA, table=table, **{"op.column": "op"})

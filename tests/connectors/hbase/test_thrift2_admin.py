@@ -13,8 +13,10 @@ from collections.abc import Callable, Iterator
 
 import happybase
 import pytest
+from hbase_clients import thrift2_admin
 
-from sparkbarrier._exceptions import SinkError
+from sparkbarrier._exceptions import ConfigError, SinkError
+from sparkbarrier.connectors.hbase._connection import connection_options
 from sparkbarrier.connectors.hbase._thrift2 import (
     FOREVER,
     FamilySettings,
@@ -28,7 +30,7 @@ pytestmark = [pytest.mark.hbase, pytest.mark.timeout(120)]
 
 @pytest.fixture
 def admin(hbase_thrift2: tuple[str, int]) -> Iterator[Thrift2Admin]:
-    client = Thrift2Admin(*hbase_thrift2, timeout_ms=30_000)
+    client = thrift2_admin(*hbase_thrift2, timeout_ms=30_000)
     yield client
     client.close()
 
@@ -178,7 +180,7 @@ def _free_port() -> int:
 def test_port_without_server_is_one_clear_sink_error() -> None:
     port = _free_port()
     with pytest.raises(SinkError) as info:
-        Thrift2Admin("127.0.0.1", port, timeout_ms=5_000)
+        thrift2_admin("127.0.0.1", port, timeout_ms=5_000)
     message = str(info.value)
     assert f"cannot reach the HBase Thrift2 server 127.0.0.1:{port}" in message
     assert "org.apache.hadoop.hbase.thrift2.ThriftServer" in message  # the fix: start it
@@ -186,7 +188,7 @@ def test_port_without_server_is_one_clear_sink_error() -> None:
 
 
 def test_thrift1_port_is_a_clear_sink_error(hbase_thrift: tuple[str, int]) -> None:
-    admin = Thrift2Admin(*hbase_thrift, timeout_ms=10_000)
+    admin = thrift2_admin(*hbase_thrift, timeout_ms=10_000)
     try:
         with pytest.raises(SinkError, match="serves Thrift2, not Thrift1") as info:
             admin.table_exists("hbase:meta")
@@ -196,5 +198,88 @@ def test_thrift1_port_is_a_clear_sink_error(hbase_thrift: tuple[str, int]) -> No
 
 
 def test_unknown_transport_is_rejected_before_connecting() -> None:
-    with pytest.raises(SinkError, match="unknown"):
-        Thrift2Admin("127.0.0.1", _free_port(), transport="http")
+    """Built from the sink's options like every connection: a bad value is a ConfigError naming
+    the option (it used to be a SinkError from the client's own constructor)."""
+    with pytest.raises(ConfigError, match="hbase.thrift.transport") as info:
+        Thrift2Admin(connection_options({"hbase.thrift2.host": f"127.0.0.1:{_free_port()}",
+                                         "hbase.thrift.transport": "http"}))
+    assert info.value.option == "hbase.thrift.transport"
+
+
+def test_no_thrift2_gateway_in_the_options_is_a_config_error_naming_the_option() -> None:
+    with pytest.raises(ConfigError, match="hbase.thrift2.port") as info:
+        Thrift2Admin(connection_options({"hbase.thrift.host": "127.0.0.1:9090"}))
+    assert info.value.option == "hbase.thrift2.port"
+
+
+def _kill_sockets_to(port: int) -> int:
+    """Shut down this process's open Thrift sockets to ``port`` at the OS level (a gateway restart)."""
+    import gc
+
+    from thriftpy2.transport import TSocket
+
+    live = [o for o in gc.get_objects() if isinstance(o, TSocket) and o.sock is not None
+            and o.sock.fileno() >= 0 and o.sock.getpeername()[1] == port]
+    for tsock in live:
+        tsock.sock.shutdown(socket.SHUT_RDWR)
+    return len(live)
+
+
+def test_version_scan_resumes_after_a_dead_socket_and_after_a_delete_between_chunks_failed_over(
+        admin: Thrift2Admin, thrift1: happybase.Connection, table_name: Callable[[str], str],
+        hbase_thrift2: tuple[str, int]) -> None:
+    """Rollback's scan-and-delete through the shared gateway loop: every version in the range
+    comes back once, whether the scan's socket dies or a delete between chunks fails over."""
+    name = table_name("gap")
+    _kdc_table(admin, name, KeepDeletedCells.TRUE)
+    table = thrift1.table(name)
+    for i in range(5):
+        for ts in (10, 20, 30):
+            table.put(b"r%d" % i, {b"f:q": b"v%d" % ts}, timestamp=ts)
+    chunks = admin.versions_in_range(name, [b"f"], 15, 35, chunk=2)  # rows r0 r1 | r2 r3 | r4
+    first = next(chunks)
+    assert {c[0] for c in first} == {b"r0", b"r1"}
+    assert _kill_sockets_to(hbase_thrift2[1]) >= 1
+    admin.delete_versions(name, first)  # its socket is dead: the call fails over to a fresh one
+    second = next(chunks)  # the scan sees its socket replaced and reopens there after r1
+    assert _kill_sockets_to(hbase_thrift2[1]) >= 1  # and now the scan's own socket dies
+    rest = [cell for chunk in chunks for cell in chunk]
+    seen = first + second + rest
+    assert sorted(seen) == sorted((b"r%d" % i, b"f", b"q", ts) for i in range(5) for ts in (20, 30))
+    assert table.cells(b"r0", b"f:q", versions=10, include_timestamp=True) == [(b"v10", 10)]
+
+
+def _distinct_free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_thrift2_fails_over_like_thrift1_and_honours_the_failover_options(
+        hbase_thrift2: tuple[str, int], caplog: pytest.LogCaptureFixture) -> None:
+    """One gateway loop for both services: a dead Thrift2 gateway is skipped with a warning;
+    all down, ``hbase.thrift.failover.rounds`` passes ``.backoff`` ms apart, then one error."""
+    import logging
+    import time
+
+    dead, other = _distinct_free_ports(2)
+    caplog.set_level(logging.WARNING)
+    live = connection_options({"hbase.thrift2.host": f"127.0.0.1:{dead},{hbase_thrift2[0]}:{hbase_thrift2[1]}",
+                               "hbase.thrift.failover.rounds": "1"})
+    with Thrift2Admin(live) as admin:
+        assert admin.table_exists("hbase:meta")
+        assert admin.port == hbase_thrift2[1]
+    assert f"HBase Thrift2 server 127.0.0.1:{dead} failed" in caplog.text
+    down = connection_options({"hbase.thrift2.host": f"127.0.0.1:{dead},127.0.0.1:{other}",
+                               "hbase.thrift.failover.rounds": "2", "hbase.thrift.failover.backoff": "400"})
+    started = time.monotonic()
+    with pytest.raises(SinkError) as info:
+        Thrift2Admin(down)
+    text = str(info.value)
+    assert "2 pass(es) over 2 gateway(s)" in text and f"127.0.0.1:{dead}" in text and f"127.0.0.1:{other}" in text
+    assert time.monotonic() - started >= 0.4
