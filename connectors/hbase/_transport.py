@@ -43,7 +43,7 @@ class Dialer:
         self._ssl = ssl_context(opts.tls) if opts.tls is not None else None  # ConfigError naming the file's option
         kerberos = opts.kerberos
         if kerberos is not None and kerberos.keytab is not None:
-            check_keytab(kerberos.login, LOGIN_OPTIONS)  # KerberosError naming the keytab option
+            check_keytab(kerberos, LOGIN_OPTIONS)  # KerberosError naming the keytab option
 
     def client(self, service: Any, gateway: Gateway) -> tuple[Any, TClient]:
         """An unopened transport to ``gateway`` and a client of the thriftpy2 ``service`` over it.
