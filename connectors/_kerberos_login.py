@@ -44,11 +44,14 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .._exceptions import ConfigError, KerberosError
 from ._kerberos_errors import kerberos_error
 from ._kerberos_settings import KerberosSettings, LoginOptions
+
+if TYPE_CHECKING:
+    import gssapi
 
 __all__ = ["check_keytab", "credentials", "require_gssapi", "security_context", "ticket_cache"]
 
@@ -99,7 +102,7 @@ def ticket_cache(settings: KerberosSettings) -> str:
 
 
 _lock = threading.Lock()
-_keytab_creds: dict[tuple[int, str | None, str | None], Any] = {}
+_keytab_creds: dict[tuple[int, str | None, str | None], gssapi.Credentials] = {}
 
 
 def _after_fork_in_child() -> None:
@@ -112,7 +115,7 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def credentials(settings: KerberosSettings, options: LoginOptions) -> Any:
+def credentials(settings: KerberosSettings, options: LoginOptions) -> gssapi.Credentials:
     """``gssapi.Credentials`` for initiating contexts as ``settings``' principal; forces the login.
 
     Called at query start (so a stale keytab or an unknown principal fails there, not
@@ -158,7 +161,7 @@ def credentials(settings: KerberosSettings, options: LoginOptions) -> Any:
         return creds
 
 
-def _resolved(creds: Any) -> Any:
+def _resolved(creds: gssapi.Credentials) -> gssapi.Credentials:
     """``creds`` once MIT has resolved them: reading ``lifetime`` makes it log in from the
     keytab (or read the cache) now, and raises for a cache whose ticket has run out."""
     import gssapi
@@ -169,8 +172,8 @@ def _resolved(creds: Any) -> Any:
     return creds
 
 
-def security_context(settings: KerberosSettings, host: str, options: LoginOptions, *, flags: Any = None,
-                     gateway: str | None = None) -> tuple[Any, bytes]:
+def security_context(settings: KerberosSettings, host: str, options: LoginOptions, *, flags: int | None = None,
+                     gateway: str | None = None) -> tuple[gssapi.SecurityContext, bytes]:
     """Start a GSS context as ``settings``' principal with ``<service>@<host>``: (context, first token).
 
     The one place both hops build the service's name and the context: the Kafka preflight

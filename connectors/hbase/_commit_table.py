@@ -151,7 +151,7 @@ class AttemptRecord(_JsonRecord):
     version: int = RECORD_VERSION
 
 
-def _build(cls: Any, raw: bytes, what: str) -> Any:
+def _build(cls: type[_R], raw: bytes, what: str) -> _R:
     """Parse and version-check one record; every malformed record is a ProtocolError."""
     try:
         obj = json.loads(raw)
@@ -204,7 +204,8 @@ def read_state(conn: HBaseConnection, commit_table: str, sink_id: str) -> SinkSt
 
 def read_cell(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes) -> bytes | None:
     with refusals(f"cannot read {column.decode()} of sink {sink_id!r} from {commit_table!r}"):
-        return conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column])).get(column)
+        row: dict[bytes, bytes] = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column]))
+    return row.get(column)
 
 
 def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes,

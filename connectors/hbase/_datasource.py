@@ -31,6 +31,7 @@ from pyspark.sql.types import StructType
 
 from ..checkpointed._runs import new_run_id
 from ..checkpointed._source import CheckpointedStreamWriter
+from ._commit_table import CommitRecord
 from ._connection import HBaseConnection
 from ._function import HBaseSinkFunction
 from ._key_ranges import FULL, KeyRange, split_by_regions
@@ -78,7 +79,7 @@ class BarrierHBaseDataSource(DataSource):
         return writer
 
 
-def _view(conn: HBaseConnection, opts: HBaseReadOptions) -> Any:
+def _view(conn: HBaseConnection, opts: HBaseReadOptions) -> CommitRecord:
     latest = find_commit(conn, opts.commit_table, opts.table, opts.sink_id)
     return view_record(conn, opts.commit_table, latest, as_of_batch=opts.as_of_batch, as_of_ms=opts.as_of_ms)
 

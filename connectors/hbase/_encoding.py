@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import decimal
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -60,7 +61,7 @@ def _fixed(arr: pa.Array, as_type: pa.DataType, dtype: str) -> list[bytes | None
     data = filled.to_numpy(zero_copy_only=False).astype(dtype, copy=False).tobytes()
     validity = pc.is_valid(arr).buffers()[1] if arr.null_count else None
     fsb = pa.Array.from_buffers(pa.binary(width), len(arr), [validity, pa.py_buffer(data)])
-    return fsb.to_pylist()
+    return cast("list[bytes | None]", fsb.to_pylist())  # pyarrow: untyped
 
 
 def _decimal_bytes(value: decimal.Decimal | None, scale: int) -> bytes | None:
@@ -85,10 +86,10 @@ def encode_column(arr: pa.Array) -> list[bytes | None]:
     """Cell bytes for every value of ``arr`` (None where the value is null)."""
     typ = arr.type
     if pa.types.is_binary(typ) or pa.types.is_large_binary(typ):
-        return arr.to_pylist()
+        return cast("list[bytes | None]", arr.to_pylist())  # pyarrow: untyped
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):
         target = pa.large_binary() if pa.types.is_large_string(typ) else pa.binary()
-        return arr.cast(target).to_pylist()
+        return cast("list[bytes | None]", arr.cast(target).to_pylist())
     if typ in _INT_DTYPES:
         return _fixed(arr, typ, _INT_DTYPES[typ])
     if pa.types.is_boolean(typ):

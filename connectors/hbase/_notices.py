@@ -55,12 +55,13 @@ def _decode(raw: bytes) -> dict[str, Any]:
         raise ProtocolError(f"notice record is not valid JSON: {exc}") from exc
     if not isinstance(obj, dict) or obj.get("version") != RECORD_VERSION or not isinstance(obj.get("key"), dict):
         raise ProtocolError(f"notice record {raw[:200]!r} is not a version {RECORD_VERSION} notice")
-    return obj["key"]
+    key: dict[str, Any] = obj["key"]  # json: checked to be a dict above
+    return key
 
 
 def _read(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes) -> bytes | None:
     with refusals(f"cannot read sink {sink_id!r} from commit table {commit_table!r}"):
-        row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column]))
+        row: dict[bytes, bytes] = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column]))
     return row.get(column)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -33,6 +33,9 @@ from ._key_ranges import FULL, KeyRange
 from ._options import DEFAULT_COMMIT_TABLE
 from ._sasl import KerberosSettings
 from ._tls import TlsSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
 
 __all__ = ["find_commit", "view_record", "read_committed", "committed_schema", "iter_committed",
            "region_ranges"]
@@ -85,7 +88,7 @@ def _span(ids: list[int]) -> str:
     return f"{ids[0]}..{ids[-1]} ({len(ids)})" if ids else "none"
 
 
-def committed_schema(record: CommitRecord) -> Any:
+def committed_schema(record: CommitRecord) -> StructType:
     """The Spark schema of the committed view: row key + mapped columns (no op/marker columns)."""
     from pyspark.sql.types import StructType
 

@@ -28,12 +28,15 @@ contents never leave MIT's library; only the path appears in messages.
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._exceptions import KerberosError
 from .. import _kerberos_login as _shared
 from .._kerberos_errors import gss_reason, kerberos_error
 from .._kerberos_settings import KerberosSettings, LoginOptions, OptionName, Qop
+
+if TYPE_CHECKING:
+    import gssapi
 
 __all__ = ["LOGIN_OPTIONS", "Qop", "KerberosSettings", "KerberosError", "GssapiSaslClient", "check_credentials",
            "parse_qops", "sasl_transport", "sasl_protocol"]
@@ -96,7 +99,7 @@ class GssapiSaslClient:
         self.where = f"{host}:{port}" if port is not None else host
         self.qop: Qop | None = None
         self._server_max = 0
-        self._ctx: Any = None
+        self._ctx: gssapi.SecurityContext | None = None
         self._error = ""
 
     # -- handshake
@@ -109,6 +112,13 @@ class GssapiSaslClient:
                                                     gateway=self.where)
         return True, mechanism, token
 
+    @property
+    def _context(self) -> gssapi.SecurityContext:
+        """The GSS context :meth:`start` made; thriftpy2 calls ``start`` before any other method."""
+        if self._ctx is None:
+            raise KerberosError(f"SASL handshake with {self.where} used before it started", gateway=self.where)
+        return self._ctx
+
     def _step_error(self, exc: BaseException) -> KerberosError:
         """A refusal in a later step of the handshake, through the same map as the first."""
         return kerberos_error(self.settings, exc, LOGIN_OPTIONS, host=self.host, gateway=self.where)
@@ -117,9 +127,9 @@ class GssapiSaslClient:
         import gssapi
 
         try:
-            if not self._ctx.complete:
-                return True, self._ctx.step(challenge) or b""
-            return True, self._choose_layer(self._ctx.unwrap(challenge).message)
+            if not self._context.complete:
+                return True, self._context.step(challenge) or b""
+            return True, self._choose_layer(self._context.unwrap(challenge).message)
         except gssapi.exceptions.GSSError as exc:
             raise self._step_error(exc) from None
 
@@ -140,7 +150,7 @@ class GssapiSaslClient:
         self.qop = common[0]
         size = 0 if self.qop is Qop.AUTH else _MAX_BUFFER
         answer = bytes([self.qop]) + struct.pack(">I", size)[1:]
-        return self._ctx.wrap(answer, False).message
+        return self._context.wrap(answer, False).message
 
     # -- frames
     def encode(self, data: bytes) -> tuple[bool, bytes]:
@@ -153,7 +163,7 @@ class GssapiSaslClient:
         chunk = max(1024, self._server_max - 128) if self._server_max else len(data) or 1
         out = []
         for i in range(0, max(len(data), 1), chunk):
-            token = self._ctx.wrap(data[i:i + chunk], conf).message
+            token = self._context.wrap(data[i:i + chunk], conf).message
             out.append(struct.pack(">I", len(token)) + token)
         return True, b"".join(out)
 
@@ -167,7 +177,7 @@ class GssapiSaslClient:
         if self.qop in (None, Qop.AUTH):  # no layer (the transport does not call this then)
             return True, frame[4:]
         try:
-            result = self._ctx.unwrap(frame[4:])
+            result = self._context.unwrap(frame[4:])
         except gssapi.exceptions.GSSError as exc:
             self._error = f"SASL frame from {self.where} failed its integrity check ({gss_reason(exc)})"
             return False, b""

@@ -129,7 +129,7 @@ class HBaseTaskWriter:
 
     def _add(self, data: pa.RecordBatch, buf: MutationBuffer) -> int:
         """Buffer the rows of ``data`` (marker columns already stripped); returns the row count."""
-        n = data.num_rows
+        n: int = data.num_rows
         layout = self._layout_for(data.schema)
         key_arr = data.column(layout.rowkey)
         if key_arr.null_count:
@@ -175,4 +175,4 @@ def _row_sizes(data: pa.RecordBatch, layout: SinkLayout, n: int) -> list[int]:
             total = pc.add(total, pc.binary_length(col).fill_null(0).cast(pa.int64()))
         else:
             total = pc.add(total, 8)
-    return total.to_pylist()
+    return cast("list[int]", total.to_pylist())  # pyarrow: untyped

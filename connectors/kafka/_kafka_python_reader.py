@@ -89,8 +89,9 @@ def read_records(options: KafkaSourceOptions, part: KafkaRangePartition,
         consumer.assign([tp])
 
         def first_offset() -> int | None:
-            return failover(f"look up the earliest offset of {part.channel}",
-                            lambda: consumer.beginning_offsets([tp]).get(tp))
+            offsets: dict[KafkaTP, int] = failover(f"look up the earliest offset of {part.channel}",
+                                                    lambda: consumer.beginning_offsets([tp]))
+            return offsets.get(tp)
 
         earliest = first_offset()
         if earliest is None:

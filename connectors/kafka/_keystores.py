@@ -33,8 +33,14 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..._exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
+    from cryptography.hazmat.primitives.serialization.pkcs12 import PKCS12KeyAndCertificates
+    from cryptography.x509 import Certificate
 
 __all__ = ["PemFiles", "Store", "StoreType", "pem_files"]
 
@@ -171,7 +177,7 @@ def _jks_to_pkcs12(store: Store, data: bytes, key_password: str | None) -> tuple
             os.unlink(dst)
 
 
-def _load_pkcs12(store: Store, data: bytes, password: str | None):  # noqa: ANN202
+def _load_pkcs12(store: Store, data: bytes, password: str | None) -> PKCS12KeyAndCertificates:
     from cryptography.hazmat.primitives.serialization import pkcs12
 
     try:
@@ -182,7 +188,8 @@ def _load_pkcs12(store: Store, data: bytes, password: str | None):  # noqa: ANN2
                           f"the store's type", option=store.password_option) from None
 
 
-def _certificates_and_key(store: Store, key_password: str | None):  # noqa: ANN202
+def _certificates_and_key(store: Store,
+                          key_password: str | None) -> tuple[list[Certificate], PrivateKeyTypes | None]:
     """(certificates, private key or None), leaf first, from any store type."""
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
@@ -194,7 +201,7 @@ def _certificates_and_key(store: Store, key_password: str | None):  # noqa: ANN2
         except ValueError:
             raise ConfigError(f"option {store.option!r}: not a PEM certificate file",
                               option=store.option) from None
-        key = None
+        key: PrivateKeyTypes | None = None
         if b"PRIVATE KEY-----" in data:
             try:
                 key = serialization.load_pem_private_key(

@@ -137,9 +137,9 @@ class _NativeFetcher:
 
     def fetch(self, want: int, end: int, timeout_s: float
               ) -> tuple[int, int, bool, bool, list[tuple[int, int, str]]]:
-        out = self._fetcher.fetch(want, end, int(timeout_s * 1000))
+        added, next_offset, hit_end, full, events = self._fetcher.fetch(want, end, int(timeout_s * 1000))
         self._drain_client_events()
-        return out
+        return added, next_offset, hit_end, bool(full), events
 
     @property
     def rows(self) -> int:
@@ -149,7 +149,7 @@ class _NativeFetcher:
         n, key, value, offsets, stamps, kinds, hoffsets, hkey, hvalue, hcount = \
             self._fetcher.take()
         headers = None
-        if hoffsets is not None:
+        if hoffsets is not None and hkey is not None and hvalue is not None:  # all or none (C)
             kind = self._schema.field("headers").type
             entries = pa.StructArray.from_arrays(
                 [_binary(pa.string(), hcount, hkey), _binary(pa.binary(), hcount, hvalue)],

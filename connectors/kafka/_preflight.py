@@ -28,6 +28,7 @@ from ._secrets import SecretScrubber
 
 if TYPE_CHECKING:
     from confluent_kafka import KafkaError
+    from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 __all__ = ["check_access"]
 
@@ -52,7 +53,8 @@ class _Errors:
                 self.tls = self.tls or text
 
 
-def _metadata(config: dict[str, object], errors: _Errors, budget_s: float):  # noqa: ANN202
+def _metadata(config: dict[str, object], errors: _Errors,
+              budget_s: float) -> tuple[AdminClient, ClusterMetadata | None]:
     """Metadata, or None when the budget ran out or a login/TLS error came first."""
     from confluent_kafka.admin import AdminClient
 
@@ -116,9 +118,9 @@ def check_access(options: KafkaSourceOptions, topics: list[str] | tuple[str, ...
         host = False
         if options.security.check_hostname:
             retry = _Errors(scrub)
-            _, found = _metadata({**config, "ssl.endpoint.identification.algorithm": "none"},
-                                 retry, 5.0)
-            host = found is not None and not retry.tls
+            _, unnamed = _metadata({**config, "ssl.endpoint.identification.algorithm": "none"},
+                                   retry, 5.0)
+            host = unnamed is not None and not retry.tls
         _raise_tls(options, errors.tls, host)
     if metadata is None:
         return
