@@ -230,7 +230,8 @@ def _properties(path: str, flag: str) -> dict[str, str]:
     """Java ``.properties`` (``key=value``, ``#``/``!`` comments, ``\\`` continuations, as
     JAAS lines are often written); the values are secrets and never printed."""
     try:
-        text = open(path, encoding="utf-8").read()
+        with open(path, encoding="utf-8") as file:
+            text = file.read()
     except OSError as exc:
         raise _UsageError(f"{flag}: cannot read {path!r} ({exc.strerror})") from None
     out: dict[str, str] = {}

@@ -27,18 +27,18 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "SparkBarrierError",
     "ConfigError",
-    "KerberosError",
-    "ProtocolError",
-    "StateCompatibilityError",
     "CorruptStateError",
-    "SourceError",
     "DataLossError",
-    "SinkError",
+    "DevstackError",
     "FencedError",
     "FlushError",
-    "DevstackError",
+    "KerberosError",
+    "ProtocolError",
+    "SinkError",
+    "SourceError",
+    "SparkBarrierError",
+    "StateCompatibilityError",
 ]
 
 

@@ -30,6 +30,8 @@ from .markers import (
 )
 
 __all__ = [
+    "MARKER_COLUMNS",
+    "MAX_CHECKPOINTS_TO_TRACK",
     "AbortReason",
     "BarrierHandler",
     "CancelCheckpointMarker",
@@ -46,8 +48,6 @@ __all__ = [
     "EndOfPartition",
     "InitializationContext",
     "InputProcessor",
-    "MARKER_COLUMNS",
-    "MAX_CHECKPOINTS_TO_TRACK",
     "Marker",
     "MarkerKind",
     "SinkContext",

@@ -31,7 +31,7 @@ class ChannelBook:
         """Add ``channel`` if it is new (a channel first seen mid-stream); True when added."""
         if channel in self._known:
             return False
-        self.channels = self.channels + (channel,)
+        self.channels = (*self.channels, channel)
         self._known = self._known | {channel}
         return True
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["InitializationContext", "CheckpointListener", "CheckpointedFunction"]
+__all__ = ["CheckpointListener", "CheckpointedFunction", "InitializationContext"]
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from .markers import CancelCheckpointMarker, CheckpointBarrier
 
-__all__ = ["AbortReason", "CheckpointTarget", "BarrierHandler"]
+__all__ = ["AbortReason", "BarrierHandler", "CheckpointTarget"]
 
 
 class AbortReason(str, enum.Enum):

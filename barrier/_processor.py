@@ -32,7 +32,7 @@ from ._handler import AbortReason, BarrierHandler
 from ._tracker import CheckpointBarrierTracker
 from .markers import CancelCheckpointMarker, CheckpointBarrier, EndOfPartition, Marker, split_markers
 
-__all__ = ["InputProcessor", "Downstream"]
+__all__ = ["Downstream", "InputProcessor"]
 
 log = logging.getLogger(__name__)
 

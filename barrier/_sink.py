@@ -53,7 +53,7 @@ from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
-__all__ = ["SinkContext", "CompletedCheckpoint", "CheckpointedSink", "TwoPhaseCommitSink", "merge_offsets"]
+__all__ = ["CheckpointedSink", "CompletedCheckpoint", "SinkContext", "TwoPhaseCommitSink", "merge_offsets"]
 
 Txn = TypeVar("Txn")
 
@@ -224,7 +224,7 @@ class TwoPhaseCommitSink(CheckpointedSink, Generic[Txn]):
             self._txn = self.begin_transaction()
         self.write(self._txn, batch)
 
-    def snapshot_state(self, batch_id: int) -> Any:
+    def snapshot_state(self, batch_id: int) -> Any:  # noqa: ARG002 -- CheckpointedSink's signature
         if self._txn is None:
             return None
         txn, self._txn = self._txn, None
@@ -239,7 +239,8 @@ class TwoPhaseCommitSink(CheckpointedSink, Generic[Txn]):
     def abort(self, handles: Sequence[Any], batch_id: int) -> None:
         """Discard pre-committed handles of a checkpoint that will never complete."""
 
-    def notify_checkpoint_complete(self, batch_id: int, completed: CompletedCheckpoint) -> None:
+    def notify_checkpoint_complete(self, batch_id: int,  # noqa: ARG002 -- CheckpointedSink's signature
+                                   completed: CompletedCheckpoint) -> None:
         self.commit(completed.handles, completed)
 
     def notify_checkpoint_aborted(self, batch_id: int, completed: CompletedCheckpoint | None = None) -> None:

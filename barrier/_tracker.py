@@ -32,7 +32,7 @@ from ._channels import ChannelBook
 from ._handler import AbortReason, CheckpointTarget
 from .markers import CancelCheckpointMarker, CheckpointBarrier
 
-__all__ = ["CheckpointBarrierTracker", "MAX_CHECKPOINTS_TO_TRACK"]
+__all__ = ["MAX_CHECKPOINTS_TO_TRACK", "CheckpointBarrierTracker"]
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class CheckpointBarrierTracker:
     def pending_ids(self) -> tuple[int, ...]:
         return tuple(c.checkpoint_id for c in self._pending)
 
-    def is_blocked(self, channel: Hashable) -> bool:
+    def is_blocked(self, channel: Hashable) -> bool:  # noqa: ARG002 -- BarrierHandler's signature
         return False
 
     def _open_count(self) -> int:
@@ -176,5 +176,5 @@ class CheckpointBarrierTracker:
             if entry.mark_aborted():
                 self._target.abort_checkpoint(entry.checkpoint_id, AbortReason.INPUT_END_OF_STREAM)
 
-    def alignment_limit_exceeded(self, buffered_bytes: int) -> bool:
+    def alignment_limit_exceeded(self, buffered_bytes: int) -> bool:  # noqa: ARG002 -- BarrierHandler's
         return False  # nothing is ever buffered

@@ -40,20 +40,20 @@ import pyarrow.compute as pc
 from .._exceptions import ProtocolError
 
 __all__ = [
-    "MARKER_VERSION",
     "MARKER_COLUMNS",
-    "MARKER_KIND_COLUMN",
-    "MARKER_FIELDS",
     "MARKER_DDL",
-    "MarkerKind",
-    "CheckpointBarrier",
+    "MARKER_FIELDS",
+    "MARKER_KIND_COLUMN",
+    "MARKER_VERSION",
     "CancelCheckpointMarker",
+    "CheckpointBarrier",
     "EndOfPartition",
     "Marker",
-    "with_marker_columns",
+    "MarkerKind",
+    "has_marker_columns",
     "marker_batch",
     "split_markers",
-    "has_marker_columns",
+    "with_marker_columns",
 ]
 
 MARKER_VERSION = 1

@@ -25,7 +25,7 @@ from .._exceptions import ConfigError, ProtocolError
 from ._files import Folder, folder, is_local
 from ._kafka_offsets import SourceOffset
 
-__all__ = ["CheckpointLogStatus", "SparkBatch", "checkpoint_log_status", "planned_batch", "local_checkpoint_dir"]
+__all__ = ["CheckpointLogStatus", "SparkBatch", "checkpoint_log_status", "local_checkpoint_dir", "planned_batch"]
 
 
 @dataclass(frozen=True)

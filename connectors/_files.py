@@ -29,6 +29,7 @@ WebHDFS and object stores all make atomic: a rename onto a free name, a PUT).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 import xml.etree.ElementTree as ET
@@ -38,7 +39,7 @@ from urllib.parse import urlsplit
 
 from .._exceptions import ConfigError
 
-__all__ = ["Folder", "folder", "is_local", "WEBHDFS_ENV"]
+__all__ = ["WEBHDFS_ENV", "Folder", "folder", "is_local"]
 
 WEBHDFS_ENV = "SPARKBARRIER_WEBHDFS"
 _DEFAULT_HTTP_PORT = 9870
@@ -146,10 +147,8 @@ class Folder:
         if self._fs is None:
             (Path(self._path) / name).unlink(missing_ok=True)
             return
-        try:
+        with contextlib.suppress(FileNotFoundError):
             self._fs.rm_file(self._join(name))
-        except FileNotFoundError:
-            pass
 
 
 def _renames_atomically(fs: Any) -> bool:
@@ -173,7 +172,7 @@ def folder(location: str) -> Folder:
         raise ConfigError(f"reading {location!r} needs fsspec (pip install fsspec)", option="checkpointLocation") \
             from exc
     if scheme == "hdfs":
-        return Folder(location, _webhdfs(parts.hostname or "", parts.port), parts.path or "/")
+        return Folder(location, _webhdfs(parts.hostname or ""), parts.path or "/")
     if scheme in ("webhdfs", "swebhdfs"):
         fs = fsspec.filesystem("webhdfs", host=parts.hostname, port=parts.port or _DEFAULT_HTTP_PORT,
                                use_https=scheme == "swebhdfs", user=_hadoop_user())
@@ -192,7 +191,9 @@ def _hadoop_user() -> str | None:
     return os.environ.get("HADOOP_USER_NAME") or None
 
 
-def _webhdfs(host: str, rpc_port: int | None) -> Any:
+def _webhdfs(host: str) -> Any:
+    """WebHDFS of the ``hdfs://`` URL's NameNode ``host``. The URL's port is the RPC port,
+    never the HTTP one: the HTTP address comes from the environment or hdfs-site.xml."""
     import fsspec
 
     conf = _hadoop_conf()

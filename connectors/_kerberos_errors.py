@@ -33,6 +33,7 @@ options to check. Keytab contents never leave MIT's library; only the path appea
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import re
@@ -124,10 +125,8 @@ def gss_reason(exc: BaseException) -> str:
     gen = getattr(exc, "gen_message", None)
     text = str(exc)
     if callable(gen):
-        try:
+        with contextlib.suppress(TypeError, ValueError, AttributeError, UnicodeError):  # formatting only: str()
             text = str(gen())
-        except (TypeError, ValueError, AttributeError, UnicodeError):  # formatting only: use str()
-            pass
     found = _MINOR.search(text)
     if found and _mit_minor(_code(getattr(exc, "min_code", int(found.group(1))))):
         text = found.group(2)

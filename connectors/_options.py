@@ -17,27 +17,27 @@ from typing import Any, TypeVar
 from .._exceptions import ConfigError
 
 __all__ = [
-    "OptionSpec",
     "TYPE_NAMES",
-    "parse_options",
+    "OptionSpec",
+    "enum_choices",
+    "enum_parser",
+    "is_secret_key",
+    "options_table",
     "parse_bool",
-    "parse_int",
-    "parse_size",
     "parse_duration_ms",
+    "parse_int",
+    "parse_non_negative_int",
+    "parse_nonempty",
+    "parse_optional_port",
+    "parse_options",
+    "parse_port",
+    "parse_positive_int",
+    "parse_positive_size",
+    "parse_size",
     "parse_string",
     "parse_stripped",
-    "parse_nonempty",
-    "parse_positive_int",
-    "parse_non_negative_int",
-    "parse_port",
-    "parse_optional_port",
-    "parse_positive_size",
     "parse_timestamp_ms",
-    "enum_parser",
-    "enum_choices",
-    "is_secret_key",
     "redact",
-    "options_table",
 ]
 
 _SECRET_WORDS = ("password", "secret", "jaas", "token", "key")
@@ -286,10 +286,7 @@ def options_table(specs: Iterable[OptionSpec]) -> str:
             shown = s.default.value
         else:
             shown = s.default
-        if s.required:
-            default = "(required)"
-        else:
-            default = "" if s.default in (None, "") else f"`{shown}`"
+        default = "(required)" if s.required else "" if s.default in (None, "") else f"`{shown}`"
         kind = " \\| ".join(s.choices) if s.choices else s.type_name
         lines.append(f"| `{s.key}` | {kind} | {default} | {s.description} |")
     return "\n".join(lines)

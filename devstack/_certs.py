@@ -33,18 +33,18 @@ from .._exceptions import DevstackError
 
 __all__ = [
     "Issued",
-    "Usage",
     "StoreType",
+    "Usage",
     "find_openssl",
-    "keytool_of",
-    "private_dir",
-    "make_ca",
     "issue",
-    "write_pkcs12",
-    "write_jks_keystore",
-    "write_truststore",
+    "keytool_of",
+    "make_ca",
+    "private_dir",
     "subject_alt_names",
     "valid_for",
+    "write_jks_keystore",
+    "write_pkcs12",
+    "write_truststore",
 ]
 
 DEFAULT_DAYS = 825  # longest leaf validity Apple/Chrome accept; irrelevant to Java

@@ -26,13 +26,13 @@ from pathlib import Path
 from .._exceptions import DevstackError
 
 __all__ = [
-    "ENV_HOME",
+    "DEFAULT_ROOT",
     "ENV_CACHE",
+    "ENV_HOME",
     "ENV_MAVEN_REPO",
     "ENV_MAVEN_SETTINGS",
-    "DEFAULT_ROOT",
-    "Port",
     "Paths",
+    "Port",
     "port_requests",
 ]
 

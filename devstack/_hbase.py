@@ -28,9 +28,20 @@ from ._jvm import Java, write_log4j_config
 from ._maven import Classpath
 
 __all__ = [
-    "MASTER", "THRIFT", "THRIFT_B", "THRIFT_TLS", "THRIFT2", "tls_ca", "probe_tls", "MASTER_MAIN", "THRIFT_MAIN",
+    "MASTER",
+    "MASTER_MAIN",
+    "MASTER_STOP_GRACE_S",
+    "THRIFT",
+    "THRIFT2",
     "THRIFT2_MAIN",
-    "MASTER_STOP_GRACE_S", "prepare", "probe", "probe_thrift2",
+    "THRIFT_B",
+    "THRIFT_MAIN",
+    "THRIFT_TLS",
+    "prepare",
+    "probe",
+    "probe_thrift2",
+    "probe_tls",
+    "tls_ca",
 ]
 
 log = logging.getLogger(__name__)

@@ -55,7 +55,7 @@ from ._process import (
 if TYPE_CHECKING:  # the connectors import the clients: only when a probe runs
     from ..connectors.hbase._sasl import KerberosSettings
 
-__all__ = ["KerberosHBase", "KerberosHBaseEndpoints", "MASTER", "THRIFT", "THRIFT_CONF", "THRIFT_INT", "THRIFT2"]
+__all__ = ["MASTER", "THRIFT", "THRIFT2", "THRIFT_CONF", "THRIFT_INT", "KerberosHBase", "KerberosHBaseEndpoints"]
 
 log = logging.getLogger(__name__)
 

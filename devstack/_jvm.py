@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .._exceptions import DevstackError
 
-__all__ = ["Java", "find_java", "write_log4j_config", "MIN_JAVA"]
+__all__ = ["MIN_JAVA", "Java", "find_java", "write_log4j_config"]
 
 MIN_JAVA = 17
 

@@ -26,7 +26,7 @@ from ._jvm import Java, write_log4j_config
 from ._maven import Classpath
 from ._process import log_tail
 
-__all__ = ["NAME", "KAFKA_MAIN", "STORAGE_TOOL", "prepare", "probe", "security_manifest"]
+__all__ = ["KAFKA_MAIN", "NAME", "STORAGE_TOOL", "prepare", "probe", "security_manifest"]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def _server_properties(data_dir: Path, ports: Mapping[Port, int],
         "group.initial.rebalance.delay.ms": 0,
         "log.retention.hours": 24,
         "log.segment.bytes": 64 * 1024 * 1024,
-        **_kafka_security.listener_settings(security, ports),
+        **_kafka_security.listener_settings(security),
     }
     return "".join(f"{key}={value}\n" for key, value in settings.items())
 

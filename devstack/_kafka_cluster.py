@@ -311,7 +311,8 @@ class KafkaCluster(ClusterQuestions):
         spawned: list[ProcessRecord] = []
         try:
             for node_id in NODE_IDS:  # side by side: JVM start-up dominates
-                spawned.append(self._spawn(node_id, java, classpath, ports[node_id]))
+                # a loop, not a comprehension: on a failure the except below stops those already spawned
+                spawned.append(self._spawn(node_id, java, classpath, ports[node_id]))  # noqa: PERF401
             for node_id in NODE_IDS:
                 self._wait_serving(node_id, deadline)
             admin = self._admin_client()

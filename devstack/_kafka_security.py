@@ -91,7 +91,7 @@ def prepare(tls_dir: Path, keytool: Path) -> dict[str, Any]:
             **json.loads(json.dumps(material, default=str))}
 
 
-def listener_settings(manifest: Mapping[str, Any], ports: Mapping[Port, int]) -> dict[str, Any]:
+def listener_settings(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """server.properties entries for the secured listeners (merged with the PLAINTEXT
     and CONTROLLER ones by the caller)."""
     password = manifest["store_password"]

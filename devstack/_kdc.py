@@ -58,7 +58,7 @@ from ._process import (
     wait_for_port,
 )
 
-__all__ = ["NAME", "REALM", "KDC_ENV", "PRINCIPALS", "Kdc", "KdcManifest"]
+__all__ = ["KDC_ENV", "NAME", "PRINCIPALS", "REALM", "Kdc", "KdcManifest"]
 
 log = logging.getLogger(__name__)
 

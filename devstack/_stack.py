@@ -69,8 +69,14 @@ from ._process import (
 )
 
 __all__ = [
-    "Devstack", "Endpoints", "ProcessStatus", "StackStatus", "KAFKA_ENV", "HBASE_ENV",
-    "HBASE_GATEWAYS_ENV", "HBASE_THRIFT2_ENV",
+    "HBASE_ENV",
+    "HBASE_GATEWAYS_ENV",
+    "HBASE_THRIFT2_ENV",
+    "KAFKA_ENV",
+    "Devstack",
+    "Endpoints",
+    "ProcessStatus",
+    "StackStatus",
 ]
 
 log = logging.getLogger(__name__)

@@ -59,7 +59,7 @@ from pathlib import Path
 
 from .._exceptions import ConfigError
 
-__all__ = ["FAULT_ENV", "FAULT_STATE_DIR_ENV", "fire", "armed", "fired", "find_jvm_ancestor"]
+__all__ = ["FAULT_ENV", "FAULT_STATE_DIR_ENV", "armed", "find_jvm_ancestor", "fire", "fired"]
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,15 @@ from typing import Any, Protocol
 
 from .._exceptions import CorruptStateError
 
-__all__ = ["ENVELOPE_VERSION", "SnapshotStore", "write_atomic", "read_checked", "remove_stale_temps",
-           "write_generation", "read_latest"]
+__all__ = [
+    "ENVELOPE_VERSION",
+    "SnapshotStore",
+    "read_checked",
+    "read_latest",
+    "remove_stale_temps",
+    "write_atomic",
+    "write_generation",
+]
 
 ENVELOPE_VERSION = 1
 _KEEP_GENERATIONS = 3

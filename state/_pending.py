@@ -25,7 +25,7 @@ from typing import Any
 from .._exceptions import CorruptStateError, ProtocolError, StateCompatibilityError
 from ._durable import SnapshotStore, read_checked, read_latest, remove_stale_temps, write_atomic, write_generation
 
-__all__ = ["PendingCheckpoint", "PendingCheckpoints", "LEDGER_FILE", "LEDGER_VERSION"]
+__all__ = ["LEDGER_FILE", "LEDGER_VERSION", "PendingCheckpoint", "PendingCheckpoints"]
 
 log = logging.getLogger(__name__)
 

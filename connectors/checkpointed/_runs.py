@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["RunKey", "new_run_id", "started_function", "validate_once", "forget_runs"]
+__all__ = ["RunKey", "forget_runs", "new_run_id", "started_function", "validate_once"]
 
 _lock = threading.Lock()
 _started: dict[RunKey, Any] = {}

@@ -51,8 +51,14 @@ from ._task import TaskCommitMessage, run_task
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CheckpointedStreamWriter", "sink_data_source", "checkpointed_sink", "ADAPTER_OPTIONS", "ADAPTER_SPECS",
-           "checkpointed_options_table"]
+__all__ = [
+    "ADAPTER_OPTIONS",
+    "ADAPTER_SPECS",
+    "CheckpointedStreamWriter",
+    "checkpointed_options_table",
+    "checkpointed_sink",
+    "sink_data_source",
+]
 
 ADAPTER_PREFIX = "checkpoint."
 ADAPTER_SPECS: tuple[OptionSpec, ...] = (
@@ -201,7 +207,7 @@ def sink_data_source(name: str, factory: Callable[[], CheckpointedSink]) -> type
         def name(cls) -> str:
             return name
 
-        def streamWriter(self, schema: StructType, overwrite: bool) -> CheckpointedStreamWriter:
+        def streamWriter(self, schema: StructType, overwrite: bool) -> CheckpointedStreamWriter:  # noqa: ARG002 -- Spark's
             writer = CheckpointedStreamWriter(name, factory, dict(self.options), schema, self.run_id)
             writer.validate_at_query_start()
             return writer

@@ -42,7 +42,7 @@ from ..._faults import fault_point
 from ...barrier import CheckpointBarrier, DeliveryGuarantee, InputProcessor, split_markers
 from ...barrier._sink import CheckpointedSink, SinkContext
 
-__all__ = ["TaskCommitMessage", "run_task", "SINGLE_CHANNEL"]
+__all__ = ["SINGLE_CHANNEL", "TaskCommitMessage", "run_task"]
 
 log = logging.getLogger(__name__)
 

@@ -28,9 +28,9 @@ from ._sasl import KerberosError, KerberosSettings, Qop
 from ._status import SinkStatus, sink_status
 
 __all__ = [
+    "DEFAULT_COMMIT_TABLE",
     "BarrierHBaseDataSource",
     "CellLineage",
-    "DEFAULT_COMMIT_TABLE",
     "DeliveryGuarantee",
     "HBaseConnectionOptions",
     "HBaseSinkOptions",
@@ -38,9 +38,9 @@ __all__ = [
     "KerberosSettings",
     "Qop",
     "SinkStatus",
+    "hbase_kerberos_options_table",
     "hbase_options_table",
     "hbase_read_options_table",
-    "hbase_kerberos_options_table",
     "keep_markers",
     "lineage",
     "parse_connection_options",

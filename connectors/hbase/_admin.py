@@ -31,12 +31,15 @@ from ._connection import HBaseConnection
 from ._errors import SERVER_ERRORS, refused
 from ._thrift2 import FamilySpec, KeepDeletedCells, Thrift2Admin
 
-__all__ = ["prepare_table", "DeletedCellsNotice", "MIN_VERSIONS", "CREATE_VERSIONS", "keep_deleted_cells_command"]
+__all__ = ["CREATE_VERSIONS", "MIN_VERSIONS", "DeletedCellsNotice", "keep_deleted_cells_command", "prepare_table"]
 
 log = logging.getLogger(__name__)
 
 MIN_VERSIONS = 2
 CREATE_VERSIONS = 100
+
+_CREATE_FAILED: tuple[type[BaseException], ...] = (*SERVER_ERRORS, SinkError)
+"""What a create that another process may have won raises (the table is checked after it)."""
 
 
 def keep_deleted_cells_command(table: str, families: Iterable[str]) -> str:
@@ -98,7 +101,7 @@ def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], 
                     table, tuple(wanted), "created through Thrift1, which cannot set KEEP_DELETED_CELLS "
                     "(set hbase.thrift2.port to create it that way)"))
             log.info("created HBase table %s with families %s", table, wanted)
-        except SERVER_ERRORS + (SinkError,) as exc:
+        except _CREATE_FAILED as exc:
             if table.encode() not in c.tables():
                 raise refused(f"cannot create HBase table {table!r}", exc) from exc
             return True  # another planning process created it first: check it like any table

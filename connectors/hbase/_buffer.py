@@ -36,7 +36,7 @@ from ._connection import HBaseConnection
 from ._errors import refusals
 from ._timestamps import ROUNDS, TaskClock
 
-__all__ = ["MutationBuffer", "FAULT_AFTER_PARTIAL_FLUSH", "FLUSHED_KEYS_LIMIT"]
+__all__ = ["FAULT_AFTER_PARTIAL_FLUSH", "FLUSHED_KEYS_LIMIT", "MutationBuffer"]
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ _LAST = ROUNDS - 1
 class _RowChange:
     """The net effect of a task's buffered rows on one row key."""
 
-    __slots__ = ("deleted", "cell_deletes", "puts")
+    __slots__ = ("cell_deletes", "deleted", "puts")
 
     def __init__(self) -> None:
         self.deleted = False

@@ -35,21 +35,21 @@ from ._connection import HBaseConnection
 from ._errors import SERVER_ERRORS, refusals, refused
 
 __all__ = [
-    "RECORD_VERSION",
-    "COMMIT_FAMILY",
-    "COMMIT_COLUMN",
     "ATTEMPT_COLUMN",
-    "CommitRecord",
+    "COMMIT_COLUMN",
+    "COMMIT_FAMILY",
+    "RECORD_VERSION",
     "AttemptRecord",
+    "CommitRecord",
     "SinkState",
-    "ensure_commit_table",
-    "read_state",
     "check_and_put",
-    "put_cell",
-    "read_cell",
+    "ensure_commit_table",
     "list_sinks",
+    "put_cell",
     "put_history",
+    "read_cell",
     "read_history",
+    "read_state",
 ]
 
 RECORD_VERSION = 2

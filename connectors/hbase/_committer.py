@@ -42,7 +42,7 @@ from ._notices import first_notice
 from ._rollback import roll_back_gap
 from ._thrift2 import Thrift2Admin
 
-__all__ = ["HBaseCommitMessage", "plan_attempt", "Committer"]
+__all__ = ["Committer", "HBaseCommitMessage", "plan_attempt"]
 
 log = logging.getLogger(__name__)
 _MAX_PLAN_ROUNDS = 20

@@ -73,7 +73,7 @@ class BarrierHBaseDataSource(DataSource):
         super().__init__(options)
         self.run_id = new_run_id()
 
-    def streamWriter(self, schema: StructType, overwrite: bool) -> CheckpointedStreamWriter:
+    def streamWriter(self, schema: StructType, overwrite: bool) -> CheckpointedStreamWriter:  # noqa: ARG002 -- Spark's
         writer = CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema, self.run_id)
         writer.validate_at_query_start()
         return writer

@@ -37,7 +37,7 @@ import pyarrow.compute as pc
 
 from ..._exceptions import ConfigError, SinkError
 
-__all__ = ["encode_column", "decode_column", "is_supported", "SUPPORTED_TYPES_TEXT"]
+__all__ = ["SUPPORTED_TYPES_TEXT", "decode_column", "encode_column", "is_supported"]
 
 SUPPORTED_TYPES_TEXT = (
     "binary, string, boolean, tinyint, smallint, int, bigint, float, double, decimal, "

@@ -48,8 +48,17 @@ from thriftpy2.transport import TTransportException
 
 from ..._exceptions import SinkError, SparkBarrierError
 
-__all__ = ["TLS_ERRORS", "TRANSPORT_ERRORS", "OPEN_ERRORS", "SERVER_ERRORS", "first_line", "tls_error",
-           "unreachable", "refused", "refusals"]
+__all__ = [
+    "OPEN_ERRORS",
+    "SERVER_ERRORS",
+    "TLS_ERRORS",
+    "TRANSPORT_ERRORS",
+    "first_line",
+    "refusals",
+    "refused",
+    "tls_error",
+    "unreachable",
+]
 
 TLS_ERRORS: tuple[type[BaseException], ...] = (ssl.SSLError, ssl.CertificateError)
 """Certificate and handshake failures: permanent, so never retried."""
@@ -65,7 +74,7 @@ TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
 )
 """A socket that died or never opened: a fresh socket or another gateway may heal it."""
 
-OPEN_ERRORS: tuple[type[BaseException], ...] = TRANSPORT_ERRORS + (OSError,)
+OPEN_ERRORS: tuple[type[BaseException], ...] = (*TRANSPORT_ERRORS, OSError)
 """What opening a socket may raise (a refused or unroutable address is an ``OSError``)."""
 
 SERVER_ERRORS: tuple[type[BaseException], ...] = (TException,)

@@ -164,7 +164,7 @@ class HBaseSinkFunction(CheckpointedSink):
     def invoke(self, batch: pa.RecordBatch) -> None:
         self._task_writer().add(batch)
 
-    def snapshot_state(self, batch_id: int) -> HBaseCommitMessage:
+    def snapshot_state(self, batch_id: int) -> HBaseCommitMessage:  # noqa: ARG002 -- CheckpointedSink's
         """Flush at a barrier; after :meth:`end_of_input`, flush everything (held keys too)."""
         return self._task_writer().snapshot(final=self._ended)
 

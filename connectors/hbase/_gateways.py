@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..._exceptions import ConfigError
 
-__all__ = ["Gateway", "parse_gateways", "spread", "describe"]
+__all__ = ["Gateway", "describe", "parse_gateways", "spread"]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-__all__ = ["KeyRange", "FULL", "point", "prefix", "intersect", "split_by_regions", "after"]
+__all__ = ["FULL", "KeyRange", "after", "intersect", "point", "prefix", "split_by_regions"]
 
 KeyRange = tuple[bytes, bytes]
 FULL: KeyRange = (b"", b"")

@@ -21,7 +21,7 @@ from ._reader import find_commit
 from ._sasl import KerberosSettings
 from ._tls import TlsSettings
 
-__all__ = ["CellLineage", "lineage", "covered_offsets"]
+__all__ = ["CellLineage", "covered_offsets", "lineage"]
 
 _DEFAULTS = {"hbase.thrift.failover.rounds": "1"}
 """An interactive read: one pass over the gateways unless the options ask for more."""
@@ -80,10 +80,7 @@ def lineage(host: str | None, port: int | None, table: str, row: bytes | str, *,
     try:
         latest = find_commit(conn, commit_table, table, sink_id)
         history = read_history(conn, commit_table, latest.sink_id)
-        if column is not None:
-            columns = [column.encode()]
-        else:
-            columns = sorted(conn.call(lambda c: c.table(table).row(key)))
+        columns = [column.encode()] if column is not None else sorted(conn.call(lambda c: c.table(table).row(key)))
 
         def versions_of(col: bytes) -> list[tuple[bytes, int]]:
             """Through the retrying call: a dead socket is retried on the next gateways."""

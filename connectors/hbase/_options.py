@@ -36,22 +36,22 @@ from ._sasl import KerberosSettings, parse_qops
 from ._tls import TlsSettings
 
 __all__ = [
-    "DeliveryGuarantee",
-    "ThriftTransport",
-    "ThriftProtocol",
-    "ThriftAuthentication",
-    "KERBEROS_OPTION_SPECS",
     "CONNECTION_OPTION_SPECS",
+    "DEFAULT_COMMIT_TABLE",
+    "KERBEROS_OPTION_SPECS",
+    "READ_OPTION_SPECS",
+    "SINK_OPTION_SPECS",
+    "DeliveryGuarantee",
     "HBaseConnectionOptions",
     "HBaseReadOptions",
     "HBaseSinkOptions",
-    "SINK_OPTION_SPECS",
-    "READ_OPTION_SPECS",
-    "DEFAULT_COMMIT_TABLE",
-    "parse_connection_options",
-    "parse_sink_options",
-    "parse_read_options",
+    "ThriftAuthentication",
+    "ThriftProtocol",
+    "ThriftTransport",
     "parse_columns",
+    "parse_connection_options",
+    "parse_read_options",
+    "parse_sink_options",
 ]
 
 DEFAULT_COMMIT_TABLE = "sparkbarrier_commits"

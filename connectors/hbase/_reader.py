@@ -37,8 +37,14 @@ from ._tls import TlsSettings
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-__all__ = ["find_commit", "view_record", "read_committed", "committed_schema", "iter_committed",
-           "region_ranges"]
+__all__ = [
+    "committed_schema",
+    "find_commit",
+    "iter_committed",
+    "read_committed",
+    "region_ranges",
+    "view_record",
+]
 
 _VERSIONS = 100
 _SCAN_BATCH = 1000

@@ -38,8 +38,17 @@ from .._kerberos_settings import KerberosSettings, LoginOptions, OptionName, Qop
 if TYPE_CHECKING:
     import gssapi
 
-__all__ = ["LOGIN_OPTIONS", "Qop", "KerberosSettings", "KerberosError", "GssapiSaslClient", "check_credentials",
-           "parse_qops", "sasl_transport", "sasl_protocol"]
+__all__ = [
+    "LOGIN_OPTIONS",
+    "GssapiSaslClient",
+    "KerberosError",
+    "KerberosSettings",
+    "Qop",
+    "check_credentials",
+    "parse_qops",
+    "sasl_protocol",
+    "sasl_transport",
+]
 
 PRINCIPAL_OPTION = "hbase.thrift.kerberos.client.principal"
 KEYTAB_OPTION = "hbase.thrift.kerberos.client.keytab"
@@ -186,7 +195,7 @@ class GssapiSaslClient:
             return False, b""
         return True, result.message
 
-    def getError(self) -> str:  # noqa: N802 - python-sasl's name, called by thriftpy2
+    def getError(self) -> str:  # python-sasl's name, called by thriftpy2
         return self._error
 
 

@@ -35,12 +35,12 @@ from ._gateways import Gateway
 from ._options import HBaseConnectionOptions
 
 __all__ = [
-    "FamilySpec",
+    "THRIFT2_IDL",
     "FamilySettings",
+    "FamilySpec",
     "KeepDeletedCells",
     "Thrift2Admin",
     "Thrift2Connection",
-    "THRIFT2_IDL",
 ]
 
 T = TypeVar("T")
@@ -249,7 +249,7 @@ class Thrift2Admin:
     def __init__(self, opts: HBaseConnectionOptions) -> None:
         self._t = _idl()
         self._conn = Thrift2Connection(opts)
-        self._conn.call(lambda c: None, what="connect")
+        self._conn.call(lambda _client: None, what="connect")
 
     @property
     def host(self) -> str:

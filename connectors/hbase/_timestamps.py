@@ -39,12 +39,12 @@ from __future__ import annotations
 from ..._exceptions import SinkError
 
 __all__ = [
+    "BATCH_SPAN_MS",
+    "MAX_TASKS",
     "ROUNDS",
     "TASK_WIDTH_MS",
-    "MAX_TASKS",
-    "BATCH_SPAN_MS",
-    "next_base",
     "TaskClock",
+    "next_base",
 ]
 
 ROUNDS = 4

@@ -31,7 +31,7 @@ from thriftpy2.http import THttpClient
 
 from ..._exceptions import ConfigError
 
-__all__ = ["TlsSettings", "ssl_context", "https_transport", "https_protocol"]
+__all__ = ["TlsSettings", "https_protocol", "https_transport", "ssl_context"]
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ class BackgroundCommits:
             if self._committer is None:
                 self._committer = self._make()
             return self._committer.commit(checkpoint_id, timestamp_ms, offsets)
-        except Exception:  # noqa: BLE001 -- logged and retried, see below
+        except Exception:  # logged and retried, see below
             # The committer handles Kafka's errors itself; anything else (a client
             # setting kafka-python rejects, a bug) would end this thread, and with it
             # every later commit, without a trace. Log it, count it, retry later.

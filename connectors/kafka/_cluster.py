@@ -102,7 +102,7 @@ class ClusterView:
         a lookup on a deleted topic times out again and again, so say so now."""
         try:
             return call()
-        except Exception as exc:  # noqa: BLE001 -- classified right below
+        except Exception as exc:  # classified right below
             tps = list(tps)
             if _transient(exc) and tps and self._vanished(tps):
                 raise PartitionsVanished(f"cannot {what}: a topic of "
@@ -116,7 +116,7 @@ class ClusterView:
         for attempt in range(options.fetch_offset_retries + 1):
             try:
                 return self._vanishing(what, call, tps)
-            except Exception as exc:  # noqa: BLE001 -- classified right below
+            except Exception as exc:  # classified right below
                 if not _transient(exc):
                     raise
                 if attempt == options.fetch_offset_retries:

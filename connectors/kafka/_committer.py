@@ -106,7 +106,7 @@ class OffsetCommitter:
         if self._admin is not None:
             try:
                 self._admin.close()
-            except Exception:  # noqa: BLE001 -- a half-dead client; a new one follows
+            except Exception:  # a half-dead client; a new one follows
                 log.debug("%s: closing the admin client failed", self._source, exc_info=True)
             self._admin = None
 

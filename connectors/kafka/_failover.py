@@ -36,8 +36,16 @@ from typing import TypeVar
 
 from ..._exceptions import SourceError
 
-__all__ = ["FAILOVER_OPTION", "LIBRDKAFKA_RETRIABLE", "ProblemLog", "kafka_python_retriable",
-           "describe", "librdkafka_log_level", "quiet_reconnect_logs", "retry_failover"]
+__all__ = [
+    "FAILOVER_OPTION",
+    "LIBRDKAFKA_RETRIABLE",
+    "ProblemLog",
+    "describe",
+    "kafka_python_retriable",
+    "librdkafka_log_level",
+    "quiet_reconnect_logs",
+    "retry_failover",
+]
 
 T = TypeVar("T")
 
@@ -139,7 +147,7 @@ def retry_failover(what: str, call: Callable[[], T], *, timeout_s: float,
     while True:
         try:
             result = call()
-        except Exception as exc:  # noqa: BLE001 -- classified right below
+        except Exception as exc:  # classified right below
             if not retriable(exc):
                 raise
             error = describe(exc)

@@ -37,7 +37,7 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from pyspark.sql.streaming import StreamingQueryListener
 
@@ -117,7 +117,7 @@ class _JsonEvents:
         self.listener.onQueryTerminated(QueryTerminatedEvent.fromJObject(jevent))
 
     class Java:
-        implements = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
+        implements: ClassVar[list[str]] = ["org.apache.spark.sql.streaming.PythonStreamingQueryListener"]
 
 
 class KafkaOffsetCommits(StreamingQueryListener):
@@ -271,7 +271,7 @@ class KafkaOffsetCommits(StreamingQueryListener):
                     "listener_s_total": self._listener_s_total,
                     "listener_s_max": self._listener_s_max}
 
-    def finish(self, query: Any, timeout_s: float = 60.0) -> bool:
+    def finish(self, query: Any, timeout_s: float = 60.0) -> bool:  # noqa: ARG002 -- see below
         """After ``query`` stopped: wait for its last completed batch's group commit, then
         :meth:`close`. True if that batch is in the group.
 
@@ -281,7 +281,7 @@ class KafkaOffsetCommits(StreamingQueryListener):
         listener before the query's termination event (Spark posts a batch's progress
         only after its commit-log entry, and the bus delivers in order). So: wait for
         the termination event (``awaitTermination`` returns before it is delivered),
-        then for that batch.
+        then for that batch. ``query`` names what the caller waits for; the events identify it.
         """
         deadline = time.monotonic() + timeout_s
         with self._cond:

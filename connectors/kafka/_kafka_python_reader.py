@@ -114,7 +114,7 @@ def read_records(options: KafkaSourceOptions, part: KafkaRangePartition,
                     break
                 consumer.seek(tp, pos)
                 continue
-            except Exception as exc:  # noqa: BLE001 -- classified right below
+            except Exception as exc:  # classified right below
                 if not kafka_python_retriable(exc):
                     raise
                 problems.failing(f"read {part.channel}", describe(exc),

@@ -35,8 +35,14 @@ from ._client_config import ConsumerClient, kafka_python_configs
 from ._positions import PartitionStart, StartKind, TopicPartition, start_from_spark_json
 from ._security import Security, parse_security
 
-__all__ = ["GroupFallback", "KafkaSourceOptions", "SPECS", "StartingOffsetsByTimestampStrategy",
-           "parse_declared_options", "kafka_options_table"]
+__all__ = [
+    "SPECS",
+    "GroupFallback",
+    "KafkaSourceOptions",
+    "StartingOffsetsByTimestampStrategy",
+    "kafka_options_table",
+    "parse_declared_options",
+]
 
 SOURCE_NAME = "barrier-kafka"
 

@@ -197,9 +197,7 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return False
         new = sum(max(0, end[tp] - current[tp]) for tp in end)
         waited = time.monotonic() - state.last_planned_at
-        if new < minimum and waited * 1000 < self._options.max_trigger_delay_ms:
-            return True
-        return False
+        return new < minimum and waited * 1000 < self._options.max_trigger_delay_ms
 
     def _current_partitions(self, begin: SourceOffset) -> dict[TopicPartition, int]:
         """``begin``'s offsets plus newly discovered partitions (from earliest)."""
@@ -304,8 +302,7 @@ def _split(ranges: list[tuple[TopicPartition, int, int]], stop: SourceOffset,
         if min_partitions and len(ranges) < min_partitions and total:
             pieces = max(1, min(size, (size * min_partitions) // total))
         bounds = [since + (size * i) // pieces for i in range(pieces)] + [until]
-        for i in range(pieces):
-            out.append(KafkaRangePartition(
-                tp.topic, tp.partition, bounds[i], bounds[i + 1], stop.checkpoint_id,
-                stop.timestamp_ms, emit_barrier=(i == pieces - 1)))
+        out.extend(KafkaRangePartition(tp.topic, tp.partition, bounds[i], bounds[i + 1], stop.checkpoint_id,
+                                       stop.timestamp_ms, emit_barrier=(i == pieces - 1))
+                   for i in range(pieces))
     return out

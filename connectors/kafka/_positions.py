@@ -14,16 +14,16 @@ from ..._exceptions import ConfigError
 from .._kafka_offsets import TopicPartition
 
 __all__ = [
-    "TopicPartition",
-    "Earliest",
-    "Latest",
-    "AtOffset",
-    "PartitionStart",
-    "StartKind",
     "EARLIEST",
     "LATEST",
     "SPARK_EARLIEST",
     "SPARK_LATEST",
+    "AtOffset",
+    "Earliest",
+    "Latest",
+    "PartitionStart",
+    "StartKind",
+    "TopicPartition",
 ]
 
 

@@ -117,10 +117,9 @@ class Security:
         if self.tls:
             pem = self.pem()
             out["ssl_check_hostname"] = self.check_hostname
-            for name, value in (("ssl_cafile", pem.cafile), ("ssl_certfile", pem.certfile),
-                                ("ssl_keyfile", pem.keyfile), ("ssl_password", pem.key_password)):
-                if value is not None:
-                    out[name] = value
+            out.update({name: value for name, value in (
+                ("ssl_cafile", pem.cafile), ("ssl_certfile", pem.certfile),
+                ("ssl_keyfile", pem.keyfile), ("ssl_password", pem.key_password)) if value is not None})
         return out
 
     def librdkafka(self) -> dict[str, Any]:
@@ -138,12 +137,9 @@ class Security:
         if self.tls:
             pem = self.pem()
             out["ssl.endpoint.identification.algorithm"] = "https" if self.check_hostname else "none"
-            for name, value in (("ssl.ca.location", pem.cafile),
-                                ("ssl.certificate.location", pem.certfile),
-                                ("ssl.key.location", pem.keyfile),
-                                ("ssl.key.password", pem.key_password)):
-                if value is not None:
-                    out[name] = value
+            out.update({name: value for name, value in (
+                ("ssl.ca.location", pem.cafile), ("ssl.certificate.location", pem.certfile),
+                ("ssl.key.location", pem.keyfile), ("ssl.key.password", pem.key_password)) if value is not None})
         return out
 
 

@@ -39,7 +39,7 @@ def resolve_initial(options: KafkaSourceOptions, cluster: ClusterView) -> dict[T
     if kind is StartKind.TIMESTAMP:
         if options.start_timestamp is None:  # explicit: the options parser sets both together
             raise ConfigError("startingTimestamp is not set", option="startingTimestamp")
-        stamps = {tp: options.start_timestamp for tp in tps}
+        stamps = dict.fromkeys(tps, options.start_timestamp)
     else:
         stamps = dict(options.start_timestamps)
     option = "startingTimestamp" if kind is StartKind.TIMESTAMP else "startingOffsetsByTimestamp"
