@@ -30,6 +30,7 @@ from ..._exceptions import ConfigError, SinkError
 from ._connection import HBaseConnection
 from ._errors import SERVER_ERRORS, refused
 from ._thrift2 import FamilySpec, KeepDeletedCells, Thrift2Admin
+from ._thrift_types import Thrift1Connection
 
 __all__ = ["CREATE_VERSIONS", "MIN_VERSIONS", "DeletedCellsNotice", "keep_deleted_cells_command", "prepare_table"]
 
@@ -82,7 +83,7 @@ def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], 
     wanted = [f.decode() for f in families]
     created_without: list[DeletedCellsNotice] = []
 
-    def check(c: Any) -> bool:
+    def check(c: Thrift1Connection) -> bool:
         """True when the table already existed."""
         if table.encode() in c.tables():
             return True

@@ -33,6 +33,7 @@ from typing import Any, ClassVar, TypeVar
 from ..._exceptions import ProtocolError
 from ._connection import HBaseConnection
 from ._errors import SERVER_ERRORS, refusals, refused
+from ._thrift_types import Thrift1Connection
 
 __all__ = [
     "ATTEMPT_COLUMN",
@@ -183,7 +184,7 @@ class SinkState:
 def ensure_commit_table(conn: HBaseConnection, name: str) -> None:
     """Create the commit table if missing (driver, query start; idempotent)."""
 
-    def create(c: Any) -> None:
+    def create(c: Thrift1Connection) -> None:
         if name.encode() in c.tables():
             return
         try:
@@ -204,7 +205,7 @@ def read_state(conn: HBaseConnection, commit_table: str, sink_id: str) -> SinkSt
 
 def read_cell(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes) -> bytes | None:
     with refusals(f"cannot read {column.decode()} of sink {sink_id!r} from {commit_table!r}"):
-        row: dict[bytes, bytes] = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column]))
+        row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column]))
     return row.get(column)
 
 
@@ -217,7 +218,7 @@ def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column
     holding ``value`` counts as success (the write is idempotent by content).
     """
 
-    def cap(c: Any) -> bool:
+    def cap(c: Thrift1Connection) -> bool:
         mutation = _mutation(column, value)
         return bool(c.client.checkAndPut(commit_table.encode(), sink_id.encode(), column,
                                          expected, mutation, {}))

@@ -39,6 +39,7 @@ from ._errors import OPEN_ERRORS, SERVER_ERRORS, TLS_ERRORS, tls_error
 from ._gateways import Gateway, describe, spread
 from ._options import HBaseConnectionOptions, parse_connection_options
 from ._sasl import KerberosSettings
+from ._thrift_types import Thrift1Connection
 from ._tls import TlsSettings
 from ._transport import Dialer
 
@@ -275,8 +276,8 @@ class _Thrift1Client(happybase.Connection):
         self.transport, self.client = self._dialer.client(Hbase, self._gateway)
 
 
-class HBaseConnection(GatewayConnection[happybase.Connection]):
-    """Thrift1 (happybase's ``Connection`` as ``.connection``) over ``opts.gateways``.
+class HBaseConnection(GatewayConnection[Thrift1Connection]):
+    """Thrift1 (happybase's ``Connection`` as ``.connection``, typed by ``_thrift_types``) over ``opts.gateways``.
 
     ``spread_index``: the task's or read partition's index, which picks its first gateway.
     """
@@ -284,7 +285,7 @@ class HBaseConnection(GatewayConnection[happybase.Connection]):
     def __init__(self, opts: HBaseConnectionOptions, spread_index: int = 0) -> None:
         super().__init__(opts, opts.gateways, spread_index)
 
-    def _open(self, gateway: Gateway) -> happybase.Connection:
+    def _open(self, gateway: Gateway) -> Thrift1Connection:
         return _Thrift1Client(self._dial(), gateway, self._opts.timeout_ms)
 
 

@@ -61,7 +61,7 @@ def _decode(raw: bytes) -> dict[str, Any]:
 
 def _read(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes) -> bytes | None:
     with refusals(f"cannot read sink {sink_id!r} from commit table {commit_table!r}"):
-        row: dict[bytes, bytes] = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column]))
+        row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[column]))
     return row.get(column)
 
 

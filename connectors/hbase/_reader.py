@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -32,6 +32,7 @@ from ._encoding import decode_column
 from ._key_ranges import FULL, KeyRange
 from ._options import DEFAULT_COMMIT_TABLE
 from ._sasl import KerberosSettings
+from ._thrift_types import Thrift1Connection, Thrift1Table
 from ._tls import TlsSettings
 
 if TYPE_CHECKING:
@@ -113,7 +114,7 @@ def _in_gap(ts: int, gaps: list[list[int]]) -> bool:
     return any(lo <= ts < hi for lo, hi in gaps)
 
 
-def _outside_gaps(table: Any, key: bytes, data: dict[bytes, tuple[bytes, int]],
+def _outside_gaps(table: Thrift1Table, key: bytes, data: dict[bytes, tuple[bytes, int]],
                   gaps: list[list[int]]) -> dict[bytes, bytes]:
     out: dict[bytes, bytes] = {}
     for column, (value, ts) in data.items():
@@ -146,7 +147,7 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
     families = sorted({c[1].encode() for c in record.columns})
     gaps = record.gaps
     keys: list[bytes] = []
-    rows: list[dict[bytes, Any]] = []
+    rows: list[dict[bytes, bytes]] = []
 
     def emit() -> pa.RecordBatch:
         arrays = [decode_column(keys, f.type, f.name) if is_key
@@ -159,12 +160,12 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
     start, stop = key_range
     name = record.table.encode()
 
-    def open_scanner(c: Any, after: bytes | None) -> int:
+    def open_scanner(c: Thrift1Connection, after: bytes | None) -> int:
         scan = TScan(startRow=start if after is None else after + b"\x00", stopRow=stop or None,
                      timestamp=record.read_bound, columns=families or None, caching=_SCAN_BATCH)
         return int(c.client.scannerOpenWithScan(name, scan, {}))
 
-    def fetch(c: Any, scanner: int) -> list[tuple[bytes, dict[bytes, Any]]]:
+    def fetch(c: Thrift1Connection, scanner: int) -> list[tuple[bytes, dict[bytes, bytes]]]:
         found = c.client.scannerGetList(scanner, _SCAN_BATCH)
         if not gaps:
             return [(item.row, make_row(item.columns, False)) for item in found]

@@ -26,13 +26,14 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ..._exceptions import ConfigError
 from ._connection import GatewayConnection
 from ._errors import OPEN_ERRORS, SERVER_ERRORS, refused
 from ._gateways import Gateway
 from ._options import HBaseConnectionOptions
+from ._thrift_types import THBaseServiceClient, Transport, TResult
 
 __all__ = [
     "THRIFT2_IDL",
@@ -209,7 +210,7 @@ def _bytes(value: bytes | str) -> bytes:
 class Thrift2Client:
     """One open socket to a Thrift2 gateway: its transport and the ``THBaseService`` client."""
 
-    def __init__(self, transport: Any, client: Any) -> None:
+    def __init__(self, transport: Transport, client: THBaseServiceClient) -> None:
         self.transport, self.client = transport, client
 
     def close(self) -> None:
@@ -270,14 +271,14 @@ class Thrift2Admin:
         self._conn.close()  # an unknown method leaves the socket mid-message: start the next call afresh
         return refused(f"{self._where()} failed {what}", exc, fix="check that the port serves Thrift2, not Thrift1")
 
-    def _call(self, what: str, fn: Callable[[Any], T]) -> T:
+    def _call(self, what: str, fn: Callable[[THBaseServiceClient], T]) -> T:
         """``fn(client)`` through the gateway loop (retries, failover, TLS); the server's refusals mapped."""
         try:
             return self._conn.call(lambda c: fn(c.client), what=what)
         except SERVER_ERRORS as exc:
             raise self._refusal(what, exc) from exc
 
-    def _table_name(self, name: str | bytes) -> Any:
+    def _table_name(self, name: str | bytes) -> object:
         ns, sep, qualifier = _bytes(name).rpartition(b":")
         return self._t.TTableName(ns=ns if sep else None, qualifier=qualifier)
 
@@ -354,12 +355,12 @@ class Thrift2Admin:
         t, table = self._t, _bytes(name)
         columns = [t.TColumn(family=f) for f in families] or None
 
-        def open_scanner(c: Thrift2Client, after: bytes | None) -> Any:
+        def open_scanner(c: Thrift2Client, after: bytes | None) -> int:
             scan = t.TScan(startRow=None if after is None else after + b"\x00", columns=columns, caching=chunk,
                            maxVersions=2**31 - 1, timeRange=t.TTimeRange(minStamp=lo, maxStamp=hi))
             return self._answer("openScanner", lambda: c.client.openScanner(table, scan))
 
-        def fetch(c: Thrift2Client, scanner: Any) -> list[Any]:
+        def fetch(c: Thrift2Client, scanner: int) -> list[TResult]:
             return list(self._answer("getScannerRows", lambda: c.client.getScannerRows(scanner, chunk)))
 
         for results in self._conn.scan(open_scanner, fetch, lambda c, s: c.client.closeScanner(s),
