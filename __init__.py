@@ -23,6 +23,9 @@ from ._lazy import lazy_exports as _lazy_exports
 if _typing.TYPE_CHECKING:  # annotations only: the checkpointed adapter imports pyspark
     from collections.abc import Callable
 
+    from pyspark.sql import SparkSession
+    from pyspark.sql.datasource import DataSource
+
     from .barrier import CheckpointedSink
 
 __version__ = "0.1.0"
@@ -54,7 +57,7 @@ __getattr__, __dir__ = _lazy_exports(__name__, globals(),
                                      {name: f".connectors.{package}" for name, package in _LAZY.items()})
 
 
-def register(spark: object) -> None:
+def register(spark: SparkSession) -> None:
     """Register ``barrier-kafka`` and ``barrier-hbase`` with ``spark`` explicitly.
 
     Not needed after ``pip install`` (Spark finds the ``pyspark_barrier_*`` modules on
@@ -68,7 +71,8 @@ def register(spark: object) -> None:
     register_hbase(spark)
 
 
-def checkpointed_sink(spark: object, name: str, factory: Callable[[], CheckpointedSink]) -> object:
+def checkpointed_sink(spark: SparkSession, name: str,
+                      factory: Callable[[], CheckpointedSink]) -> type[DataSource]:
     """Register ``name`` as a streaming sink that runs ``factory()``'s checkpointed sink functions.
 
     See :mod:`sparkbarrier.connectors.checkpointed` and docs/checkpointed-sinks.md. Imported lazily (pyspark).

@@ -12,14 +12,18 @@ in the pure ``barrier.markers`` (which names the columns).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...barrier.markers import MARKER_COLUMNS, MARKER_KIND_COLUMN
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
 
 __all__ = ["keep_markers"]
 
 
-def keep_markers(df: Any, *columns: Any, where: Any = None) -> Any:
+def keep_markers(df: DataFrame, *columns: str | Column, where: str | Column | None = None) -> DataFrame:
     """``df.select(*columns, <marker columns>)``, optionally filtered by ``where`` while
     letting marker rows through (``where OR _barrier_kind IS NOT NULL``).
 

@@ -33,11 +33,12 @@ import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
@@ -88,7 +89,7 @@ def _adapter_options(options: dict[str, str], name: str) -> dict[str, Any]:
     return values
 
 
-def _lower_keys(options: Any) -> dict[str, str]:
+def _lower_keys(options: Mapping[str, str]) -> dict[str, str]:
     """Spark's option map is case-insensitive; adapter options are matched case-insensitively."""
     out = dict(options)
     for key in ADAPTER_OPTIONS:
@@ -180,7 +181,7 @@ def _warn_if_offsets_unrecordable(name: str, schema: StructType, location: str |
                     "(sparkbarrier.connectors.checkpointed.keep_markers)", name, location, exc)
 
 
-def _checked(fn: Any, name: str) -> CheckpointedSink:
+def _checked(fn: object, name: str) -> CheckpointedSink:
     """``fn`` if it subclasses CheckpointedSink, whose defaults the adapter relies on."""
     if not isinstance(fn, CheckpointedSink):
         raise ConfigError(f"sink {name!r}: the factory returned a {type(fn).__name__}, not a subclass of "
@@ -216,7 +217,7 @@ def sink_data_source(name: str, factory: Callable[[], CheckpointedSink]) -> type
     return CheckpointedSinkSource
 
 
-def checkpointed_sink(spark: Any, name: str, factory: Callable[[], CheckpointedSink]) -> type[DataSource]:
+def checkpointed_sink(spark: SparkSession, name: str, factory: Callable[[], CheckpointedSink]) -> type[DataSource]:
     """Register ``name`` as a streaming sink running ``factory()``'s checkpointed functions."""
     source = sink_data_source(name, factory)
     spark.dataSource.register(source)

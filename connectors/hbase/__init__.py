@@ -8,7 +8,7 @@ Internals (the commit-table records, option spec lists) stay in the private modu
 
 from __future__ import annotations
 
-from typing import Any
+import typing as _typing
 
 from ..checkpointed._markers import keep_markers
 from ._datasource import BarrierHBaseDataSource
@@ -26,6 +26,10 @@ from ._options import (
 from ._reader import read_committed
 from ._sasl import KerberosError, KerberosSettings, Qop
 from ._status import SinkStatus, sink_status
+
+if _typing.TYPE_CHECKING:  # annotations only (a plain import would be a public-looking name)
+    from pyspark.sql import SparkSession
+
 
 __all__ = [
     "DEFAULT_COMMIT_TABLE",
@@ -51,7 +55,7 @@ __all__ = [
 ]
 
 
-def register(spark: Any) -> None:
+def register(spark: SparkSession) -> None:
     """Register ``barrier-hbase`` with ``spark`` (idempotent)."""
     spark.dataSource.register(BarrierHBaseDataSource)
 

@@ -147,8 +147,8 @@ class MutationBuffer:
 
     def _write(self, round_: int, changes: list[tuple[bytes, _RowChange]]) -> None:
         Mutation, BatchMutation = _thrift_types()
-        deletes: list[Any] = []
-        puts: list[Any] = []
+        deletes: list[object] = []  # happybase's generated BatchMutation structs
+        puts: list[object] = []
         for key, change in changes:
             if change.deleted:
                 deletes.append(BatchMutation(row=key, mutations=[
@@ -168,7 +168,7 @@ class MutationBuffer:
         log.debug("flushed %d row(s) (%d delete, %d put) in round %d", len(changes), len(deletes),
                   len(puts), round_)
 
-    def _send(self, mutations: list[Any], ts: int) -> None:
+    def _send(self, mutations: list[object], ts: int) -> None:
         if not mutations:
             return
         with refusals(f"writing {len(mutations)} row(s) to HBase table {self._table.decode()!r} "

@@ -257,7 +257,7 @@ def read_history(conn: HBaseConnection, commit_table: str, sink_id: str) -> list
     return [CommitRecord.from_bytes(data[HISTORY_COLUMN]) for _key, data in rows if HISTORY_COLUMN in data]
 
 
-def _mutation(column: bytes, value: bytes) -> Any:
+def _mutation(column: bytes, value: bytes) -> object:  # happybase's generated Mutation
     from happybase.batch import Mutation
 
     return Mutation(isDelete=False, column=column, value=value, writeToWAL=True)

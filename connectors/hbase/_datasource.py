@@ -19,12 +19,12 @@ run's started function (``connectors/checkpointed/_runs.py``).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    Filter,
     InputPartition,
 )
 from pyspark.sql.types import StructType
@@ -99,7 +99,7 @@ class HBaseCommittedReader(DataSourceReader):
     every partition reads the same checkpoint even while the sink keeps committing.
     """
 
-    def __init__(self, options: dict[str, str], record: Any, regions: list[KeyRange],
+    def __init__(self, options: dict[str, str], record: CommitRecord, regions: list[KeyRange],
                  schema: StructType) -> None:
         self._options = options
         self._record = record
@@ -131,6 +131,6 @@ class HBaseFilteringReader(HBaseCommittedReader):
     while ``spark.sql.python.filterPushdown.enabled`` is false (its default).
     """
 
-    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
         self._ranges, rest = rowkey_ranges(filters, self._record.rowkey, self._key_type)
         yield from rest

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -29,6 +29,9 @@ from ._layout import SinkLayout, data_field_names
 from ._notices import first_notice, forget_notice
 from ._options import HBaseSinkOptions, parse_sink_options
 from ._thrift2 import Thrift2Admin
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
 from ._writer import HBaseTaskWriter, TaskIdentity
 
 __all__ = ["HBaseSinkFunction"]
@@ -38,7 +41,7 @@ log = logging.getLogger(__name__)
 TABLE_NOTICE = "table"
 
 
-def _arrow_schema(schema: Any) -> pa.Schema:
+def _arrow_schema(schema: StructType) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(schema, timezone="UTC")

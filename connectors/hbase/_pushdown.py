@@ -9,14 +9,19 @@ filter is returned to Spark unchanged.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._key_ranges import FULL, KeyRange, after, intersect, point, prefix
+
+if TYPE_CHECKING:
+    from pyspark.sql.datasource import Filter
+    from pyspark.sql.types import DataType
+
 
 __all__ = ["rowkey_ranges"]
 
 
-def _key_bytes(value: Any, key_type: Any) -> bytes | None:
+def _key_bytes(value: object, key_type: DataType | None) -> bytes | None:
     from pyspark.sql.types import BinaryType, StringType
 
     if isinstance(key_type, StringType) and isinstance(value, str):
@@ -26,7 +31,7 @@ def _key_bytes(value: Any, key_type: Any) -> bytes | None:
     return None
 
 
-def _ranges_of(f: Any, key_type: Any) -> list[KeyRange] | None:
+def _ranges_of(f: Filter, key_type: DataType | None) -> list[KeyRange] | None:
     from pyspark.sql.datasource import (
         EqualTo,
         GreaterThan,
@@ -60,10 +65,11 @@ def _ranges_of(f: Any, key_type: Any) -> list[KeyRange] | None:
     return None
 
 
-def rowkey_ranges(filters: Sequence[Any], rowkey: str, key_type: Any) -> tuple[list[KeyRange], list[Any]]:
+def rowkey_ranges(filters: Sequence[Filter], rowkey: str,
+                  key_type: DataType | None) -> tuple[list[KeyRange], list[Filter]]:
     """The key ranges the filters on ``rowkey`` allow, and the filters Spark must still apply."""
     ranges: list[KeyRange] = [FULL]
-    rest: list[Any] = []
+    rest: list[Filter] = []
     for f in filters:
         allowed = _ranges_of(f, key_type) if getattr(f, "attribute", None) == (rowkey,) else None
         if allowed is None:

@@ -38,6 +38,8 @@ from .._kerberos_settings import KerberosSettings, LoginOptions, OptionName, Qop
 if TYPE_CHECKING:
     import gssapi
 
+    from ._thrift_types import Transport
+
 __all__ = [
     "LOGIN_OPTIONS",
     "GssapiSaslClient",
@@ -201,7 +203,7 @@ class GssapiSaslClient:
 
 # ---------------------------------------------------------------------------- transport
 def sasl_transport(host: str, port: int, timeout_ms: int, settings: KerberosSettings, *,
-                   cython: bool = True) -> Any:
+                   cython: bool = True) -> Transport:
     """An unopened SASL/GSSAPI transport to ``host:port`` (thriftpy2's, with our mechanism).
 
     thriftpy2's Cython SASL transport where it is built (so the Cython binary protocol, as
@@ -251,7 +253,7 @@ def sasl_transport(host: str, port: int, timeout_ms: int, settings: KerberosSett
     return _Transport(new_client, "GSSAPI", sock)
 
 
-def sasl_protocol(protocol: str, transport: Any) -> Any:
+def sasl_protocol(protocol: str, transport: Transport) -> Any:  # thriftpy2's protocol classes: untyped
     """The Thrift protocol over a :func:`sasl_transport`: Cython binary on the Cython transport."""
     from thriftpy2.protocol.binary import TBinaryProtocol
     from thriftpy2.protocol.compact import TCompactProtocol

@@ -30,6 +30,7 @@ from typing import Any
 from thriftpy2.http import THttpClient
 
 from ..._exceptions import ConfigError
+from ._thrift_types import Transport
 
 __all__ = ["TlsSettings", "https_protocol", "https_transport", "ssl_context"]
 
@@ -98,7 +99,7 @@ def ssl_context(tls: TlsSettings) -> ssl.SSLContext:
     return ctx
 
 
-def https_protocol(protocol: str, transport: Any) -> Any:
+def https_protocol(protocol: str, transport: Transport) -> Any:  # thriftpy2's protocol classes: untyped
     """The pure-Python protocol over ``transport``: the Cython ones need a Cython transport,
     which ``THttpClient`` is not."""
     from thriftpy2.protocol.binary import TBinaryProtocol
@@ -108,7 +109,7 @@ def https_protocol(protocol: str, transport: Any) -> Any:
     return cls(transport, decode_response=False)
 
 
-def https_transport(host: str, port: int, timeout_ms: int, context: ssl.SSLContext) -> Any:
+def https_transport(host: str, port: int, timeout_ms: int, context: ssl.SSLContext) -> Transport:
     """A Thrift transport to ``https://host:port/`` (HBase's servlet serves any path).
 
     ``context``: from :func:`ssl_context`, built once per connection (so a bad file fails

@@ -30,6 +30,7 @@ from .._kerberos_login import check_keytab
 from ._gateways import Gateway
 from ._options import HBaseConnectionOptions, ThriftProtocol, ThriftTransport
 from ._sasl import LOGIN_OPTIONS, sasl_protocol, sasl_transport
+from ._thrift_types import Transport
 from ._tls import https_protocol, https_transport, ssl_context
 
 __all__ = ["Dialer"]
@@ -45,7 +46,7 @@ class Dialer:
         if kerberos is not None and kerberos.keytab is not None:
             check_keytab(kerberos, LOGIN_OPTIONS)  # KerberosError naming the keytab option
 
-    def client(self, service: Any, gateway: Gateway) -> tuple[Any, TClient]:
+    def client(self, service: Any, gateway: Gateway) -> tuple[Transport, TClient]:
         """An unopened transport to ``gateway`` and a client of the thriftpy2 ``service`` over it.
 
         The caller opens the transport (so a refused socket is a transport error it may fail over).

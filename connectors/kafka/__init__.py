@@ -12,7 +12,7 @@ specs) stay in the private modules.
 
 from __future__ import annotations
 
-from typing import Any
+import typing as _typing
 
 from .._checkpoint_log import CheckpointLogStatus, SparkBatch, checkpoint_log_status
 from ._client_config import client_settings
@@ -22,6 +22,10 @@ from ._options import KafkaSourceOptions, kafka_options_table
 from ._positions import TopicPartition
 from ._reader_choice import parse_source_options
 from ._source import BarrierKafkaDataSource, source_schema
+
+if _typing.TYPE_CHECKING:  # annotations only (a plain import would be a public-looking name)
+    from pyspark.sql import SparkSession
+
 
 __all__ = [
     "BarrierKafkaDataSource",
@@ -45,6 +49,6 @@ __all__ = [
 ]
 
 
-def register(spark: Any) -> None:
+def register(spark: SparkSession) -> None:
     """Register ``barrier-kafka`` with ``spark`` (idempotent)."""
     spark.dataSource.register(BarrierKafkaDataSource)

@@ -37,8 +37,9 @@ import logging
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
 from ..._exceptions import ConfigError
@@ -47,6 +48,9 @@ from ._background_commits import BackgroundCommits
 from ._client_config import kafka_python_configs
 from ._metrics import SourceMetrics
 from ._positions import TopicPartition
+
+if TYPE_CHECKING:
+    from ._committer import OffsetCommitter
 from ._security import parse_security
 
 __all__ = ["KafkaOffsetCommits", "commit_kafka_offsets", "kafka_source_offsets"]
@@ -144,7 +148,7 @@ class KafkaOffsetCommits(StreamingQueryListener):
     def _init_runtime(self) -> None:
         self._query_id: str | None = None
         self._cond = threading.Condition()
-        self._committer: Any = None
+        self._committer: OffsetCommitter | None = None
         self._metrics = SourceMetrics()
         self._commits = BackgroundCommits(
             self._make_committer, name="spark-kafka-commits",
@@ -157,7 +161,7 @@ class KafkaOffsetCommits(StreamingQueryListener):
         self._listener_s_total = 0.0
         self._listener_s_max = 0.0
 
-    def _make_committer(self) -> Any:
+    def _make_committer(self) -> OffsetCommitter:
         from ._committer import OffsetCommitter
 
         if self._committer is None:
@@ -300,7 +304,7 @@ class KafkaOffsetCommits(StreamingQueryListener):
         self._commits.close(timeout_s)
 
 
-def commit_kafka_offsets(spark: Any, group_id: str, options: Mapping[str, str], *,
+def commit_kafka_offsets(spark: SparkSession, group_id: str, options: Mapping[str, str], *,
                          query_name: str | None = None) -> KafkaOffsetCommits:
     """Commit each completed batch of a ``format("kafka")`` query to consumer group ``group_id``.
 

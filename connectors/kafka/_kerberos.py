@@ -34,11 +34,14 @@ import logging
 import os
 from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._exceptions import ConfigError
 from .. import _kerberos_login as _shared
 from .._kerberos_settings import KerberosSettings, LoginOptions, OptionName
+
+if TYPE_CHECKING:
+    import gssapi
 
 __all__ = ["LOGIN_OPTIONS", "KerberosLogin", "check_keytab", "credentials",
            "install_gssapi_mechanism", "kafka_python_settings", "librdkafka_gssapi", "parse_krb5_jaas"]
@@ -131,7 +134,7 @@ def check_keytab(kerberos: KerberosSettings) -> None:
     _shared.check_keytab(kerberos, LOGIN_OPTIONS)
 
 
-def credentials(kerberos: KerberosSettings) -> Any:
+def credentials(kerberos: KerberosSettings) -> gssapi.Credentials:
     """``gssapi.Credentials`` for initiating contexts as this query's principal.
 
     Called for every connection (cheap: the keytab login is cached per process and
