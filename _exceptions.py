@@ -24,7 +24,7 @@ errors (both client libraries) in ``connectors/kafka/_failover.py``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Hashable
 
 __all__ = [
     "ConfigError",
@@ -76,7 +76,7 @@ class ProtocolError(SparkBarrierError):
     """The checkpoint protocol was violated (e.g. a barrier id seen twice on a channel)."""
 
     def __init__(
-        self, message: str, *, checkpoint_id: int | None = None, channel: Any = None
+        self, message: str, *, checkpoint_id: int | None = None, channel: Hashable | None = None
     ) -> None:
         super().__init__(message)
         self.checkpoint_id = checkpoint_id
@@ -101,7 +101,7 @@ class CorruptStateError(ProtocolError):
 class SourceError(SparkBarrierError):
     """The Kafka source cannot continue."""
 
-    def __init__(self, message: str, *, topic_partition: Any = None) -> None:
+    def __init__(self, message: str, *, topic_partition: str | None = None) -> None:
         super().__init__(message)
         self.topic_partition = topic_partition
 

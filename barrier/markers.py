@@ -32,7 +32,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal, TypeVar, overload
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -144,7 +144,19 @@ def marker_batch(markers: Sequence[Marker], schema: pa.Schema) -> pa.RecordBatch
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def _field(row: dict[str, object], name: str, kind: object, want: type, *, required: bool) -> Any:
+_T = TypeVar("_T")
+
+
+@overload
+def _field(row: dict[str, object], name: str, kind: object, want: type[_T], *, required: Literal[True]) -> _T: ...
+
+
+@overload
+def _field(row: dict[str, object], name: str, kind: object, want: type[_T], *,
+           required: Literal[False]) -> _T | None: ...
+
+
+def _field(row: dict[str, object], name: str, kind: object, want: type[_T], *, required: bool) -> _T | None:
     """``row[name]`` checked against ``want``; a ProtocolError naming the field otherwise.
 
     Arrow's column types already guarantee most of this for streams built with

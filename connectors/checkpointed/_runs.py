@@ -26,12 +26,17 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+    from ...barrier import CheckpointedSink
 
 __all__ = ["RunKey", "forget_runs", "new_run_id", "started_function", "validate_once"]
 
 _lock = threading.Lock()
-_started: dict[RunKey, Any] = {}
+_started: dict[RunKey, CheckpointedSink] = {}
 _validated: set[RunKey] = set()
 
 
@@ -58,7 +63,8 @@ def new_run_id() -> str:
     return f"{time.time_ns() // 1_000_000:013d}-{uuid.uuid4().hex[:16]}"
 
 
-def started_function(run: RunKey, factory: Callable[[], Any], options: Mapping[str, str], schema: Any) -> Any:
+def started_function(run: RunKey, factory: Callable[[], CheckpointedSink], options: Mapping[str, str],
+                     schema: StructType) -> CheckpointedSink:
     """The run's started function in this process; ``start`` runs on the first call only.
 
     A new run of the same sink (a restart) replaces the previous run's entry, so a

@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from ..._exceptions import ConfigError, SinkError
 from ._connection import HBaseConnection
@@ -57,7 +56,7 @@ class DeletedCellsNotice:
     families: tuple[str, ...]
     why: str
 
-    def key(self) -> dict[str, Any]:
+    def key(self) -> dict[str, object]:
         """What makes two notices the same news: the table and the families the fix names.
 
         ``why`` is left out: "created through Thrift1" and "cannot be checked over

@@ -30,7 +30,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import happybase
 
@@ -253,7 +253,7 @@ class GatewayConnection(Generic[C]):
                 log.debug("ignoring error while closing a dead connection to %s: %s", self.gateway, exc)
             self._conn = None
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         state["_conn"] = state["_dialer"] = None  # a socket and an SSL context stay where they were made
         return state
