@@ -30,7 +30,7 @@ waited for.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,14 @@ import pyarrow.compute as pc
 
 from ..._exceptions import SinkError
 from ..._faults import fault_point
-from ...barrier import CheckpointBarrier, DeliveryGuarantee, InputProcessor, split_markers
+from ...barrier import (
+    CheckpointBarrier,
+    DeliveryGuarantee,
+    InitializationContext,
+    InputProcessor,
+    Marker,
+    split_markers,
+)
 from ...barrier._sink import CheckpointedSink, SinkContext
 
 __all__ = ["SINGLE_CHANNEL", "TaskCommitMessage", "run_task"]
@@ -80,7 +87,7 @@ class _SinkAsFunction:
         self.dirty = False
         self.last_source_checkpoint_id: int | None = None
 
-    def initialize_state(self, _context: Any) -> None:  # done by run_task with the SinkContext
+    def initialize_state(self, _context: InitializationContext) -> None:  # done by run_task with the SinkContext
         pass
 
     def snapshot_state(self, source_checkpoint_id: int) -> None:
@@ -102,7 +109,7 @@ class _SinkAsFunction:
         log.info("task %d: alignment of source checkpoint %d declined; its data goes into the next "
                  "snapshot of batch %d", self.msg.partition_id, source_checkpoint_id, self.msg.batch_id)
 
-    def downstream(self, _channel: Any, batch: pa.RecordBatch) -> None:
+    def downstream(self, _channel: Hashable, batch: pa.RecordBatch) -> None:
         self.fn.invoke(batch)
         self.msg.rows += batch.num_rows
         self.dirty = True
@@ -132,7 +139,7 @@ class _Feeder:
         self.function, self.guarantee = function, guarantee
         self.processor: InputProcessor | None = None
 
-    def feed(self, channel: str, element: Any) -> None:
+    def feed(self, channel: str, element: pa.RecordBatch | Marker) -> None:
         if self.processor is None:
             self.processor = InputProcessor([channel], self.function, self.function.downstream,
                                             guarantee=self.guarantee)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -69,7 +69,7 @@ class HBaseSinkFunction(CheckpointedSink):
 
     # -- planning worker, query start (once per run and process) ---------------
 
-    def validate(self, options: Mapping[str, str], schema: Any) -> None:
+    def validate(self, options: Mapping[str, str], schema: StructType) -> None:
         """Fail the query before its first batch: options, schema, the table, the commit table.
 
         The only place that connects at query start (one Thrift connection, and one
@@ -117,11 +117,11 @@ class HBaseSinkFunction(CheckpointedSink):
 
     # -- commit worker, once per run and process ---------------------------------
 
-    def start(self, options: Mapping[str, str], schema: Any) -> None:
+    def start(self, options: Mapping[str, str], schema: StructType) -> None:
         """Keep what every commit needs (options, layout); no connection: :meth:`validate` checked the store."""
         self._parse(options, schema)
 
-    def _parse(self, options: Mapping[str, str], schema: Any) -> None:
+    def _parse(self, options: Mapping[str, str], schema: StructType) -> None:
         from pyspark.sql.types import StructType
 
         opts = self.opts = parse_sink_options(options)
