@@ -1,6 +1,7 @@
-"""The Thrift calls the HBase connector makes, as types: happybase and thriftpy2 ship none.
+"""The Thrift calls the HBase connector makes, as types the libraries do not give.
 
-Why: happybase's ``Connection``/``Table`` and the thriftpy2 clients under them are untyped,
+Why: happybase ships no types, and thriftpy2's clients are dynamic (``TClient`` answers
+every method name through ``__getattr__``; structs live in a module built at run time),
 so every call into them was ``Any`` and a misspelt method or a swapped argument passed
 the type checker. These protocols list exactly the methods the connector calls -- no
 more -- with the types HBase's Thrift IDLs give them (``hbase-thrift-2.6.1``'s

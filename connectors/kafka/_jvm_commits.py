@@ -50,6 +50,14 @@ from ._metrics import SourceMetrics
 from ._positions import TopicPartition
 
 if TYPE_CHECKING:
+    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.listener import (
+        QueryIdleEvent,
+        QueryProgressEvent,
+        QueryStartedEvent,
+        QueryTerminatedEvent,
+    )
+
     from ._committer import OffsetCommitter
 from ._security import parse_security
 
@@ -228,10 +236,10 @@ class KafkaOffsetCommits(StreamingQueryListener):
             self._query_id = query_id
             return True
 
-    def onQueryStarted(self, event: Any) -> None:
+    def onQueryStarted(self, event: QueryStartedEvent) -> None:
         self._mine(str(event.id), event.name, started=True)
 
-    def onQueryProgress(self, event: Any) -> None:
+    def onQueryProgress(self, event: QueryProgressEvent) -> None:
         started = time.perf_counter()
         progress = event.progress
         if not self._mine(str(progress.id), progress.name, started=False):
@@ -247,10 +255,10 @@ class KafkaOffsetCommits(StreamingQueryListener):
             self._listener_s_total += spent
             self._listener_s_max = max(self._listener_s_max, spent)
 
-    def onQueryIdle(self, event: Any) -> None:
+    def onQueryIdle(self, event: QueryIdleEvent) -> None:
         """Nothing to do: the last batch's progress event already queued its commit."""
 
-    def onQueryTerminated(self, event: Any) -> None:
+    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
         """Every progress event of the query came before this one (the bus is ordered):
         :meth:`finish` waits for it to know the query's last completed batch."""
         with self._cond:
@@ -275,7 +283,7 @@ class KafkaOffsetCommits(StreamingQueryListener):
                     "listener_s_total": self._listener_s_total,
                     "listener_s_max": self._listener_s_max}
 
-    def finish(self, query: Any, timeout_s: float = 60.0) -> bool:  # noqa: ARG002 -- see below
+    def finish(self, query: StreamingQuery, timeout_s: float = 60.0) -> bool:  # noqa: ARG002 -- see below
         """After ``query`` stopped: wait for its last completed batch's group commit, then
         :meth:`close`. True if that batch is in the group.
 
