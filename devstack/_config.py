@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar, cast
 
 from .._exceptions import DevstackError
 
@@ -33,6 +34,7 @@ __all__ = [
     "ENV_MAVEN_SETTINGS",
     "Paths",
     "Port",
+    "PortSpec",
     "port_requests",
 ]
 
@@ -44,7 +46,33 @@ ENV_MAVEN_SETTINGS = "SPARKBARRIER_DEVSTACK_MAVEN_SETTINGS"
 DEFAULT_ROOT = Path("~/.cache/sparkbarrier/devstack")
 
 
-class Port(enum.Enum):
+class PortSpec:
+    """What every devstack port enum shares: a key, a default, and how to request it
+    explicitly (argument, else ``SPARKBARRIER_DEVSTACK_<KEY>_PORT``). A mixin, so other
+    components (the HDFS) declare their ports in their own enum with the same rules."""
+
+    key: str
+    default: int
+
+    def __init__(self, key: str, default: int) -> None:
+        self.key = key
+        self.default = default
+
+    @property
+    def env(self) -> str:
+        """Environment variable that requests this port explicitly."""
+        return f"SPARKBARRIER_DEVSTACK_{self.key.upper()}_PORT"
+
+    @property
+    def flag(self) -> str:
+        """CLI flag that requests this port explicitly."""
+        return "--" + self.key.replace("_", "-") + "-port"
+
+
+P = TypeVar("P", bound=PortSpec)
+
+
+class Port(PortSpec, enum.Enum):
     """Every port the stack listens on (all bound to 127.0.0.1), with its default."""
 
     KAFKA = ("kafka", 9092)
@@ -67,20 +95,6 @@ class Port(enum.Enum):
     KAFKA_CLUSTER_CONTROLLER_1 = ("kafka_cluster_controller_1", 19192)
     KAFKA_CLUSTER_CONTROLLER_2 = ("kafka_cluster_controller_2", 19193)
     KAFKA_CLUSTER_CONTROLLER_3 = ("kafka_cluster_controller_3", 19194)
-
-    def __init__(self, key: str, default: int) -> None:
-        self.key = key
-        self.default = default
-
-    @property
-    def env(self) -> str:
-        """Environment variable that requests this port explicitly."""
-        return f"SPARKBARRIER_DEVSTACK_{self.key.upper()}_PORT"
-
-    @property
-    def flag(self) -> str:
-        """CLI flag that requests this port explicitly."""
-        return "--" + self.key.replace("_", "-") + "-port"
 
 
 @dataclass(frozen=True)
@@ -130,17 +144,20 @@ class Paths:
 
 
 def port_requests(
-    explicit: Mapping[Port, int | None] | None = None,
+    explicit: Mapping[P, int | None] | None = None,
     environ: Mapping[str, str] | None = None,
-) -> dict[Port, int | None]:
+    ports: Iterable[P] | None = None,
+) -> dict[P, int | None]:
     """Port → explicitly requested number (argument, else env), or None for "default".
 
-    Raises ``DevstackError`` for a value that is not a port number.
+    ``ports``: the enum to read (default :class:`Port`, the stack's). Raises
+    ``DevstackError`` for a value that is not a port number.
     """
     env = os.environ if environ is None else environ
     given = dict(explicit or {})
-    result: dict[Port, int | None] = {}
-    for port in Port:
+    result: dict[P, int | None] = {}
+    members = ports if ports is not None else cast("Iterable[P]", Port)
+    for port in members:
         value = given.get(port)
         if value is None and env.get(port.env):
             raw = env[port.env]

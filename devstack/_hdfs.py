@@ -34,7 +34,6 @@ import os
 import secrets
 import shlex
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -45,18 +44,19 @@ from xml.sax.saxutils import escape
 
 from .._exceptions import DevstackError
 from ..connectors._files import WEBHDFS_ENV
-from ._config import Paths
+from ._config import Paths, PortSpec, port_requests
 from ._jvm import Java, find_java, write_log4j_config
 from ._maven import Classpath, resolve_classpath
 from ._process import (
     ProcessRecord,
     ProcessStatus,
+    check_requested_ports,
+    choose_ports,
     died,
     is_ours,
     log_tail,
     marker_for,
     port_accepts,
-    port_is_free,
     spawn,
     stack_lock,
     stop_processes,
@@ -98,29 +98,18 @@ _QUIET_LOGGERS = ("org.apache.hadoop.hdfs.server.namenode.FSNamesystem.audit", "
                   "org.apache.hadoop.hdfs.server.datanode.fsdataset.impl.FsDatasetImpl")
 
 
-class HdfsPort(enum.Enum):
+class HdfsPort(PortSpec, enum.Enum):
     """The HDFS ports (all bound to 127.0.0.1), with their defaults: Hadoop 3's own, so
-    ``hdfs://127.0.0.1:9820`` and ``http://127.0.0.1:9870`` look familiar. Requested like
-    ``_config.Port``: argument, else ``SPARKBARRIER_DEVSTACK_<KEY>_PORT``; a busy
-    default is replaced by a free port, a busy request is an error."""
+    ``hdfs://127.0.0.1:9820`` and ``http://127.0.0.1:9870`` look familiar. Requested and
+    chosen as the stack's ``_config.Port`` are (``port_requests``, ``choose_ports``):
+    argument, else ``SPARKBARRIER_DEVSTACK_<KEY>_PORT``; a busy default is replaced by a
+    free port, a busy request is an error."""
 
     NAMENODE = ("hdfs_namenode", 9820)  # RPC: what hdfs:// URIs name
     NAMENODE_HTTP = ("hdfs_namenode_http", 9870)  # WebHDFS and /jmx
     DATANODE = ("hdfs_datanode", 9866)  # block transfer
     DATANODE_HTTP = ("hdfs_datanode_http", 9864)  # WebHDFS data: where CREATE and OPEN redirect
     DATANODE_IPC = ("hdfs_datanode_ipc", 9867)
-
-    def __init__(self, key: str, default: int) -> None:
-        self.key = key
-        self.default = default
-
-    @property
-    def env(self) -> str:
-        return f"SPARKBARRIER_DEVSTACK_{self.key.upper()}_PORT"
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.key.replace("_", "-") + "-port"
 
 
 _PROCESS_PORTS = {NAMENODE: (HdfsPort.NAMENODE, HdfsPort.NAMENODE_HTTP),
@@ -166,7 +155,7 @@ class Hdfs:
                  start_timeout_s: float = 180.0) -> None:
         self._environ = dict(os.environ if environ is None else environ)
         self.paths = Paths.resolve(home, cache, self._environ)
-        self._port_requests = _port_requests(ports or {}, self._environ)
+        self._port_requests = port_requests(ports or {}, self._environ, HdfsPort)
         self._start_timeout_s = start_timeout_s
 
     @property
@@ -242,19 +231,15 @@ class Hdfs:
 
     def _check_requested_ports(self, records: Mapping[str, ProcessRecord | None]) -> None:
         for name, record in records.items():
-            for port in _PROCESS_PORTS[name]:
-                wanted = self._port_requests[port]
-                if record is not None and wanted is not None and record.ports.get(port.key) != wanted:
-                    raise DevstackError(
-                        f"{name} already runs with {port.key} port {record.ports.get(port.key)}, "
-                        f"not the requested {wanted}",
-                        fix="run `python -m sparkbarrier.devstack hdfs down` first, or drop the port request")
+            if record is not None:
+                check_requested_ports(name, record, _PROCESS_PORTS[name], self._port_requests,
+                                      "python -m sparkbarrier.devstack hdfs down")
 
     def _start(self, deadline: float) -> HdfsEndpoints:
         started_at = time.monotonic()
         java = find_java(self._environ)
         classpath = resolve_classpath(NAME, self.paths, java)
-        ports = _choose_ports(self._port_requests)
+        ports = choose_ports(self._port_requests)
         conf = self._write_conf(ports)
         for name in NAMES:
             self._log(name).write_bytes(b"")
@@ -389,45 +374,6 @@ def _site_xml(settings: Mapping[str, object]) -> str:
     props = "".join(f"  <property><name>{escape(k)}</name><value>{escape(str(v))}</value></property>\n"
                     for k, v in settings.items())
     return f'<?xml version="1.0"?>\n<configuration>\n{props}</configuration>\n'
-
-
-def _port_requests(explicit: Mapping[HdfsPort, int], environ: Mapping[str, str]) -> dict[HdfsPort, int | None]:
-    result: dict[HdfsPort, int | None] = {}
-    for port in HdfsPort:
-        value = explicit.get(port)
-        raw = environ.get(port.env, "")
-        if value is None and raw:
-            if not raw.isdigit():
-                raise DevstackError(f"{port.env}={raw!r} is not a port number",
-                                    fix=f"set {port.env} to a number in 1..65535 or unset it")
-            value = int(raw)
-        if value is not None and not 0 < value < 65536:
-            raise DevstackError(f"port {value} for {port.key} is out of range",
-                                fix=f"pass {port.flag} a number in 1..65535")
-        result[port] = value
-    return result
-
-
-def _choose_ports(requests: Mapping[HdfsPort, int | None]) -> dict[HdfsPort, int]:
-    """Explicit requests must be free (else ``DevstackError``); busy defaults are replaced."""
-    chosen: dict[HdfsPort, int] = {}
-    for port, wanted in requests.items():
-        if wanted is not None:
-            if wanted in chosen.values() or not port_is_free(wanted):
-                raise DevstackError(f"port {wanted} requested for {port.key} is already in use",
-                                    fix=f"pass another {port.flag} (or {port.env}), or omit it to get a free one")
-            chosen[port] = wanted
-    for port, wanted in requests.items():
-        if wanted is None:
-            candidate = port.default
-            while candidate in chosen.values() or not port_is_free(candidate):
-                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                    sock.bind(("127.0.0.1", 0))
-                    candidate = int(sock.getsockname()[1])
-            if candidate != port.default:
-                log.info("port %d for %s is taken; using %d", port.default, port.key, candidate)
-            chosen[port] = candidate
-    return chosen
 
 
 # ---------------------------------------------------------------------- readiness

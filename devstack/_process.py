@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .._exceptions import DevstackError
-from ._config import Port
+from ._config import P
 
 __all__ = [
     "ProcessRecord",
@@ -262,9 +262,11 @@ def _free_port(avoid: set[int]) -> int:
     raise DevstackError("no free TCP port found on 127.0.0.1", fix="free some ports")
 
 
-def choose_ports(requests: Mapping[Port, int | None]) -> dict[Port, int]:
-    """Explicit requests must be free (else ``DevstackError``); busy defaults are replaced."""
-    chosen: dict[Port, int] = {}
+def choose_ports(requests: Mapping[P, int | None]) -> dict[P, int]:
+    """Explicit requests must be free (else ``DevstackError``); busy defaults are replaced.
+
+    For any port enum (``_config.Port``, the HDFS's ``HdfsPort``)."""
+    chosen: dict[P, int] = {}
     for port, wanted in requests.items():
         if wanted is not None:
             if wanted in chosen.values() or not port_is_free(wanted):
@@ -338,8 +340,8 @@ def stack_lock(run_dir: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def check_requested_ports(name: str, record: ProcessRecord, ports: Iterable[Port],
-                          requests: Mapping[Port, int | None], down: str) -> None:
+def check_requested_ports(name: str, record: ProcessRecord, ports: Iterable[P],
+                          requests: Mapping[P, int | None], down: str) -> None:
     """A running ``name`` must use the ports the caller asked for; else say how to fix it."""
     for port in ports:
         wanted = requests.get(port)

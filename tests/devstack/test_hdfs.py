@@ -20,7 +20,8 @@ import requests
 from devstack_helpers import run_cli
 
 from sparkbarrier.devstack import Devstack, DevstackError
-from sparkbarrier.devstack._hdfs import Hdfs, HdfsPort, _port_requests, _site
+from sparkbarrier.devstack._config import port_requests
+from sparkbarrier.devstack._hdfs import Hdfs, HdfsPort, _site
 
 _USER = {"user.name": "sparkbarrier-test"}
 
@@ -77,12 +78,12 @@ def test_every_address_is_loopback_and_the_settings_are_the_contract(tmp_path: P
 
 def test_ports_are_requested_by_argument_or_environment_and_checked() -> None:
     env = {HdfsPort.NAMENODE.env: "19820"}
-    assert _port_requests({}, env)[HdfsPort.NAMENODE] == 19820
-    assert _port_requests({HdfsPort.NAMENODE: 29820}, env)[HdfsPort.NAMENODE] == 29820
-    assert _port_requests({}, {})[HdfsPort.NAMENODE_HTTP] is None
+    assert port_requests({}, env, HdfsPort)[HdfsPort.NAMENODE] == 19820
+    assert port_requests({HdfsPort.NAMENODE: 29820}, env, HdfsPort)[HdfsPort.NAMENODE] == 29820
+    assert port_requests({}, {}, HdfsPort)[HdfsPort.NAMENODE_HTTP] is None
     assert HdfsPort.NAMENODE_HTTP.flag == "--hdfs-namenode-http-port"
     with pytest.raises(DevstackError, match="SPARKBARRIER_DEVSTACK_HDFS_DATANODE_PORT"):
-        _port_requests({}, {HdfsPort.DATANODE.env: "nine"})
+        port_requests({}, {HdfsPort.DATANODE.env: "nine"}, HdfsPort)
 
 
 @pytest.mark.hdfs
