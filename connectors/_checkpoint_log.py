@@ -22,10 +22,10 @@ import json
 from dataclasses import dataclass, field
 
 from .._exceptions import ConfigError, ProtocolError
-from ._files import Folder, folder, is_local
+from ._files import Folder, folder
 from ._kafka_offsets import SourceOffset
 
-__all__ = ["CheckpointLogStatus", "SparkBatch", "checkpoint_log_status", "local_checkpoint_dir", "planned_batch"]
+__all__ = ["CheckpointLogStatus", "SparkBatch", "checkpoint_log_status", "planned_batch"]
 
 
 @dataclass(frozen=True)
@@ -129,11 +129,6 @@ def checkpoint_log_status(location: str) -> CheckpointLogStatus:
     pending = [batches[b] for b in planned
                if b in batches and b not in done and (last is None or b > last.batch_id)]
     return CheckpointLogStatus(root.location, last, pending)
-
-
-def local_checkpoint_dir(location: str | None) -> str | None:
-    """``location`` when it is on the local disk (a path or ``file:``), else None."""
-    return location if location and is_local(location) else None
 
 
 def planned_batch(location: str | None, batch_id: int) -> SparkBatch | None:
