@@ -41,6 +41,7 @@ __all__ = [
     "KERBEROS_OPTION_SPECS",
     "READ_OPTION_SPECS",
     "SINK_OPTION_SPECS",
+    "SPARK_SINK_KEYS",
     "DeliveryGuarantee",
     "HBaseConnectionOptions",
     "HBaseReadOptions",
@@ -57,7 +58,7 @@ __all__ = [
 DEFAULT_COMMIT_TABLE = "sparkbarrier_commits"
 # Keys Spark itself puts into a sink's option map.
 # The checkpointed-sink adapter's own options (``checkpoint.*``) are the adapter's to check.
-_SPARK_KEYS = ("path", "checkpointLocation", "queryName", "checkpoint.state.location",
+SPARK_SINK_KEYS: tuple[str, ...] = ("path", "checkpointLocation", "queryName", "checkpoint.state.location",
                "checkpoint.state.allowMismatch")
 
 
@@ -375,7 +376,7 @@ def parse_connection_options(raw: Mapping[str, str], *,
 
 def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
     """Validate Spark's option map for the sink (driver, at query start)."""
-    v, _ = parse_options(raw, SINK_OPTION_SPECS, source_name="barrier-hbase sink", ignored=_SPARK_KEYS,
+    v, _ = parse_options(raw, SINK_OPTION_SPECS, source_name="barrier-hbase sink", ignored=SPARK_SINK_KEYS,
                          renamed=RENAMED_SINK_OPTIONS)
     return HBaseSinkOptions(
         **_shared_fields(v),
@@ -415,7 +416,7 @@ def parse_read_options(raw: Mapping[str, str]) -> HBaseReadOptions:
             raise ConfigError(
                 f"option {key!r} is the barrier-hbase sink's, not the reader's: the reader reads every column "
                 "the sink committed, mapped as the commit record says; choose columns with select()", option=key)
-    v, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader", ignored=_SPARK_KEYS)
+    v, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader", ignored=SPARK_SINK_KEYS)
     return HBaseReadOptions(
         **_shared_fields(v),
         as_of_batch=v["as.of.batch"],

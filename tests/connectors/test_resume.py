@@ -63,6 +63,11 @@ def test_offsets_come_back_as_starting_offsets_json(hbase_thrift, unique_name) -
     # The sink's own option map says the same (the positional host, port is a shorthand of it).
     options = {"hbase.thrift.host": f"{hbase_thrift[0]}:{hbase_thrift[1]}"}
     assert starting_offsets_from_sink(sink_id="s1", options=options, commit_table=table) == got
+    # The query's whole sink map works as it is: sink.id and commit.table come from it, the
+    # keys that only say how to write are passed over.
+    sink_map = {**options, "sink.id": "s1", "commit.table": table, "table": "t", "rowkey": "id",
+                "op.column": "op", "create.table": "true", "checkpointLocation": "/ckpt"}
+    assert starting_offsets_from_sink(options=sink_map) == got
 
 
 def test_commit_without_source_offsets_is_a_clear_error(hbase_thrift, unique_name) -> None:
@@ -223,3 +228,12 @@ def test_an_unknown_hbase_option_is_refused_naming_it() -> None:
     with pytest.raises(ConfigError, match="hbase.thrift.kerberos.client.keytabs") as info:
         starting_offsets_from_sink("localhost", 1, "s1", options={"hbase.thrift.kerberos.client.keytabs": "/k"})
     assert info.value.option == "hbase.thrift.kerberos.client.keytabs"
+
+
+def test_a_typo_in_the_sink_map_is_refused_and_its_ids_must_agree() -> None:
+    with pytest.raises(ConfigError, match="'rowkeys'") as info:
+        starting_offsets_from_sink(options={"hbase.thrift.host": "localhost:1", "sink.id": "s1", "rowkeys": "id"})
+    assert info.value.option == "rowkeys"
+    with pytest.raises(ConfigError, match="given twice") as info:
+        starting_offsets_from_sink(sink_id="s2", options={"hbase.thrift.host": "localhost:1", "sink.id": "s1"})
+    assert info.value.option == "sink.id"

@@ -26,6 +26,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
+from sparkbarrier.connectors import starting_offsets_from_sink
 from sparkbarrier.connectors.hbase import KerberosSettings
 from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
 
@@ -165,6 +166,13 @@ def test_pipeline_is_exactly_once_with_both_hops_on_kerberos(
     offsets = _group_offsets(kerberos_kafka.plaintext, group, topic)
     ends = {p: sum(1 for q, _ in first + second if q == p) for p in range(PARTITIONS)}
     assert {p: o for p, (o, _) in offsets.items()} == ends
+
+    # Resume reaches both Kerberized hops with the query's own options: HBase through the
+    # sink's map, Kafka through Spark's names (GSSAPI, keytab in the JAAS line).
+    kafka_options = {k: v for k, v in source.items() if k.startswith("kafka.") and k != "kafka.group.id"}
+    resumed = starting_offsets_from_sink(sink_id=table, options=read, commit_table=COMMITS,
+                                         kafka_options=kafka_options, topics=[topic])
+    assert json.loads(resumed) == {topic: {str(p): end for p, end in ends.items()}}
     for _, metadata in offsets.values():
         meta = json.loads(metadata)
         assert meta["src"] == "barrier-kafka" and meta["checkpointId"] >= 1, meta
