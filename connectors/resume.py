@@ -38,7 +38,8 @@ __all__ = ["starting_offsets_from_sink"]
 _BOOTSTRAP = "kafka.bootstrap.servers"
 # The sink's keys that say how to write, not where the commit record is.
 _CONNECTION = frozenset(spec.key.lower() for spec in CONNECTION_OPTION_SPECS)
-_SINK_ONLY = frozenset({spec.key.lower() for spec in SINK_OPTION_SPECS} | {k.lower() for k in SPARK_SINK_KEYS}) - _CONNECTION
+_SINK_ONLY = (frozenset({spec.key.lower() for spec in SINK_OPTION_SPECS} | {k.lower() for k in SPARK_SINK_KEYS})
+              - _CONNECTION)
 _NO_OFFSETS = (
     "the driver could not read the offsets of the query's Spark checkpoint (its offset log; for an "
     "hdfs:// checkpoint name the NameNode's WebHDFS address in SPARKBARRIER_WEBHDFS or the Hadoop "
