@@ -13,7 +13,8 @@ the other in each round (so the machine's load hits them alike), at
   of the same schema and size (no Kafka): what Spark's Python data source API costs on
   its own per batch (planner round trips to the Python planner, a Python worker per
   task, Arrow to rows), the floor under any Python source;
-* ``barrier-kafka -> noop``, ``barrier-kafka -> barrier-hbase`` and
+* ``barrier-kafka -> noop``, the same with ``kafkaConsumer.cacheTimeoutMs=0`` (a new
+  consumer per task: what the consumer pool saves), ``barrier-kafka -> barrier-hbase`` and
   ``jvm + commit_kafka_offsets -> barrier-hbase``.
 
 Printed per case: the median and p90 of Spark's ``triggerExecution`` per batch (warm-up
@@ -43,7 +44,7 @@ from bench_sink_batch_latency import produce  # noqa: E402
 
 WARMUP = 3
 PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "commitOffsets")
-CASES = ("jvm-noop", "floor-noop", "barrier-noop", "barrier-hbase", "jvm-commits-hbase")
+CASES = ("jvm-noop", "floor-noop", "barrier-noop", "barrier-noop-nocache", "barrier-hbase", "jvm-commits-hbase")
 
 
 def register_floor(spark: Any, rows_per_batch: int) -> None:
@@ -128,6 +129,8 @@ def start(spark: Any, case: str, ep: Any, rows: int, batches: int) -> tuple[Any,
                   .option("maxOffsetsPerTrigger", str(rows)))
         if fmt == "barrier-kafka":
             reader = reader.option("kafka.group.id", name)
+        if case == "barrier-noop-nocache":  # a consumer per task, as before the pool
+            reader = reader.option("kafkaConsumer.cacheTimeoutMs", "0")
         df = reader.load()
         if case == "jvm-commits-hbase":
             commits = sparkbarrier.commit_kafka_offsets(spark, name, {"kafka.bootstrap.servers": ep.kafka_bootstrap})
@@ -197,8 +200,11 @@ def main() -> None:
     ap.add_argument("--warmup-rounds", type=int, default=1,
                     help="rounds of every case run first and not reported (the JVM's JIT, pooled workers)")
     ap.add_argument("--first-batch", action="store_true")
+    ap.add_argument("--cases", default=",".join(CASES),
+                    help="comma-separated subset of the cases (jvm-noop and floor-noop always run)")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: one first-batch case in this process
     args = ap.parse_args()
+    cases = [c for c in CASES if c in {"jvm-noop", "floor-noop", *args.cases.split(",")}]
     if args.one:
         print(json.dumps({"case": args.one, "first_batch_s": first_batch(args.one, args.spark_kafka_jars,
                                                                           args.rows_per_batch)}))
@@ -206,7 +212,7 @@ def main() -> None:
     if args.first_batch:
         for round_ in range(1, args.rounds + 1):
             out = {}
-            for case in CASES:
+            for case in cases:
                 done = subprocess.run([sys.executable, __file__, "--spark-kafka-jars", args.spark_kafka_jars,
                                        "--rows-per-batch", str(args.rows_per_batch), "--one", case],
                                       capture_output=True, text=True, timeout=600, check=True)
@@ -223,10 +229,10 @@ def main() -> None:
     spark = session(args.spark_kafka_jars)
     register_floor(spark, args.rows_per_batch)
     for _ in range(args.warmup_rounds):
-        for case in CASES:
+        for case in cases:
             measure(spark, case, ep, args.rows_per_batch, 2)
     for round_ in range(1, args.rounds + 1):
-        results = {case: measure(spark, case, ep, args.rows_per_batch, args.batches) for case in CASES}
+        results = {case: measure(spark, case, ep, args.rows_per_batch, args.batches) for case in cases}
         base, floor = results["jvm-noop"]["median_ms"], results["floor-noop"]["median_ms"]
         for case, r in results.items():
             r["ratio_to_jvm_noop"] = round(r["median_ms"] / base, 2)

@@ -195,6 +195,10 @@ class _ConfluentFetcher:
         self._pending = []
         self._consumer.close()
 
+    def release(self) -> None:
+        """Closes: confluent-kafka's consumer is the fallback path, not pooled."""
+        self.close()
+
 
 def read_records(options: KafkaSourceOptions, part: KafkaRangePartition,
                  schema: pa.Schema) -> Iterator[pa.RecordBatch]:

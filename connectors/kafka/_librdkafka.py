@@ -206,18 +206,28 @@ class Fetcher(Protocol):
 
     def close(self) -> None: ...
 
+    def release(self) -> None:
+        """The range was read to its end: keep the client for the next range, or close it."""
+
 
 def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
               part: KafkaRangePartition) -> Iterator[pa.RecordBatch]:
-    """Yield the data records of ``part`` (no marker) as Arrow batches; closes ``fetcher``."""
+    """Yield the data records of ``part`` (no marker) as Arrow batches.
+
+    Ends with ``fetcher.release()`` when the range was read to its end, else (an error,
+    or the caller abandoned the generator) with ``fetcher.close()``: only a client that
+    finished cleanly may serve another range.
+    """
     errors = fetcher.errors
     # A lookup waits out a failover (leader election, broker restart), not just one
     # request: the driver saw the cluster answer when it planned this range.
     lookup_s = max(options.client_configs.get("request_timeout_ms", 30_000),
                    options.failover_timeout_ms) / 1000
+    finished = False
     try:
         pos = check_loss(options, part, part.start, earliest(fetcher, part, lookup_s))
         if pos >= part.end:
+            finished = True
             return
         fetcher.assign(pos)
         deadline = time.monotonic() + options.poll_timeout_ms / 1000
@@ -248,8 +258,12 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
                     batch = fetcher.take()
             if batch is not None:
                 yield batch
+        finished = True
     finally:
-        fetcher.close()
+        if finished:
+            fetcher.release()
+        else:
+            fetcher.close()
 
 
 def earliest(fetcher: Fetcher, part: KafkaRangePartition, timeout_s: float) -> int:

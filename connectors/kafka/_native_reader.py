@@ -21,20 +21,28 @@ import logging
 import time
 from collections.abc import Iterator
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from ..._exceptions import ConfigError, SourceError
 from ._failover import librdkafka_log_level
+from ._fetcher_pool import ConsumerPool
 from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, read_with, settings
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, build_batch, gone
 from ._secrets import SecretScrubber
 
-__all__ = ["available", "librdkafka_version", "read_records"]
+if TYPE_CHECKING:
+    from ._rdkafka_arrow import Fetcher as CompiledFetcher
+
+__all__ = ["POOL", "available", "librdkafka_version", "read_records"]
 
 log = logging.getLogger(__name__)
+
+# The compiled consumers idle in this Python worker between tasks (see ._fetcher_pool).
+POOL: ConsumerPool[CompiledFetcher] = ConsumerPool()
 
 # syslog severities (librdkafka's log levels) -> logging levels
 _LOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: logging.ERROR,
@@ -91,6 +99,12 @@ class _NativeFetcher:
         self.errors = ClientErrors(self._scrub)
         self._part, self._schema = part, schema
         config = [(k, _setting(v)) for k, v in settings(options).items()]
+        self._key = (tuple(config), part.topic, part.partition, options.include_headers)
+        self._idle_s = options.cache_timeout_ms / 1000
+        pooled = POOL.take(self._key)
+        if pooled is not None:
+            self._fetcher = pooled
+            return
         try:
             self._fetcher = Fetcher(config, part.topic, part.partition,
                                     options.include_headers)
@@ -168,6 +182,14 @@ class _NativeFetcher:
     def close(self) -> None:
         self._drain_client_events()
         self._fetcher.close()
+
+    def release(self) -> None:
+        self._drain_client_events()
+        if self.errors.permanent is not None:
+            self._fetcher.close()
+            return
+        self._fetcher.stop()
+        POOL.give(self._key, self._fetcher, self._idle_s)
 
 
 def read_records(options: KafkaSourceOptions, part: KafkaRangePartition,

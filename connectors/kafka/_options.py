@@ -113,6 +113,12 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("kafkaConsumer.pollTimeoutMs", parse_positive_int, 120_000,
                "Executor: give up (SourceError) when a planned range makes no progress "
                "for this many milliseconds.", type_name="int"),
+    OptionSpec("kafkaConsumer.cacheTimeoutMs", parse_non_negative_int, 300_000,
+               "Executor (`native` client): how long a consumer stays open in its Python "
+               "worker after a task, for the next task of the same partition: no new "
+               "client, bootstrap or connections per micro-batch (Spark's "
+               "`spark.kafka.consumer.cache.timeout`); an idle one fetches nothing. "
+               "0 closes it when the task ends.", type_name="int"),
     OptionSpec("kafkaConsumer.client", enum_parser(ConsumerClient), ConsumerClient.AUTO,
                "Executor: the client that reads records. `native`: librdkafka through "
                "sparkbarrier's compiled module, straight into Arrow buffers (fastest); "
@@ -175,6 +181,7 @@ class KafkaSourceOptions:
     barrier_markers: bool = False
     min_partitions: int | None = None
     poll_timeout_ms: int = 120_000
+    cache_timeout_ms: int = 300_000
     commit_offsets: bool = True
     fetch_offset_retries: int = 3
     fetch_offset_retry_interval_ms: int = 1000
@@ -317,6 +324,7 @@ def parse_declared_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
         barrier_markers=values["barrierMarkers"],
         min_partitions=values["minPartitions"],
         poll_timeout_ms=values["kafkaConsumer.pollTimeoutMs"],
+        cache_timeout_ms=values["kafkaConsumer.cacheTimeoutMs"],
         commit_offsets=commit,
         fetch_offset_retries=values["fetchOffset.numRetries"],
         fetch_offset_retry_interval_ms=values["fetchOffset.retryIntervalMs"],

@@ -327,6 +327,27 @@ static PyObject *Fetcher_assign(Fetcher *f, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+static PyObject *Fetcher_stop(Fetcher *f, PyObject *noargs) {
+    (void)noargs;
+    if (enter(f)) return NULL;
+    /* an idle Fetcher in the pool fetches nothing and holds no messages; its client,
+     * connections and metadata stay for the next range */
+    while (f->carry_from < f->carry_to) rd_kafka_message_destroy(f->msgs[f->carry_from++]);
+    int r = 0, started = f->started;
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+    Py_BEGIN_ALLOW_THREADS
+    if (started) r = rd_kafka_consume_stop(f->rkt, f->partition);
+    if (r) err = rd_kafka_last_error();
+    Py_END_ALLOW_THREADS
+    f->started = 0;
+    leave(f);
+    if (r) {
+        PyErr_Format(PyExc_RuntimeError, "stop failed: %s", rd_kafka_err2str(err));
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *Fetcher_position(Fetcher *f, PyObject *noargs) {
     (void)noargs;
     if (enter(f)) return NULL;
@@ -572,6 +593,7 @@ static PyMethodDef Fetcher_methods[] = {
     {"serve", (PyCFunction)Fetcher_serve, METH_VARARGS,
      "serve(timeout_ms): run error_cb for the client errors queued so far"},
     {"assign", (PyCFunction)Fetcher_assign, METH_VARARGS, "assign(offset)"},
+    {"stop", (PyCFunction)Fetcher_stop, METH_NOARGS, "stop(): fetch nothing more until assign()"},
     {"position", (PyCFunction)Fetcher_position, METH_NOARGS, "position() -> offset"},
     {"fetch", (PyCFunction)Fetcher_fetch, METH_VARARGS,
      "fetch(want, end, timeout_ms) -> (added, next_offset, hit_end, full, events)"},
