@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .._exceptions import ProtocolError
-from ..state._json import Json, json_int
+from ..state._json import Json, json_int, json_object
 
 __all__ = ["OFFSET_VERSION", "SourceOffset", "TopicPartition", "nest_offsets"]
 
@@ -120,10 +120,5 @@ def nest_offsets(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, i
 def _flat(nested: Json) -> dict[TopicPartition, int]:
     """The flat form of Spark's nested layout; TypeError/ValueError when it is not that layout."""
     return {TopicPartition(topic, int(part)): json_int(off)
-            for topic, parts in _object(nested).items() for part, off in _object(parts).items()}
-
-
-def _object(value: Json) -> Mapping[str, Json]:
-    if not isinstance(value, Mapping):
-        raise TypeError(f"expected a JSON object, got {type(value).__name__}")
-    return value
+            for topic, parts in json_object(nested, "offsets").items()
+            for part, off in json_object(parts, f"offsets of {topic!r}").items()}

@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
-__all__ = ["Json", "json_int", "parse_json"]
+__all__ = ["Json", "json_int", "json_object", "parse_json"]
 
 Json: TypeAlias = "bool | int | float | str | Sequence[Json] | Mapping[str, Json] | None"
 
@@ -27,6 +27,17 @@ Json: TypeAlias = "bool | int | float | str | Sequence[Json] | Mapping[str, Json
 def parse_json(text: str | bytes) -> Json:
     """``json.loads``, typed: raises what it raises (``ValueError``, ``UnicodeDecodeError``)."""
     value: Json = json.loads(text)
+    return value
+
+
+def json_object(value: Json, what: str) -> Mapping[str, Json]:
+    """``value`` as a JSON object; ``TypeError`` (naming ``what``) when it is not one.
+
+    ``TypeError`` is what indexing or ``.items()`` on the wrong JSON type raised before
+    the reads were typed, so a reader's existing ``except`` still applies.
+    """
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{what} is a {type(value).__name__}, not a JSON object")
     return value
 
 

@@ -24,7 +24,7 @@ from typing import Literal, overload
 
 from .._exceptions import CorruptStateError, ProtocolError, StateCompatibilityError
 from ._durable import SnapshotStore, read_checked, read_latest, remove_stale_temps, write_atomic, write_generation
-from ._json import Json, json_int
+from ._json import Json, json_int, json_object
 
 __all__ = ["LEDGER_FILE", "LEDGER_VERSION", "PendingCheckpoint", "PendingCheckpoints"]
 
@@ -98,16 +98,10 @@ class PendingCheckpoint:
         """The entry :meth:`to_json` wrote; ``TypeError``/``KeyError``/``ValueError`` on another layout."""
         return cls(
             checkpoint_id=json_int(data["checkpoint_id"]),
-            offsets=_frozen_str_map(_json_object(data["offsets"], "offsets"), "offsets", ints=True),
+            offsets=_frozen_str_map(json_object(data["offsets"], "offsets"), "offsets", ints=True),
             timestamp_ms=json_int(data["timestamp_ms"]),
-            metadata=_frozen_str_map(_json_object(data.get("metadata") or {}, "metadata"), "metadata", ints=False),
+            metadata=_frozen_str_map(json_object(data.get("metadata") or {}, "metadata"), "metadata", ints=False),
         )
-
-
-def _json_object(value: Json, what: str) -> Mapping[str, Json]:
-    if not isinstance(value, Mapping):
-        raise TypeError(f"{what} is a {type(value).__name__}, not a JSON object")
-    return value
 
 
 class PendingCheckpoints:
@@ -283,13 +277,13 @@ class PendingCheckpoints:
         if payload is None:
             return cls(max_pending or DEFAULT_MAX_PENDING, wanted)
         try:
-            saved = _json_object(payload, "the ledger")
+            saved = json_object(payload, "the ledger")
             version = saved["ledger_version"]
-            saved_identity = dict(_json_object(saved["identity"], "identity"))
+            saved_identity = dict(json_object(saved["identity"], "identity"))
             listed = saved["entries"]
             if not isinstance(listed, Sequence) or isinstance(listed, str):
                 raise TypeError(f"entries is a {type(listed).__name__}, not a JSON array")
-            entries = [PendingCheckpoint.from_json(_json_object(e, "an entry")) for e in listed]
+            entries = [PendingCheckpoint.from_json(json_object(e, "an entry")) for e in listed]
             newest = saved.get("newest_id")
             saved_max = json_int(saved["max_pending"])
         except (KeyError, TypeError, ValueError) as exc:
