@@ -28,13 +28,13 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, overload
 
 from ._endpoints import HBASE_ENV, KAFKA_ENV
 from ._exceptions import ConfigError, SparkBarrierError
 
 if TYPE_CHECKING:  # the connectors import pyspark and the clients: only when a command runs
-    from .connectors.hbase import SinkStatus
+    from .connectors.hbase import CellLineage, SinkStatus
     from .connectors.kafka import CheckpointLogStatus, GroupStatus
 
 __all__ = ["main"]
@@ -117,8 +117,20 @@ class _UsageError(Exception):
     pass
 
 
-def as_json(obj: Any) -> Any:
-    """Plain JSON form of the status dataclasses (for ``--json``)."""
+@overload
+def as_json(obj: None) -> None: ...
+
+
+@overload
+def as_json(obj: GroupStatus | SinkStatus | CheckpointLogStatus | CellLineage) -> dict[str, object]: ...
+
+
+def as_json(obj: GroupStatus | SinkStatus | CheckpointLogStatus | CellLineage | None) -> dict[str, object] | None:
+    """Plain JSON form of the status dataclasses (for ``--json``).
+
+    Values are what ``asdict`` gives, not yet :data:`~.state._json.Json`: a cell's value
+    is still bytes, which the caller encodes.
+    """
     if obj is None:
         return None
     data = asdict(obj)
@@ -144,7 +156,7 @@ def _when(ms: int | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
+def _table(headers: list[str], rows: Sequence[Sequence[object]]) -> str:
     cells = [headers] + [["-" if v is None else str(v) for v in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True)))
@@ -186,37 +198,38 @@ def _status(args: argparse.Namespace) -> int:
 
     if not (args.group or args.sink_id or args.checkpoint_location):
         raise _UsageError("status needs --group, --sink-id and/or --checkpoint-location")
-    out: dict[str, Any] = {}
+    group: GroupStatus | None = None
+    sink: SinkStatus | None = None
+    log: CheckpointLogStatus | None = None
     if args.group:
         bootstrap = _endpoint(args.bootstrap, KAFKA_ENV, "Kafka (--bootstrap)")
         settings = client_settings(_properties(args.command_config, "--command-config")) if args.command_config else {}
-        out["group"] = group_status(bootstrap, args.group, args.topic, settings,
-                                    allow_empty=bool(args.checkpoint_location))
+        group = group_status(bootstrap, args.group, args.topic, settings, allow_empty=bool(args.checkpoint_location))
     elif args.topic:
         raise _UsageError("--topic needs --group")
     if args.sink_id:
         sink = sink_status(None, None, args.sink_id, _commit_table(args), options=_hbase_options(args))
         if args.table and sink.table != args.table:
             raise SparkBarrierError(f"sink {args.sink_id!r} writes table {sink.table!r}, not {args.table!r}")
-        out["sink"] = sink
     if args.checkpoint_location:
-        out["checkpoint_log"] = checkpoint_log_status(args.checkpoint_location)
-    behind = _group_behind(out.get("group"), out.get("checkpoint_log"))
+        log = checkpoint_log_status(args.checkpoint_location)
+    behind = _group_behind(group, log)
     if args.json:
-        payload = {k: as_json(v) for k, v in out.items()}
-        if "group" in out and "checkpoint_log" in out:
+        payload: dict[str, object] = {k: as_json(v) for k, v in
+                                      (("group", group), ("sink", sink), ("checkpoint_log", log)) if v is not None}
+        if group is not None and log is not None:
             payload["group_behind_checkpoint"] = behind
-        if "checkpoint_log" not in out:
+        if log is None:
             payload["pending_checkpoints"] = None  # not readable without Spark's checkpoint dir
         print(json.dumps(payload, indent=2, sort_keys=True))
         return 0
     parts = []
-    if "group" in out:
-        parts.append(_render_group(out["group"]))
-    if "sink" in out:
-        parts.append(_render_sink(out["sink"]))
-    if "checkpoint_log" in out:
-        parts.append(_render_log(out["checkpoint_log"]))
+    if group is not None:
+        parts.append(_render_group(group))
+    if sink is not None:
+        parts.append(_render_sink(sink))
+    if log is not None:
+        parts.append(_render_log(log))
         if behind:
             parts.append(behind)
     else:

@@ -200,7 +200,7 @@ class TwoPhaseCommitSink(CheckpointedSink, Generic[Txn]):
     """
 
     context: SinkContext | None = None
-    _txn: Any = None
+    _txn: Txn | None = None
 
     # -- executor ----------------------------------------------------------
 

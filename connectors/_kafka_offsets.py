@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from .._exceptions import ProtocolError
+from ..state._json import Json, json_int, json_object
 
 __all__ = ["OFFSET_VERSION", "SourceOffset", "TopicPartition", "nest_offsets"]
 
@@ -78,8 +78,8 @@ class SourceOffset:
         object.__setattr__(self, "offsets", dict(sorted(self.offsets.items())))
         object.__setattr__(self, "starts", dict(sorted(self.starts.items())))
 
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
+    def to_json(self) -> dict[str, Json]:
+        data: dict[str, Json] = {
             "version": OFFSET_VERSION,
             "checkpointId": self.checkpoint_id,
             "timestampMs": self.timestamp_ms,
@@ -90,7 +90,7 @@ class SourceOffset:
         return data
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SourceOffset:
+    def from_json(cls, data: Mapping[str, Json]) -> SourceOffset:
         version = data.get("version")
         if version != OFFSET_VERSION:
             raise ProtocolError(
@@ -99,7 +99,7 @@ class SourceOffset:
                 f"source or a newer sparkbarrier?"
             )
         try:
-            return cls(int(data["checkpointId"]), int(data["timestampMs"]),
+            return cls(json_int(data["checkpointId"]), json_int(data["timestampMs"]),
                        _flat(data["offsets"]), _flat(data.get("starts", {})))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ProtocolError(f"malformed barrier-kafka offset: {exc!r}") from None
@@ -117,6 +117,8 @@ def nest_offsets(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, i
     return nested
 
 
-def _flat(nested: Mapping[str, Mapping[str, Any]]) -> dict[TopicPartition, int]:
-    return {TopicPartition(topic, int(part)): int(off)
-            for topic, parts in nested.items() for part, off in parts.items()}
+def _flat(nested: Json) -> dict[TopicPartition, int]:
+    """The flat form of Spark's nested layout; TypeError/ValueError when it is not that layout."""
+    return {TopicPartition(topic, int(part)): json_int(off)
+            for topic, parts in json_object(nested, "offsets").items()
+            for part, off in json_object(parts, f"offsets of {topic!r}").items()}

@@ -12,7 +12,7 @@ import enum
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from .._exceptions import ConfigError
 
@@ -173,6 +173,9 @@ def parse_timestamp_ms(key: str, raw: str) -> int:
 
 E = TypeVar("E", bound=enum.Enum)
 
+OptionValue: TypeAlias = bool | int | str | enum.Enum | None
+"""What a spec's parser returns (and its default is): the parsers above, or an enum member."""
+
 
 def enum_choices(cls: type[enum.Enum]) -> tuple[str, ...]:
     """The accepted spellings of a choice option: the enum's values, in order."""
@@ -198,8 +201,8 @@ class OptionSpec:
     """One option: its key (as documented), how to parse it, its default, its meaning."""
 
     key: str
-    parse: Callable[[str, str], Any]
-    default: Any
+    parse: Callable[[str, str], OptionValue]
+    default: OptionValue
     description: str
     required: bool = False
     type_name: str = "string"
@@ -209,7 +212,7 @@ class OptionSpec:
         if self.type_name not in TYPE_NAMES:
             raise ValueError(f"option spec {self.key!r}: type_name {self.type_name!r} is not one of {TYPE_NAMES}")
 
-    def convert(self, raw: str) -> Any:
+    def convert(self, raw: str) -> OptionValue:
         if self.choices:
             low = raw.strip().lower()
             if low not in self.choices:
@@ -280,6 +283,7 @@ def options_table(specs: Iterable[OptionSpec]) -> str:
     """A Markdown table of the options, for docs/options.md and its siblings (generated, never hand-written)."""
     lines = ["| option | type | default | meaning |", "| --- | --- | --- | --- |"]
     for s in specs:
+        shown: object
         if isinstance(s.default, bool):
             shown = str(s.default).lower()
         elif isinstance(s.default, enum.Enum):

@@ -24,9 +24,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from .._exceptions import CorruptStateError
+from ._json import Json, parse_json
 
 __all__ = [
     "ENVELOPE_VERSION",
@@ -56,7 +57,7 @@ class SnapshotStore(Protocol):
     def delete(self, name: str) -> None: ...
 
 
-def _envelope(payload: Any) -> bytes:
+def _envelope(payload: Json) -> bytes:
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     envelope = {
         "version": ENVELOPE_VERSION,
@@ -66,8 +67,8 @@ def _envelope(payload: Any) -> bytes:
     return json.dumps(envelope).encode("utf-8")
 
 
-def write_atomic(path: str | os.PathLike[str], payload: Any) -> None:
-    """Replace ``path`` with ``payload`` (JSON-able) in one atomic step."""
+def write_atomic(path: str | os.PathLike[str], payload: Json) -> None:
+    """Replace ``path`` with ``payload`` in one atomic step."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     data = _envelope(payload)
@@ -96,7 +97,7 @@ def _fsync_dir(directory: Path) -> None:
         os.close(dir_fd)
 
 
-def read_checked(path: str | os.PathLike[str]) -> Any | None:
+def read_checked(path: str | os.PathLike[str]) -> Json | None:
     """The payload stored at ``path``, or None when there is no file.
 
     Raises :class:`CorruptStateError` when the envelope is unreadable, has an
@@ -110,7 +111,7 @@ def read_checked(path: str | os.PathLike[str]) -> Any | None:
     return _open_envelope(raw, str(target))
 
 
-def _open_envelope(raw: bytes, target: str) -> Any:
+def _open_envelope(raw: bytes, target: str) -> Json:
     try:
         envelope = json.loads(raw)
         version = envelope["version"]
@@ -131,7 +132,7 @@ def _open_envelope(raw: bytes, target: str) -> Any:
             "restore from Spark's checkpoint or delete the file to start over",
             path=str(target),
         )
-    return json.loads(text)
+    return parse_json(text)
 
 
 def remove_stale_temps(path: str | os.PathLike[str]) -> int:
@@ -155,7 +156,7 @@ def _generation(name: str, stem: str) -> int | None:
     return None
 
 
-def read_latest(store: SnapshotStore, stem: str) -> tuple[int, Any] | None:
+def read_latest(store: SnapshotStore, stem: str) -> tuple[int, Json] | None:
     """``(generation, payload)`` of the newest generation of ``stem`` in ``store``, or None.
 
     Raises :class:`CorruptStateError` when that file fails its checksum: an older
@@ -172,7 +173,7 @@ def read_latest(store: SnapshotStore, stem: str) -> tuple[int, Any] | None:
     return generations[-1], _open_envelope(raw, f"{store.location}/{name}")
 
 
-def write_generation(store: SnapshotStore, stem: str, payload: Any, after: int) -> int:
+def write_generation(store: SnapshotStore, stem: str, payload: Json, after: int) -> int:
     """Save ``payload`` as the generation after ``after``; returns it. Keeps the last few.
 
     Creating never replaces: if that generation exists (another process saved meanwhile),

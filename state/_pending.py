@@ -16,14 +16,15 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Literal, overload
 
 from .._exceptions import CorruptStateError, ProtocolError, StateCompatibilityError
 from ._durable import SnapshotStore, read_checked, read_latest, remove_stale_temps, write_atomic, write_generation
+from ._json import Json, json_int, json_object
 
 __all__ = ["LEDGER_FILE", "LEDGER_VERSION", "PendingCheckpoint", "PendingCheckpoints"]
 
@@ -35,8 +36,22 @@ LEDGER_VERSION = 1
 DEFAULT_MAX_PENDING = 100
 
 
-def _frozen_str_map(value: Mapping[str, Any] | None, what: str, *, ints: bool) -> Mapping[str, Any]:
-    out: dict[str, Any] = {}
+@overload
+def _frozen_str_map(value: Mapping[str, object] | None, what: str, *, ints: Literal[True]) -> Mapping[str, int]: ...
+
+
+@overload
+def _frozen_str_map(value: Mapping[str, object] | None, what: str, *, ints: Literal[False]) -> Mapping[str, str]: ...
+
+
+def _frozen_str_map(value: Mapping[str, object] | None, what: str, *,
+                    ints: bool) -> Mapping[str, object]:
+    """A read-only copy of ``value`` after checking every key and value at run time.
+
+    Typed as taking any values because it is the check: callers pass what a caller or
+    a parsed file handed them.
+    """
+    out: dict[str, object] = {}
     for key, item in (value or {}).items():
         if not isinstance(key, str):
             raise ProtocolError(f"{what} keys must be str, got {key!r}")
@@ -66,11 +81,11 @@ class PendingCheckpoint:
         object.__setattr__(self, "offsets", _frozen_str_map(self.offsets, "offsets", ints=True))
         object.__setattr__(self, "metadata", _frozen_str_map(self.metadata, "metadata", ints=False))
 
-    def __reduce__(self) -> tuple[Any, ...]:
+    def __reduce__(self) -> tuple[Callable[[Mapping[str, Json]], PendingCheckpoint], tuple[dict[str, Json]]]:
         # mappingproxy does not pickle; rebuild from the JSON form instead.
         return (PendingCheckpoint.from_json, (self.to_json(),))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Json]:
         return {
             "checkpoint_id": self.checkpoint_id,
             "offsets": dict(self.offsets),
@@ -79,12 +94,13 @@ class PendingCheckpoint:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> PendingCheckpoint:
+    def from_json(cls, data: Mapping[str, Json]) -> PendingCheckpoint:
+        """The entry :meth:`to_json` wrote; ``TypeError``/``KeyError``/``ValueError`` on another layout."""
         return cls(
-            checkpoint_id=data["checkpoint_id"],
-            offsets=data["offsets"],
-            timestamp_ms=data["timestamp_ms"],
-            metadata=data.get("metadata") or {},
+            checkpoint_id=json_int(data["checkpoint_id"]),
+            offsets=_frozen_str_map(json_object(data["offsets"], "offsets"), "offsets", ints=True),
+            timestamp_ms=json_int(data["timestamp_ms"]),
+            metadata=_frozen_str_map(json_object(data.get("metadata") or {}, "metadata"), "metadata", ints=False),
         )
 
 
@@ -219,7 +235,7 @@ class PendingCheckpoints:
         """
         with self._save_lock:
             with self._lock:
-                payload = {
+                payload: dict[str, Json] = {
                     "ledger_version": LEDGER_VERSION,
                     "identity": dict(self._identity),
                     "max_pending": self._max_pending,
@@ -261,11 +277,15 @@ class PendingCheckpoints:
         if payload is None:
             return cls(max_pending or DEFAULT_MAX_PENDING, wanted)
         try:
-            version = payload["ledger_version"]
-            saved_identity = dict(payload["identity"])
-            entries = [PendingCheckpoint.from_json(e) for e in payload["entries"]]
-            newest = payload.get("newest_id")
-            saved_max = int(payload["max_pending"])
+            saved = json_object(payload, "the ledger")
+            version = saved["ledger_version"]
+            saved_identity = dict(json_object(saved["identity"], "identity"))
+            listed = saved["entries"]
+            if not isinstance(listed, Sequence) or isinstance(listed, str):
+                raise TypeError(f"entries is a {type(listed).__name__}, not a JSON array")
+            entries = [PendingCheckpoint.from_json(json_object(e, "an entry")) for e in listed]
+            newest = saved.get("newest_id")
+            saved_max = json_int(saved["max_pending"])
         except (KeyError, TypeError, ValueError) as exc:
             raise CorruptStateError(f"ledger {path} has an unexpected layout: {exc}", path=str(path)) from exc
         if version != LEDGER_VERSION:
@@ -284,5 +304,5 @@ class PendingCheckpoints:
         ledger = cls(max_pending or saved_max, wanted)
         ledger._generation = generation
         ledger._entries = entries[-ledger._max_pending :]
-        ledger._newest_id = int(newest) if newest is not None else None
+        ledger._newest_id = json_int(newest) if newest is not None else None
         return ledger

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..._exceptions import ConfigError, SinkError
+from ...state._json import Json
 from ._connection import HBaseConnection
 from ._errors import SERVER_ERRORS, refused
 from ._thrift2 import FamilySpec, KeepDeletedCells, Thrift2Admin
@@ -56,7 +57,7 @@ class DeletedCellsNotice:
     families: tuple[str, ...]
     why: str
 
-    def key(self) -> dict[str, object]:
+    def key(self) -> dict[str, Json]:
         """What makes two notices the same news: the table and the families the fix names.
 
         ``why`` is left out: "created through Thrift1" and "cannot be checked over

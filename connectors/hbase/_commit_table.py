@@ -27,10 +27,12 @@ query from what the sink holds.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 from ..._exceptions import ProtocolError
+from ...state._json import Json, parse_json
 from ._connection import HBaseConnection
 from ._errors import SERVER_ERRORS, refusals, refused
 from ._thrift_types import Thrift1Connection
@@ -64,7 +66,7 @@ _HISTORY_SEP = b"\x00"
 _R = TypeVar("_R", bound="_JsonRecord")
 
 
-def _check_version(obj: dict[str, Any], what: str) -> None:
+def _check_version(obj: Mapping[str, Json], what: str) -> None:
     if obj.get("version") != RECORD_VERSION:
         raise ProtocolError(
             f"{what} has version {obj.get('version')!r}; this build reads version {RECORD_VERSION}"
@@ -155,7 +157,7 @@ class AttemptRecord(_JsonRecord):
 def _build(cls: type[_R], raw: bytes, what: str) -> _R:
     """Parse and version-check one record; every malformed record is a ProtocolError."""
     try:
-        obj = json.loads(raw)
+        obj = parse_json(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"{what} is not valid JSON: {exc}") from exc
     if not isinstance(obj, dict):

@@ -27,6 +27,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from ..._exceptions import FencedError, ProtocolError, SinkError
 from ...barrier._sink import merge_offsets
+from ...state._json import Json
 from ._attempts import Placement, place
 from ._commit_table import (
     ATTEMPT_COLUMN,
@@ -209,7 +210,8 @@ class Committer:
                 f"Let one flush net more of a key's changes: raise sink.buffer-flush.max-rows (now "
                 f"{first.flush_rows}) or sink.buffer-flush.max-size (now {first.flush_bytes}), or lower the "
                 f"source's maxOffsetsPerTrigger so a batch needs fewer flushes")
-        key = {"query": first.query_id, "flush_rows": first.flush_rows, "flush_bytes": first.flush_bytes}
+        key: dict[str, Json] = {"query": first.query_id, "flush_rows": first.flush_rows,
+                                "flush_bytes": first.flush_bytes}
         try:
             news = first_notice(self._conn, self._commit_table, first.sink_id, HELD_KEYS_NOTICE, key)
         except SinkError as exc:  # the batch is committed: a log line must not fail it

@@ -24,9 +24,9 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any
 
 from ..._exceptions import ProtocolError
+from ...state._json import Json, parse_json
 from ._commit_table import COMMIT_FAMILY, RECORD_VERSION, check_and_put
 from ._connection import HBaseConnection
 from ._errors import refusals
@@ -40,7 +40,7 @@ def notice_column(kind: str) -> bytes:
     return f"{COMMIT_FAMILY}:notice-{kind}".encode()
 
 
-def _encode(key: Mapping[str, Any]) -> bytes:
+def _encode(key: Mapping[str, Json]) -> bytes:
     """The cell's bytes; ``by`` is unique per writer, so :func:`check_and_put`'s "the cell
     already holds my value" (its answer to a transport retry) is never true for a rival
     that wrote the same key."""
@@ -48,14 +48,14 @@ def _encode(key: Mapping[str, Any]) -> bytes:
                       sort_keys=True, separators=(",", ":")).encode()
 
 
-def _decode(raw: bytes) -> dict[str, Any]:
+def _decode(raw: bytes) -> dict[str, Json]:
     try:
-        obj = json.loads(raw)
+        obj = parse_json(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"notice record is not valid JSON: {exc}") from exc
-    if not isinstance(obj, dict) or obj.get("version") != RECORD_VERSION or not isinstance(obj.get("key"), dict):
+    key = obj.get("key") if isinstance(obj, dict) else None
+    if not isinstance(obj, dict) or obj.get("version") != RECORD_VERSION or not isinstance(key, dict):
         raise ProtocolError(f"notice record {raw[:200]!r} is not a version {RECORD_VERSION} notice")
-    key: dict[str, Any] = obj["key"]  # json: checked to be a dict above
     return key
 
 
@@ -66,7 +66,7 @@ def _read(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes)
 
 
 def first_notice(conn: HBaseConnection, commit_table: str, sink_id: str, kind: str,
-                 key: Mapping[str, Any]) -> bool:
+                 key: Mapping[str, Json]) -> bool:
     """True for the one caller that records ``key`` as the sink's last ``kind`` notice.
 
     Idempotent per key: once the cell holds ``key``, every caller gets False. A cell

@@ -44,6 +44,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 
 from ..._exceptions import ConfigError
 from ..._faults import fault_point
+from ...state._json import json_int, json_object, parse_json
 from ._background_commits import BackgroundCommits
 from ._client_config import kafka_python_configs
 from ._metrics import SourceMetrics
@@ -81,9 +82,9 @@ def kafka_source_offsets(sources: list[tuple[str, str | None]]) -> dict[TopicPar
         if not description.startswith(_KAFKA_DESCRIPTIONS) or not end:
             continue
         try:
-            parsed = json.loads(end)
-            pairs = [(TopicPartition(topic, int(p)), int(off))
-                     for topic, parts in parsed.items() for p, off in parts.items()]
+            pairs = [(TopicPartition(topic, int(p)), json_int(off))
+                     for topic, parts in json_object(parse_json(end), "end offsets").items()
+                     for p, off in json_object(parts, topic).items()]
         except (ValueError, AttributeError, TypeError):
             log.warning("spark-kafka: cannot read end offsets of source %s", description)
             continue

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._exceptions import ConfigError
+from ...state._json import Json, parse_json
 from .._options import (
     OptionSpec,
     enum_choices,
@@ -213,21 +214,22 @@ class KafkaSourceOptions:
         return {k: v for k, v in self.consumer_configs().items() if k in allowed}
 
 
-def _json(key: str, raw: str) -> Any:
+def _json(key: str, raw: str) -> Json:
     try:
-        return json.loads(raw)
+        return parse_json(raw)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"option {key!r} must be JSON ({exc.msg} at char {exc.pos})",
                           option=key) from None
 
 
-def _per_partition(key: str, raw: str) -> dict[TopicPartition, Any]:
+def _per_partition(key: str, raw: str) -> dict[TopicPartition, Json]:
     data = _json(key, raw)
-    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+    topics = {t: parts for t, parts in data.items() if isinstance(parts, dict)} if isinstance(data, dict) else {}
+    if not isinstance(data, dict) or len(topics) != len(data):
         raise ConfigError(f"option {key!r} must look like {{\"topic\": {{\"0\": 42}}}}",
                           option=key)
-    out: dict[TopicPartition, Any] = {}
-    for topic, parts in data.items():
+    out: dict[TopicPartition, Json] = {}
+    for topic, parts in topics.items():
         for part, value in parts.items():
             if not str(part).isdigit():
                 raise ConfigError(f"option {key!r}: partition {part!r} of {topic!r} is not a "
@@ -243,7 +245,9 @@ def _parse_assign(raw: str) -> tuple[TopicPartition, ...]:
         for v in data.values()
     ):
         raise ConfigError('option \'assign\' must look like {"topic": [0, 1]}', option="assign")
-    return tuple(sorted(TopicPartition(t, p) for t, parts in data.items() for p in parts))
+    # The filters repeat the check above for the type checker; they drop nothing.
+    return tuple(sorted(TopicPartition(t, p) for t, parts in data.items() if isinstance(parts, list)
+                        for p in parts if isinstance(p, int)))
 
 
 def parse_declared_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
@@ -344,11 +348,12 @@ def _start_kind(
         return StartKind.TIMESTAMP, {}, {}
     if "startingOffsetsByTimestamp" in starts:
         key = "startingOffsetsByTimestamp"
-        by_ts = _per_partition(key, values[key])
-        for tp, ts in by_ts.items():
+        by_ts: dict[TopicPartition, int] = {}
+        for tp, ts in _per_partition(key, values[key]).items():
             if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
                 raise ConfigError(f"option {key!r}: timestamp for {tp} must be epoch ms >= 0, "
                                   f"got {ts!r}", option=key)
+            by_ts[tp] = ts
         return StartKind.BY_TIMESTAMP, {}, by_ts
     raw = values["startingOffsets"].strip()
     simple = {"earliest": StartKind.EARLIEST, "latest": StartKind.LATEST, "group": StartKind.GROUP}
