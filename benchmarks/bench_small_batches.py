@@ -14,7 +14,11 @@ the other in each round (so the machine's load hits them alike), at
   its own per batch (planner round trips to the Python planner, a Python worker per
   task, Arrow to rows), the floor under any Python source;
 * ``barrier-kafka -> noop``, the same with ``kafkaConsumer.cacheTimeoutMs=0`` (a new
-  consumer per task: what the consumer pool saves), ``barrier-kafka -> barrier-hbase`` and
+  consumer per task: what the consumer pool saves);
+* ``barrier-kafka -> floor sink``: a Python streaming sink that reads its batches and
+  commits nothing: what Spark's Python sink API costs on its own (a second Python worker
+  per task, the commit runner on the driver), the floor under any Python sink;
+* ``barrier-kafka -> barrier-hbase`` and
   ``jvm + commit_kafka_offsets -> barrier-hbase``.
 
 Printed per case: the median and p90 of Spark's ``triggerExecution`` per batch (warm-up
@@ -44,7 +48,8 @@ from bench_sink_batch_latency import produce  # noqa: E402
 
 WARMUP = 3
 PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "commitOffsets")
-CASES = ("jvm-noop", "floor-noop", "barrier-noop", "barrier-noop-nocache", "barrier-hbase", "jvm-commits-hbase")
+CASES = ("jvm-noop", "floor-noop", "barrier-noop", "barrier-noop-nocache", "barrier-floorsink", "barrier-hbase",
+         "jvm-commits-hbase")
 
 
 def register_floor(spark: Any, rows_per_batch: int) -> None:
@@ -113,6 +118,33 @@ def session(jars: str) -> Any:
     return spark
 
 
+def register_floor_sink(spark: Any) -> None:
+    """``format("bench-small-floor-sink")``: takes every row, stores nothing, commits nothing."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+
+    class _Writer(DataSourceStreamArrowWriter):
+        def write(self, iterator):
+            for _ in iterator:
+                pass
+            return WriterCommitMessage()
+
+        def commit(self, messages, batchId) -> None:
+            pass
+
+        def abort(self, messages, batchId) -> None:
+            pass
+
+    class _Sink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench-small-floor-sink"
+
+        def streamWriter(self, schema, overwrite):
+            return _Writer()
+
+    spark.dataSource.register(_Sink)
+
+
 def start(spark: Any, case: str, ep: Any, rows: int, batches: int) -> tuple[Any, Any]:
     """The query of ``case`` on a fresh topic (and the commit listener, if any)."""
     import sparkbarrier
@@ -134,7 +166,10 @@ def start(spark: Any, case: str, ep: Any, rows: int, batches: int) -> tuple[Any,
         df = reader.load()
         if case == "jvm-commits-hbase":
             commits = sparkbarrier.commit_kafka_offsets(spark, name, {"kafka.bootstrap.servers": ep.kafka_bootstrap})
-    if case.endswith("hbase"):
+    if case.endswith("floorsink"):
+        writer = (df.selectExpr("CAST(key AS STRING) AS id", "CAST(value AS STRING) AS v").writeStream
+                  .format("bench-small-floor-sink"))
+    elif case.endswith("hbase"):
         writer = (df.selectExpr("CAST(key AS STRING) AS id", "CAST(value AS STRING) AS v").writeStream
                   .format("barrier-hbase").option("hbase.thrift.host", ep.hbase_thrift[0])
                   .option("hbase.thrift.port", str(ep.hbase_thrift[1]))
@@ -175,6 +210,7 @@ def first_batch(case: str, jars: str, rows: int) -> float:
     ep = Devstack().up()
     spark = session(jars)
     register_floor(spark, rows)
+    register_floor_sink(spark)
     t0 = time.monotonic()
     query, commits = start(spark, case, ep, rows, 1)
     try:
@@ -228,6 +264,7 @@ def main() -> None:
     ep = Devstack().up()
     spark = session(args.spark_kafka_jars)
     register_floor(spark, args.rows_per_batch)
+    register_floor_sink(spark)
     for _ in range(args.warmup_rounds):
         for case in cases:
             measure(spark, case, ep, args.rows_per_batch, 2)

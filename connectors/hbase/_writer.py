@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from typing import Any, cast
+from typing import cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -166,13 +167,22 @@ class HBaseTaskWriter:
 
 
 def _row_sizes(data: pa.RecordBatch, layout: SinkLayout, n: int) -> list[int]:
-    """Approximate bytes per row (values + column names), computed column-wise."""
-    fixed = len(layout.targets) * 16 + 16
-    total: Any = pa.array([fixed] * n, pa.int64())
+    """Approximate bytes per row (values + column names), computed column-wise.
+
+    From the columns' offset buffers with numpy, not pyarrow compute with Python
+    scalars: those go through pyarrow's pandas shim, which imports pandas into the
+    Python worker on its first batch (see ``_encoding._fixed``). A null's length counts
+    as whatever its offsets say (zero as Arrow writers make it): sizes only decide when
+    to flush.
+    """
+    total = np.full(n, len(layout.targets) * 16 + 16, dtype=np.int64)
     for name in [layout.rowkey] + [t.name for t in layout.targets]:
         col = data.column(name)
-        if pa.types.is_string(col.type) or pa.types.is_binary(col.type):
-            total = pc.add(total, pc.binary_length(col).fill_null(0).cast(pa.int64()))
+        kind = col.type
+        if pa.types.is_string(kind) or pa.types.is_binary(kind):
+            total += np.diff(np.frombuffer(col.buffers()[1], dtype=np.int32, count=col.offset + n + 1)[col.offset:])
+        elif pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
+            total += np.diff(np.frombuffer(col.buffers()[1], dtype=np.int64, count=col.offset + n + 1)[col.offset:])
         else:
-            total = pc.add(total, 8)
-    return cast("list[int]", total.to_pylist())  # pyarrow: untyped
+            total += 8
+    return cast("list[int]", total.tolist())
