@@ -209,9 +209,8 @@ class OptionValues(Mapping[str, OptionValue]):
     """The parsed values of one :func:`parse_options` call, read through typed accessors.
 
     A spec's parser fixes the type of its key's value, but a mapping of
-    :data:`OptionValue` forgets which key holds which type, so every reader got a
-    union to narrow (before, ``Any``, which let a misread key pass the type checker).
-    Each accessor checks the value's type at run time and returns it narrowed. A
+    :data:`OptionValue` forgets which key holds which type: every read would be a union
+    to narrow by hand. Each accessor checks the value's type at run time and returns it narrowed. A
     mismatch means a spec and its reader disagree -- a bug, not a user's mistake -- so it
     raises ``TypeError`` naming the key, never a :class:`ConfigError`; a key no spec
     declares raises ``KeyError``, as indexing the plain dict did.
