@@ -20,13 +20,25 @@ from ._exceptions import (
 )
 from ._lazy import lazy_exports as _lazy_exports
 
-if _typing.TYPE_CHECKING:  # annotations only: the checkpointed adapter imports pyspark
+# Annotations only (the checkpointed adapter imports pyspark), and the lazy names below
+# for the type checker: ``__getattr__`` is typed ``object``.
+if _typing.TYPE_CHECKING:
     from collections.abc import Callable
 
     from pyspark.sql import SparkSession
     from pyspark.sql.datasource import DataSource
 
     from .barrier import CheckpointedSink
+    from .connectors.hbase import SinkStatus, sink_status
+    from .connectors.kafka import (
+        CheckpointLogStatus,
+        GroupStatus,
+        PartitionStatus,
+        checkpoint_log_status,
+        commit_kafka_offsets,
+        group_status,
+    )
+    from .connectors.resume import starting_offsets_from_sink
 
 __version__ = "0.1.0"
 

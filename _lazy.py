@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, MutableMapping
 from importlib import import_module
-from typing import Any
 
 __all__ = ["lazy_exports"]
 
 
-def lazy_exports(package: str, namespace: MutableMapping[str, Any],
-                 where: Mapping[str, str]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(package: str, namespace: MutableMapping[str, object],
+                 where: Mapping[str, str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for ``package``: name -> the module (relative to the
     package) that defines it, imported at the first use and then kept in ``namespace``."""
 
-    def get(name: str) -> Any:
+    def get(name: str) -> object:
         module = where.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")

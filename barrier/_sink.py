@@ -78,7 +78,9 @@ class CompletedCheckpoint:
     """What the driver learns about a completed (or aborted) checkpoint: Spark batch ``batch_id``.
 
     ``handles`` are the values ``snapshot_state`` returned on every task of the batch
-    that reported (partition order; ``None`` results left out). ``source_offsets`` is
+    that reported (partition order; ``None`` results left out), typed ``object``: each is
+    whatever the sink chose, back from a pickle, so the sink narrows them itself.
+    ``source_offsets`` is
     the next offset per source channel (``"topic:partition"``) from the barriers the
     batch carried, merged over tasks; empty when the input has no barrier markers.
     ``source_checkpoints``: the source checkpoint ids whose barriers the batch carried (or
@@ -87,7 +89,7 @@ class CompletedCheckpoint:
 
     batch_id: int
     query_id: str
-    handles: tuple[Any, ...] = ()
+    handles: tuple[object, ...] = ()
     source_offsets: Mapping[str, int] = field(default_factory=dict)
     source_checkpoints: tuple[int, ...] = ()
 
@@ -158,7 +160,7 @@ class CheckpointedSink(ABC):
         """Executor: consume one Arrow batch of data rows."""
 
     @abstractmethod
-    def snapshot_state(self, batch_id: int) -> Any:
+    def snapshot_state(self, batch_id: int) -> object:
         """Executor: pre-commit everything invoked so far; return a picklable handle (or None).
 
         ``batch_id`` is the task's Spark batch (as in its :class:`SinkContext`), also when
@@ -216,7 +218,7 @@ class TwoPhaseCommitSink(CheckpointedSink, Generic[Txn]):
         """Add ``batch`` to ``txn``."""
 
     @abstractmethod
-    def pre_commit(self, txn: Txn) -> Any:
+    def pre_commit(self, txn: Txn) -> object:
         """Make ``txn`` durable but invisible (e.g. ``PREPARE TRANSACTION``); return its handle."""
 
     def invoke(self, batch: pa.RecordBatch) -> None:
@@ -224,13 +226,18 @@ class TwoPhaseCommitSink(CheckpointedSink, Generic[Txn]):
             self._txn = self.begin_transaction()
         self.write(self._txn, batch)
 
-    def snapshot_state(self, batch_id: int) -> Any:  # noqa: ARG002 -- CheckpointedSink's signature
+    def snapshot_state(self, batch_id: int) -> object:  # noqa: ARG002 -- CheckpointedSink's signature
         if self._txn is None:
             return None
         txn, self._txn = self._txn, None
         return self.pre_commit(txn)
 
     # -- driver --------------------------------------------------------------
+    # ``handles`` stay ``Sequence[Any]`` in commit and abort: they are what the subclass's
+    # pre_commit returned, so its override names their type. ``Sequence[object]`` would
+    # forbid that narrowing (a parameter can only widen in an override), and a handle
+    # type parameter would break the runtime ``TwoPhaseCommitSink[list]`` unless it had
+    # a PEP 696 default, which needs typing_extensions, not a dependency of this package.
 
     @abstractmethod
     def commit(self, handles: Sequence[Any], completed: CompletedCheckpoint) -> None:

@@ -6,12 +6,15 @@ asked for, so ``sparkbarrier.connectors._options`` stays cheap.
 
 from __future__ import annotations
 
-from typing import Any
+import typing as _typing
+
+if _typing.TYPE_CHECKING:  # for the type checker: ``__getattr__`` is typed ``object``
+    from .resume import starting_offsets_from_sink
 
 __all__ = ["starting_offsets_from_sink"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name == "starting_offsets_from_sink":
         from .resume import starting_offsets_from_sink
 

@@ -2,23 +2,26 @@
 
 Spark hands a data source its options as a case-insensitive dict of strings. Each
 connector declares an :class:`OptionSpec` per key; :func:`parse_options` validates
-every value, rejects unknown keys with the list of valid ones, and returns plain
-Python values that the connector copies into its frozen options dataclass.
+every value, rejects unknown keys with the list of valid ones, and returns the parsed
+values (:class:`OptionValues`), which the connector reads through typed accessors into
+its frozen options dataclass.
 """
 
 from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias, TypeVar
+from typing import TypeAlias, TypeVar
 
 from .._exceptions import ConfigError
 
 __all__ = [
     "TYPE_NAMES",
     "OptionSpec",
+    "OptionValue",
+    "OptionValues",
     "enum_choices",
     "enum_parser",
     "is_secret_key",
@@ -53,7 +56,10 @@ def is_secret_key(key: str) -> bool:
     return any(word in low for word in _SECRET_WORDS)
 
 
-def redact(options: Mapping[str, Any]) -> dict[str, Any]:
+V = TypeVar("V")
+
+
+def redact(options: Mapping[str, V]) -> dict[str, V | str]:
     """A copy of ``options`` that is safe to log: secret values replaced."""
     return {k: ("***" if is_secret_key(k) else v) for k, v in options.items()}
 
@@ -196,6 +202,74 @@ def enum_parser(cls: type[E]) -> Callable[[str, str], E]:
 TYPE_NAMES = ("bool", "int", "long", "size", "duration", "timestamp", "string")
 
 
+T = TypeVar("T")
+
+
+class OptionValues(Mapping[str, OptionValue]):
+    """The parsed values of one :func:`parse_options` call, read through typed accessors.
+
+    A spec's parser fixes the type of its key's value, but a mapping of
+    :data:`OptionValue` forgets which key holds which type: every read would be a union
+    to narrow by hand. Each accessor checks the value's type at run time and returns it narrowed. A
+    mismatch means a spec and its reader disagree -- a bug, not a user's mistake -- so it
+    raises ``TypeError`` naming the key, never a :class:`ConfigError`; a key no spec
+    declares raises ``KeyError``, as indexing the plain dict did.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, OptionValue]) -> None:
+        self._values = dict(values)
+
+    def __getitem__(self, key: str) -> OptionValue:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"OptionValues({redact(self._values)!r})"
+
+    def _required(self, key: str, kind: type[T]) -> T:
+        value = self._values[key]
+        # bool is an int subclass: an int reader must not take a flag.
+        if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+            return value
+        # The type only, never the value: it may be a secret (``is_secret_key``).
+        raise TypeError(f"option {key!r} holds a {type(value).__name__}, its reader wants a "
+                        f"{kind.__name__}: the spec and its reader disagree")
+
+    def _optional(self, key: str, kind: type[T]) -> T | None:
+        return None if self._values[key] is None else self._required(key, kind)
+
+    def text(self, key: str) -> str:
+        """A string value (``parse_string``, ``parse_stripped``, ``parse_nonempty``)."""
+        return self._required(key, str)
+
+    def optional_text(self, key: str) -> str | None:
+        """A string value whose spec's default is None (None: the option was not set)."""
+        return self._optional(key, str)
+
+    def integer(self, key: str) -> int:
+        """A whole number (ports, counts, sizes, durations, timestamps); never a bool."""
+        return self._required(key, int)
+
+    def optional_integer(self, key: str) -> int | None:
+        """A whole number whose spec's default is None (None: the option was not set)."""
+        return self._optional(key, int)
+
+    def flag(self, key: str) -> bool:
+        """A ``parse_bool`` value."""
+        return self._required(key, bool)
+
+    def choice(self, key: str, cls: type[E]) -> E:
+        """A choice option's enum member (``enum_parser(cls)``)."""
+        return self._required(key, cls)
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     """One option: its key (as documented), how to parse it, its default, its meaning."""
@@ -232,7 +306,7 @@ def parse_options(
     ignored: Iterable[str] = ("path",),
     source_name: str = "data source",
     renamed: Mapping[str, str] | None = None,
-) -> tuple[dict[str, Any], dict[str, str]]:
+) -> tuple[OptionValues, dict[str, str]]:
     """Validate ``raw`` against ``specs``.
 
     Returns ``(values, passthrough)``: ``values`` maps every spec key to its parsed
@@ -245,7 +319,7 @@ def parse_options(
     by_key = {s.key.lower(): s for s in specs}
     prefixes = tuple(p.lower() for p in prefixes)
     ignored_keys = {k.lower() for k in ignored}
-    values: dict[str, Any] = {s.key: s.default for s in by_key.values()}
+    values: dict[str, OptionValue] = {s.key: s.default for s in by_key.values()}
     passthrough: dict[str, str] = {}
     seen: set[str] = set()
     renamed_keys = {k.lower(): v for k, v in (renamed or {}).items()}
@@ -276,7 +350,7 @@ def parse_options(
             f"{source_name} needs option(s) {', '.join(repr(m) for m in missing)}",
             option=missing[0],
         )
-    return values, passthrough
+    return OptionValues(values), passthrough
 
 
 def options_table(specs: Iterable[OptionSpec]) -> str:

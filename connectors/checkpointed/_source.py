@@ -35,7 +35,6 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
@@ -43,8 +42,9 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 from pyspark.sql.types import StructType
 
 from ..._exceptions import ConfigError, SinkError
+from ...barrier import DeliveryGuarantee
 from ...barrier._sink import CheckpointedSink, SinkContext
-from .._options import OptionSpec, parse_bool, parse_options, parse_stripped
+from .._options import OptionSpec, OptionValues, parse_bool, parse_options, parse_stripped
 from ._driver import Completion, check_state_directory, checkpoint_location, state_directory
 from ._options import DELIVERY_GUARANTEE, RENAMED_SINK_OPTIONS
 from ._runs import RunKey, new_run_id, started_function, validate_once
@@ -80,7 +80,7 @@ class _Message(WriterCommitMessage):
     report: TaskCommitMessage
 
 
-def _adapter_options(options: dict[str, str], name: str) -> dict[str, Any]:
+def _adapter_options(options: dict[str, str], name: str) -> OptionValues:
     """Parse the adapter's keys: ``delivery.guarantee`` and ``checkpoint.*`` (the rest belongs to the function)."""
     own = {k: v for k, v in options.items()
            if k.lower().startswith(ADAPTER_PREFIX) or k.lower() == DELIVERY_GUARANTEE.key}
@@ -111,8 +111,8 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
                  schema: StructType, run_id: str = "") -> None:
         self.name, self.factory, self.options, self.schema = name, factory, _lower_keys(options), schema
         adapter = _adapter_options(self.options, name)
-        self.guarantee = adapter[DELIVERY_GUARANTEE.key]
-        self.allow_mismatch = adapter["checkpoint.state.allowMismatch"]
+        self.guarantee = adapter.choice(DELIVERY_GUARANTEE.key, DeliveryGuarantee)
+        self.allow_mismatch = adapter.flag("checkpoint.state.allowMismatch")
         self.run = RunKey(run_id or new_run_id(), name, self.options.get("sink.id", ""),
                           checkpoint_location(self.options) or "")
         self.uses_ledger = _checked(factory(), name).uses_ledger  # constructing is cheap; start is not

@@ -32,7 +32,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -64,7 +63,7 @@ class TaskCommitMessage:
     batch_id: int
     partition_id: int
     attempt: int
-    handles: list[Any] = field(default_factory=list)
+    handles: list[object] = field(default_factory=list)  # the sink's own, passed through to the driver
     source_offsets: dict[str, int] = field(default_factory=dict)
     source_checkpoints: list[int] = field(default_factory=list)
     rows: int = 0

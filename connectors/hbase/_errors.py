@@ -41,7 +41,6 @@ import socket
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
@@ -114,15 +113,16 @@ def unreachable(where: str, during: str, exc: BaseException, fix: str) -> SinkEr
 
 
 def refused(what: str, exc: BaseException, *, error: type[SparkBarrierError] = SinkError, fix: str = "",
-            **fields: Any) -> SparkBarrierError:
-    """``what`` failed with ``exc``: one line of the documented ``error`` kind."""
+            **fields: int | str | None) -> SparkBarrierError:
+    """``what`` failed with ``exc``: one line of the documented ``error`` kind; ``fields`` are
+    ``error``'s context attributes (``batch_id``, ``option``, ...)."""
     tail = f"; {fix}" if fix else ""
     return error(f"{what}: {first_line(exc)}{tail}", **fields)
 
 
 @contextmanager
 def refusals(what: str, *, error: type[SparkBarrierError] = SinkError, fix: str = "",
-             also: tuple[type[BaseException], ...] = (), **fields: Any) -> Iterator[None]:
+             also: tuple[type[BaseException], ...] = (), **fields: int | str | None) -> Iterator[None]:
     """Raise :func:`refused` for a server error inside the block (``also``: more kinds to wrap,
     e.g. a :class:`SinkError` that a :class:`FlushError` must carry).
 

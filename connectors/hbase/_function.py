@@ -195,11 +195,17 @@ class HBaseSinkFunction(CheckpointedSink):
     def notify_checkpoint_complete(self, batch_id: int, completed: CompletedCheckpoint) -> None:
         committer = self.committer()
         try:
-            committer.commit(list(completed.handles), batch_id, offsets=completed.source_offsets,
+            committer.commit(_messages(completed), batch_id, offsets=completed.source_offsets,
                              source_checkpoints=completed.source_checkpoints)
         finally:
             committer.close()
 
     def notify_checkpoint_aborted(self, batch_id: int, completed: CompletedCheckpoint | None = None) -> None:
         if completed is not None:
-            self.committer().abort(list(completed.handles), batch_id)  # writes nothing
+            self.committer().abort(_messages(completed), batch_id)  # writes nothing
+
+
+def _messages(completed: CompletedCheckpoint) -> list[HBaseCommitMessage]:
+    """The checkpoint's handles: this function's :meth:`~HBaseSinkFunction.snapshot_state`
+    results, back from a pickle (the committer ignores anything else, as it did before)."""
+    return [h for h in completed.handles if isinstance(h, HBaseCommitMessage)]

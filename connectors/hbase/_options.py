@@ -11,12 +11,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from ..._exceptions import ConfigError
 from ...barrier import DeliveryGuarantee
 from .._options import (
     OptionSpec,
+    OptionValues,
     enum_choices,
     enum_parser,
     parse_bool,
@@ -300,18 +301,45 @@ def parse_columns(raw: str) -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
-def _shared_fields(v: Mapping[str, Any]) -> dict[str, Any]:
+class _ConnectionFields(TypedDict):
+    """The :class:`HBaseConnectionOptions` fields, typed: the sink and reader options
+    extend that class, so their constructors take these as ``**fields``."""
+
+    host: str
+    port: int
+    thrift2_port: int | None
+    gateways: tuple[Gateway, ...]
+    thrift2_gateways: tuple[Gateway, ...]
+    failover_rounds: int
+    failover_backoff_ms: int
+    tls: TlsSettings | None
+    kerberos: KerberosSettings | None
+    transport: ThriftTransport
+    protocol: ThriftProtocol
+    timeout_ms: int
+
+
+class _SharedFields(_ConnectionFields):
+    """The :class:`_SharedOptions` fields, typed (see :class:`_ConnectionFields`)."""
+
+    table: str
+    sink_id: str | None
+    commit_table: str
+
+
+def _shared_fields(v: OptionValues) -> _SharedFields:
     """The :class:`_SharedOptions` fields from parsed values."""
-    return {**_connection_fields(v), "table": v["table"], "sink_id": v["sink.id"] or None,
-            "commit_table": v["commit.table"]}
+    return {**_connection_fields(v), "table": v.text("table"), "sink_id": v.text("sink.id") or None,
+            "commit_table": v.text("commit.table")}
 
 
-def _connection_fields(v: Mapping[str, Any]) -> dict[str, Any]:
+def _connection_fields(v: OptionValues) -> _ConnectionFields:
     """The :class:`HBaseConnectionOptions` fields from parsed values."""
-    gateways = parse_gateways(v["hbase.thrift.host"], v["hbase.thrift.port"])
-    thrift2_port = v["hbase.thrift2.port"]
-    if v["hbase.thrift2.host"]:
-        thrift2 = parse_gateways(v["hbase.thrift2.host"], thrift2_port, option="hbase.thrift2.host")
+    gateways = parse_gateways(v.text("hbase.thrift.host"), v.integer("hbase.thrift.port"))
+    thrift2_port = v.optional_integer("hbase.thrift2.port")
+    thrift2_host = v.text("hbase.thrift2.host")
+    if thrift2_host:
+        thrift2 = parse_gateways(thrift2_host, thrift2_port, option="hbase.thrift2.host")
     elif thrift2_port is not None:
         thrift2 = tuple(dict.fromkeys(Gateway(g.host, thrift2_port) for g in gateways))
     else:
@@ -319,40 +347,44 @@ def _connection_fields(v: Mapping[str, Any]) -> dict[str, Any]:
     return {"host": gateways[0].host, "port": gateways[0].port,
             "thrift2_port": thrift2[0].port if thrift2 else None,
             "gateways": gateways, "thrift2_gateways": thrift2,
-            "failover_rounds": v["hbase.thrift.failover.rounds"],
-            "failover_backoff_ms": v["hbase.thrift.failover.backoff"], "tls": _tls(v), "kerberos": _kerberos(v),
-            "transport": v["hbase.thrift.transport"], "protocol": v["hbase.thrift.protocol"],
-            "timeout_ms": v["hbase.thrift.timeout"]}
+            "failover_rounds": v.integer("hbase.thrift.failover.rounds"),
+            "failover_backoff_ms": v.integer("hbase.thrift.failover.backoff"), "tls": _tls(v),
+            "kerberos": _kerberos(v),
+            "transport": v.choice("hbase.thrift.transport", ThriftTransport),
+            "protocol": v.choice("hbase.thrift.protocol", ThriftProtocol),
+            "timeout_ms": v.integer("hbase.thrift.timeout")}
 
 
-def _tls(v: Mapping[str, Any]) -> TlsSettings | None:
-    set_ = [k for k in ("hbase.thrift.tls.ca", "hbase.thrift.tls.cert", "hbase.thrift.tls.key") if v[k]]
-    if not v["hbase.thrift.tls"]:
+def _tls(v: OptionValues) -> TlsSettings | None:
+    ca, cert, key = (v.text(k) for k in ("hbase.thrift.tls.ca", "hbase.thrift.tls.cert", "hbase.thrift.tls.key"))
+    set_ = [k for k, value in (("hbase.thrift.tls.ca", ca), ("hbase.thrift.tls.cert", cert),
+                               ("hbase.thrift.tls.key", key)) if value]
+    if not v.flag("hbase.thrift.tls"):
         if set_:
             raise ConfigError(f"option {set_[0]!r} needs 'hbase.thrift.tls' = true", option=set_[0])
         return None
-    if v["hbase.thrift.tls.key"] and not v["hbase.thrift.tls.cert"]:
+    if key and not cert:
         raise ConfigError("option 'hbase.thrift.tls.key' needs 'hbase.thrift.tls.cert'", option="hbase.thrift.tls.key")
-    return TlsSettings(ca_file=v["hbase.thrift.tls.ca"] or None, cert_file=v["hbase.thrift.tls.cert"] or None,
-                       key_file=v["hbase.thrift.tls.key"] or None,
-                       verify_hostname=v["hbase.thrift.tls.verify-hostname"])
+    return TlsSettings(ca_file=ca or None, cert_file=cert or None, key_file=key or None,
+                       verify_hostname=v.flag("hbase.thrift.tls.verify-hostname"))
 
 
-def _kerberos(v: Mapping[str, Any]) -> KerberosSettings | None:
+def _kerberos(v: OptionValues) -> KerberosSettings | None:
     """Kerberos settings, or None; settings that would be ignored are errors, not silence."""
-    principal, keytab = v["hbase.thrift.kerberos.client.principal"], v["hbase.thrift.kerberos.client.keytab"]
-    if v["hbase.thrift.authentication"] is not ThriftAuthentication.KERBEROS:
-        set_ = [k for k in ("hbase.thrift.kerberos.client.principal", "hbase.thrift.kerberos.client.keytab")
-                if v[k]]
+    principal = v.text("hbase.thrift.kerberos.client.principal")
+    keytab = v.text("hbase.thrift.kerberos.client.keytab")
+    if v.choice("hbase.thrift.authentication", ThriftAuthentication) is not ThriftAuthentication.KERBEROS:
+        set_ = [k for k, value in (("hbase.thrift.kerberos.client.principal", principal),
+                                   ("hbase.thrift.kerberos.client.keytab", keytab)) if value]
         if set_:
             raise ConfigError(f"option {set_[0]!r} needs 'hbase.thrift.authentication' = kerberos", option=set_[0])
         return None
-    if v["hbase.thrift.tls"]:
+    if v.flag("hbase.thrift.tls"):
         raise ConfigError("'hbase.thrift.authentication' = kerberos cannot be combined with 'hbase.thrift.tls': "
                           "HBase serves TLS only in HTTP mode, where Kerberos is SPNEGO, which this sink does not "
                           "speak; use the gateways' SASL qop auth-conf for encryption instead",
                           option="hbase.thrift.authentication")
-    if v["hbase.thrift.transport"] is ThriftTransport.FRAMED:
+    if v.choice("hbase.thrift.transport", ThriftTransport) is ThriftTransport.FRAMED:
         raise ConfigError("'hbase.thrift.transport' = framed does not apply with 'hbase.thrift.authentication' = "
                           "kerberos: the SASL layer frames every message itself (HBase's gateways wrap the "
                           "transport in SASL); leave hbase.thrift.transport unset", option="hbase.thrift.transport")
@@ -361,7 +393,8 @@ def _kerberos(v: Mapping[str, Any]) -> KerberosSettings | None:
                           "'hbase.thrift.kerberos.client.principal' (the principal to log in as from it)",
                           option="hbase.thrift.kerberos.client.principal")
     return KerberosSettings(principal=principal or None, keytab=keytab or None,
-                            service=v["hbase.thrift.kerberos.service"], qops=parse_qops(v["hbase.thrift.security.qop"]))
+                            service=v.text("hbase.thrift.kerberos.service"),
+                            qops=parse_qops(v.text("hbase.thrift.security.qop")))
 
 
 def parse_connection_options(raw: Mapping[str, str], *,
@@ -380,15 +413,15 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
                          renamed=RENAMED_SINK_OPTIONS)
     return HBaseSinkOptions(
         **_shared_fields(v),
-        rowkey=v["rowkey"],
-        column_family=v["column.family"],
-        columns=parse_columns(v["columns"]),
-        op_column=v["op.column"] or None,
-        ignore_null_value=v["sink.ignore-null-value"],
-        create_table=v["create.table"],
-        max_rows=v["sink.buffer-flush.max-rows"],
-        max_size=v["sink.buffer-flush.max-size"],
-        guarantee=v["delivery.guarantee"],
+        rowkey=v.text("rowkey"),
+        column_family=v.text("column.family"),
+        columns=parse_columns(v.text("columns")),
+        op_column=v.text("op.column") or None,
+        ignore_null_value=v.flag("sink.ignore-null-value"),
+        create_table=v.flag("create.table"),
+        max_rows=v.integer("sink.buffer-flush.max-rows"),
+        max_size=v.integer("sink.buffer-flush.max-size"),
+        guarantee=v.choice("delivery.guarantee", DeliveryGuarantee),
     )
 
 
@@ -419,7 +452,7 @@ def parse_read_options(raw: Mapping[str, str]) -> HBaseReadOptions:
     v, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader", ignored=SPARK_SINK_KEYS)
     return HBaseReadOptions(
         **_shared_fields(v),
-        as_of_batch=v["as.of.batch"],
-        as_of_ms=v["as.of.timestamp"],
-        filter_pushdown=v["filter.pushdown"],
+        as_of_batch=v.optional_integer("as.of.batch"),
+        as_of_ms=v.optional_integer("as.of.timestamp"),
+        filter_pushdown=v.flag("filter.pushdown"),
     )

@@ -179,15 +179,21 @@ class KafkaOffsetCommits(StreamingQueryListener):
                                               source=_SOURCE)
         return self._committer
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, object]:
         return {"group_id": self._group_id, "admin_configs": self._admin_configs,
                 "query_name": self._query_name, "running_before": self._running_before}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._group_id = state["group_id"]
-        self._admin_configs = state["admin_configs"]
-        self._query_name = state["query_name"]
-        self._running_before = state.get("running_before", frozenset())
+    def __setstate__(self, state: dict[str, object]) -> None:
+        group_id, configs, name = state["group_id"], state["admin_configs"], state["query_name"]
+        running = state.get("running_before", frozenset())
+        # Only __getstate__ writes this state: a wrong type is a bug here, not a user's error.
+        if not (isinstance(group_id, str) and isinstance(configs, dict) and isinstance(name, (str, type(None)))
+                and isinstance(running, frozenset)):
+            raise TypeError(f"not the pickled state of {type(self).__name__}: {sorted(state)}")
+        self._group_id = group_id
+        self._admin_configs = configs
+        self._query_name = name
+        self._running_before = running
         self._init_runtime()
 
     @property

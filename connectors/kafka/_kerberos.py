@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -156,7 +156,7 @@ class KerberosLogin:
     def __init__(self, kerberos: KerberosSettings) -> None:
         self.kerberos = kerberos
 
-    def __reduce__(self) -> tuple[Any, tuple[KerberosSettings]]:
+    def __reduce__(self) -> tuple[Callable[[KerberosSettings], KerberosLogin], tuple[KerberosSettings]]:
         return _login, (self.kerberos,)
 
     def __str__(self) -> str:

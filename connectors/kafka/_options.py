@@ -20,6 +20,7 @@ from ..._exceptions import ConfigError
 from ...state._json import Json, parse_json
 from .._options import (
     OptionSpec,
+    OptionValues,
     enum_choices,
     enum_parser,
     options_table,
@@ -273,20 +274,20 @@ def parse_declared_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
             option=strategies[0] if strategies else "subscribe",
         )
     topics: tuple[str, ...] = ()
-    pattern = assign = None
-    if values["subscribe"] is not None:
-        topics = tuple(t.strip() for t in values["subscribe"].split(",") if t.strip())
+    assign: tuple[TopicPartition, ...] | None = None
+    subscribe, pattern, assign_json = (values.optional_text(k) for k in ("subscribe", "subscribePattern", "assign"))
+    if subscribe is not None:
+        topics = tuple(t.strip() for t in subscribe.split(",") if t.strip())
         if not topics:
             raise ConfigError("option 'subscribe' names no topic", option="subscribe")
-    elif values["subscribePattern"] is not None:
-        pattern = values["subscribePattern"]
+    elif pattern is not None:
         try:
             re.compile(pattern)
         except re.error as exc:
             raise ConfigError(f"option 'subscribePattern' is not a valid regex: {exc}",
                               option="subscribePattern") from None
-    else:
-        assign = _parse_assign(values["assign"])
+    elif assign_json is not None:
+        assign = _parse_assign(assign_json)
 
     starts = [k for k in ("startingTimestamp", "startingOffsetsByTimestamp")
               if values[k] is not None]
@@ -296,20 +297,21 @@ def parse_declared_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
                           "'startingOffsetsByTimestamp'", option=starts[0])
     kind, specific, by_ts = _start_kind(values, starts)
 
-    commit = values["commitOffsets"]
-    group = values["kafka.group.id"]
+    commit = values.flag("commitOffsets")
+    group = values.optional_text("kafka.group.id")
     if group is None and (commit or kind is StartKind.GROUP):
         raise ConfigError("option 'kafka.group.id' is required: it names the group that "
                           "receives completed offsets (or set commitOffsets=false)",
                           option="kafka.group.id")
-    min_rows, max_rows = values["minOffsetsPerTrigger"], values["maxOffsetsPerTrigger"]
+    min_rows = values.optional_integer("minOffsetsPerTrigger")
+    max_rows = values.optional_integer("maxOffsetsPerTrigger")
     if min_rows is not None and max_rows is not None and min_rows > max_rows:
         raise ConfigError("'minOffsetsPerTrigger' must not exceed 'maxOffsetsPerTrigger'",
                           option="minOffsetsPerTrigger")
     security = parse_security(passthrough)
     configs = kafka_python_configs(passthrough)
     return KafkaSourceOptions(
-        bootstrap_servers=values["kafka.bootstrap.servers"],
+        bootstrap_servers=values.text("kafka.bootstrap.servers"),
         group_id=group,
         topics=topics,
         pattern=pattern,
@@ -317,24 +319,24 @@ def parse_declared_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
         start_kind=kind,
         specific_starts=specific,
         start_timestamps=by_ts,
-        start_timestamp=values["startingTimestamp"],
-        timestamp_strategy=values["startingOffsetsByTimestampStrategy"],
-        group_fallback=values["startingOffsets.groupFallback"],
+        start_timestamp=values.optional_integer("startingTimestamp"),
+        timestamp_strategy=values.choice("startingOffsetsByTimestampStrategy", StartingOffsetsByTimestampStrategy),
+        group_fallback=values.choice("startingOffsets.groupFallback", GroupFallback),
         max_offsets_per_trigger=max_rows,
         min_offsets_per_trigger=min_rows,
-        max_trigger_delay_ms=values["maxTriggerDelay"],
-        fail_on_data_loss=values["failOnDataLoss"],
-        include_headers=values["includeHeaders"],
-        barrier_markers=values["barrierMarkers"],
-        min_partitions=values["minPartitions"],
-        poll_timeout_ms=values["kafkaConsumer.pollTimeoutMs"],
-        cache_timeout_ms=values["kafkaConsumer.cacheTimeoutMs"],
+        max_trigger_delay_ms=values.integer("maxTriggerDelay"),
+        fail_on_data_loss=values.flag("failOnDataLoss"),
+        include_headers=values.flag("includeHeaders"),
+        barrier_markers=values.flag("barrierMarkers"),
+        min_partitions=values.optional_integer("minPartitions"),
+        poll_timeout_ms=values.integer("kafkaConsumer.pollTimeoutMs"),
+        cache_timeout_ms=values.integer("kafkaConsumer.cacheTimeoutMs"),
         commit_offsets=commit,
-        fetch_offset_retries=values["fetchOffset.numRetries"],
-        fetch_offset_retry_interval_ms=values["fetchOffset.retryIntervalMs"],
-        failover_timeout_ms=values["failover.timeoutMs"],
-        arrow_batch_size=values["arrowBatchSize"],
-        consumer_client=values["kafkaConsumer.client"],
+        fetch_offset_retries=values.integer("fetchOffset.numRetries"),
+        fetch_offset_retry_interval_ms=values.integer("fetchOffset.retryIntervalMs"),
+        failover_timeout_ms=values.integer("failover.timeoutMs"),
+        arrow_batch_size=values.integer("arrowBatchSize"),
+        consumer_client=values.choice("kafkaConsumer.client", ConsumerClient),
         client_configs=configs,
         security=security,
         safe_options={k: str(v) for k, v in redact(dict(raw)).items()},
@@ -342,20 +344,20 @@ def parse_declared_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
 
 
 def _start_kind(
-    values: Mapping[str, Any], starts: list[str]
+    values: OptionValues, starts: list[str]
 ) -> tuple[StartKind, dict[TopicPartition, PartitionStart], dict[TopicPartition, int]]:
     if "startingTimestamp" in starts:
         return StartKind.TIMESTAMP, {}, {}
     if "startingOffsetsByTimestamp" in starts:
         key = "startingOffsetsByTimestamp"
         by_ts: dict[TopicPartition, int] = {}
-        for tp, ts in _per_partition(key, values[key]).items():
+        for tp, ts in _per_partition(key, values.text(key)).items():
             if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
                 raise ConfigError(f"option {key!r}: timestamp for {tp} must be epoch ms >= 0, "
                                   f"got {ts!r}", option=key)
             by_ts[tp] = ts
         return StartKind.BY_TIMESTAMP, {}, by_ts
-    raw = values["startingOffsets"].strip()
+    raw = values.text("startingOffsets").strip()
     simple = {"earliest": StartKind.EARLIEST, "latest": StartKind.LATEST, "group": StartKind.GROUP}
     if raw.lower() in simple:
         return simple[raw.lower()], {}, {}
