@@ -9,8 +9,10 @@ PLAINTEXT only, with its own ports (``Port.KAFKA_CLUSTER_<n>``,
 ``Port.KAFKA_CLUSTER_CONTROLLER_<n>``) and data (``<home>/data/kafka-cluster/node-<n>``),
 run on the stack's Kafka jars and Java. Its settings, which are the test contract
 (RF 3, min ISR 2, no auto-created topics, fenced within ~4 s), are in
-``_kafka_cluster_nodes``; the questions tests ask (leader, ISR, coordinator) are
-answered by ``_kafka_cluster_admin``.
+``_kafka_cluster_nodes`` (``profile="broker-defaults"`` keeps the durability but takes
+Kafka's own failover timings, fenced after 9 s: what users' clusters run, for the
+failover bench); the questions tests ask (leader, ISR, coordinator) are answered by
+``_kafka_cluster_admin``.
 
 Life cycle: ``up`` is idempotent. It leaves a cluster alone whose three nodes are
 ours and serving (after a health check); otherwise it stops what is left and starts
@@ -98,7 +100,10 @@ class KafkaCluster(ClusterQuestions):
     """Handle on the 3-node cluster of the devstack in ``home`` (default: the stack's).
 
     ``ports`` maps ``Port`` to a number for explicit requests (they must be free);
-    ``environ`` replaces ``os.environ``. Creating the object touches nothing. Every
+    ``environ`` replaces ``os.environ``; ``profile`` (``_kafka_cluster_nodes.PROFILES``)
+    picks the failover timings, and a running cluster made with another profile is
+    started afresh by ``up`` (give a non-default profile its own ``home``, so it never
+    replaces the tests' cluster). Creating the object touches nothing. Every
     method that waits has a bounded deadline and polls; none sleeps a fixed time. The
     questions (``leader``, ``isr``, ``coordinator``, ``create_topic``, ...) come from
     ``ClusterQuestions``.
@@ -108,7 +113,11 @@ class KafkaCluster(ClusterQuestions):
                  cache: str | os.PathLike[str] | None = None,
                  ports: Mapping[Port, int] | None = None,
                  environ: Mapping[str, str] | None = None,
-                 start_timeout_s: float = 120.0) -> None:
+                 start_timeout_s: float = 120.0, profile: str = "devstack") -> None:
+        if profile not in _nodes.PROFILES:
+            raise DevstackError(f"unknown kafka cluster profile {profile!r}",
+                                fix=f"use one of {list(_nodes.PROFILES)}")
+        self.profile = profile
         self._environ = dict(os.environ if environ is None else environ)
         self.paths = Paths.resolve(home, cache, self._environ)
         requests = port_requests(ports, self._environ)
@@ -120,6 +129,12 @@ class KafkaCluster(ClusterQuestions):
         self._procs: dict[int, subprocess.Popen[bytes]] = {}  # nodes this object started
 
     # ------------------------------------------------------------------ where things are
+    @property
+    def offsets_partitions(self) -> int:
+        """``__consumer_offsets`` partitions: the coordinator of a group is the leader of
+        partition ``abs(hash(group)) % offsets_partitions``."""
+        return _nodes.OFFSETS_PARTITIONS[self.profile]
+
     @property
     def node_ids(self) -> list[int]:
         return list(NODE_IDS)
@@ -184,13 +199,14 @@ class KafkaCluster(ClusterQuestions):
         self.paths.ensure()
         with stack_lock(self.paths.run):
             records = self._records()
-            if all(self._serving(n, r) for n, r in records.items()):
+            if all(self._serving(n, r) for n, r in records.items()) and self._profile_matches():
                 self._check_requested_ports(records)
                 self.wait_healthy(timeout_s=min(timeout_s, 60.0))
                 log.info("kafka cluster already running and healthy")
                 return self.bootstrap
             if any(r is not None for r in records.values()):
-                log.info("starting the kafka cluster afresh (not every node serves)")
+                log.info("starting the kafka cluster afresh (not every node serves, or it "
+                         "runs another profile than %s)", self.profile)
             self.close()
             stop_recorded(self.paths.run, NAMES, grace_s=_DOWN_GRACE_S)
             self._start_fresh(time.monotonic() + timeout_s)
@@ -278,6 +294,15 @@ class KafkaCluster(ClusterQuestions):
         self.start(node_id, timeout_s=max(1.0, deadline - time.monotonic()))
 
     # ------------------------------------------------------------------ internals
+    def _profile_matches(self) -> bool:
+        """Every node's config was written for :attr:`profile` (one written before
+        profiles existed counts as ``devstack``'s)."""
+        for node_id in NODE_IDS:
+            path = self.node_dir(node_id) / "server.properties"
+            if not path.is_file() or (_nodes.profile_of(path.read_text()) or "devstack") != self.profile:
+                return False
+        return True
+
     def _serving(self, node_id: int, record: ProcessRecord | None) -> bool:
         expected = {p.key for p in _NODE_PORTS[node_id]}
         return (record is not None and is_ours(record) and expected <= set(record.ports)
@@ -304,7 +329,8 @@ class KafkaCluster(ClusterQuestions):
         for node_id in NODE_IDS:
             data = self.node_dir(node_id)
             data.mkdir(parents=True)
-            (data / "server.properties").write_text(_nodes.server_properties(node_id, data, ports))
+            (data / "server.properties").write_text(
+                _nodes.server_properties(node_id, data, ports, self.profile))
             write_log4j_config(data)
             self._log(node_id).write_bytes(b"")
         _nodes.format_storage(java, classpath, {n: (self.node_dir(n), self._log(n)) for n in NODE_IDS})

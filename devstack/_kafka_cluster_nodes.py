@@ -18,7 +18,7 @@ from ._jvm import Java
 from ._maven import Classpath
 from ._process import log_tail
 
-__all__ = ["HEAP", "command", "format_storage", "server_properties"]
+__all__ = ["HEAP", "OFFSETS_PARTITIONS", "PROFILES", "command", "format_storage", "profile_of", "server_properties"]
 
 HEAP = "384m"
 # Small heaps, and C1 only: three brokers start side by side on two cores beside the
@@ -29,8 +29,48 @@ _JVM_OPTIONS = ("-Xms128m", "-XX:TieredStopAtLevel=1", "-XX:+UseG1GC", "-XX:MaxG
 _FORMAT_TIMEOUT_S = 120.0
 
 
-def server_properties(node_id: int, data: Path, ports: Mapping[int, tuple[int, int]]) -> str:
-    """``server.properties`` of node ``node_id``; ``ports``: node id -> (broker, controller)."""
+# Failover in seconds: a silent broker is fenced after 4 s, a voter that hears no leader
+# for 2 s starts an election, a follower 5 s behind leaves the ISR (and a restarted one is
+# back in it as soon as it has caught up). Kafka's defaults are 2 s / 9 s / 1 s / 2 s / 30 s.
+_FAST_FAILOVER = {
+    "broker.heartbeat.interval.ms": 1000,
+    "broker.session.timeout.ms": 4000,
+    "controller.quorum.election.timeout.ms": 1000,
+    "controller.quorum.fetch.timeout.ms": 2000,
+    "replica.lag.time.max.ms": 5000,
+}
+# Also small on the devstack only: the groups' and transactions' log partitions (Kafka's
+# default is 50 each; the failover harness picks group ids on one coordinator from this
+# count, see OFFSETS_PARTITIONS) and no initial rebalance delay (Kafka's: 3 s).
+_SMALL_GROUPS = {
+    "offsets.topic.num.partitions": 6,
+    "transaction.state.log.num.partitions": 6,
+    "group.initial.rebalance.delay.ms": 0,
+}
+PROFILES = ("devstack", "broker-defaults")
+OFFSETS_PARTITIONS = {"devstack": 6, "broker-defaults": 50}
+"""``__consumer_offsets`` partitions per profile: which broker coordinates a group."""
+"""``devstack``: the test contract, failover in seconds (:data:`_FAST_FAILOVER`).
+``broker-defaults``: the same durability, but Kafka's own failover timings, as users'
+clusters run: what ``bench_failover.py --broker-defaults`` measures, because a stall
+that only shows with a 9 s session timeout is invisible on the fast profile."""
+_PROFILE_LINE = "# sparkbarrier devstack profile: "
+
+
+def profile_of(properties: str) -> str | None:
+    """The profile a ``server.properties`` written by :func:`server_properties` was made
+    with (None: written before profiles existed, so ``devstack``'s or unknown)."""
+    first = properties.split("\n", 1)[0]
+    return first[len(_PROFILE_LINE):].strip() if first.startswith(_PROFILE_LINE) else None
+
+
+def server_properties(node_id: int, data: Path, ports: Mapping[int, tuple[int, int]],
+                      profile: str = "devstack") -> str:
+    """``server.properties`` of node ``node_id``; ``ports``: node id -> (broker, controller).
+
+    ``profile`` (:data:`PROFILES`) picks the failover timings; everything else is alike."""
+    if profile not in PROFILES:
+        raise DevstackError(f"unknown kafka cluster profile {profile!r}", fix=f"use one of {list(PROFILES)}")
     broker, controller = ports[node_id]
     settings = {
         "process.roles": "broker,controller",
@@ -50,21 +90,11 @@ def server_properties(node_id: int, data: Path, ports: Mapping[int, tuple[int, i
         "unclean.leader.election.enable": "false",
         "auto.create.topics.enable": "false",
         "offsets.topic.replication.factor": 3,
-        "offsets.topic.num.partitions": 6,
         "transaction.state.log.replication.factor": 3,
         "transaction.state.log.min.isr": 2,
-        "transaction.state.log.num.partitions": 6,
         "share.coordinator.state.topic.replication.factor": 3,
         "share.coordinator.state.topic.min.isr": 2,
-        "group.initial.rebalance.delay.ms": 0,
-        # Failover in seconds: a silent broker is fenced after 4 s, a voter that hears
-        # no leader for 2 s starts an election, a follower 5 s behind leaves the ISR
-        # (and a restarted one is back in it as soon as it has caught up).
-        "broker.heartbeat.interval.ms": 1000,
-        "broker.session.timeout.ms": 4000,
-        "controller.quorum.election.timeout.ms": 1000,
-        "controller.quorum.fetch.timeout.ms": 2000,
-        "replica.lag.time.max.ms": 5000,
+        **(_FAST_FAILOVER | _SMALL_GROUPS if profile == "devstack" else {}),
         "controlled.shutdown.enable": "true",
         # Small: three of these run beside the stack and Spark on two cores.
         "num.network.threads": 2,
@@ -75,7 +105,7 @@ def server_properties(node_id: int, data: Path, ports: Mapping[int, tuple[int, i
         "log.segment.bytes": 16 * 1024 * 1024,
         "log.retention.hours": 24,
     }
-    return "".join(f"{key}={value}\n" for key, value in settings.items())
+    return _PROFILE_LINE + profile + "\n" + "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
 def _options(data: Path) -> tuple[str, ...]:

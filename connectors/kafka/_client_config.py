@@ -29,7 +29,8 @@ from kafka import KafkaConsumer
 from ..._exceptions import ConfigError
 from .._options import parse_bool, parse_int
 
-__all__ = ["ConsumerClient", "client_settings", "kafka_python_configs", "librdkafka_configs"]
+__all__ = ["KAFKA_PYTHON_DEFAULTS", "ConsumerClient", "client_settings", "kafka_python_configs",
+           "librdkafka_configs"]
 
 
 class ConsumerClient(str, enum.Enum):
@@ -52,6 +53,18 @@ _FORCED: Mapping[str, str] = {
     "max_poll_records": "use the 'arrowBatchSize' option",
 }
 _KAFKA_PYTHON_CONFIG: Mapping[str, Any] = dict(KafkaConsumer.DEFAULT_CONFIG)
+
+KAFKA_PYTHON_DEFAULTS: Mapping[str, Any] = {
+    # Java's default (1 s), not kafka-python's 30 s. kafka-python learns a partition's new
+    # leader only when a reconnect to the dead one fails (that failure asks for fresh
+    # metadata); until then a lookup waits inside the call. Its backoff doubles per
+    # failure, so after a leader's broker died the driver asked again at ~6, ~13, ~25,
+    # ~50 s: a leader moved at 9 s (Kafka's default broker.session.timeout.ms) was seen
+    # at 12.6 s, one moved a little later at ~25 s or ~50 s (issue 33: batches stalled
+    # 20-59 s). With 1 s the move is seen within about a second. A kafka.* option wins.
+    "reconnect_backoff_max_ms": 1000,
+}
+"""kafka-python settings the source's own clients get unless a ``kafka.*`` option sets them."""
 
 # kafka-python settings that take Python objects, not strings.
 _OBJECT_SETTINGS = frozenset({"ssl_context", "selector", "socket_options", "metric_reporters",

@@ -11,8 +11,11 @@ Two retry budgets, because two different things go wrong:
   ``fetchOffset.retryIntervalMs`` apart, as Spark's Kafka source does, then the query
   fails naming the two options;
 * once it has answered, the same errors mean the cluster is failing over (a leader
-  election, a broker restarting): retried with backoff for ``failover.timeoutMs``
-  (:mod:`._failover`), logged once per problem.
+  election, a broker restarting): retried with backoff from 0.1 s (the Java client's
+  ``retry.backoff.ms``) for ``failover.timeoutMs`` (:mod:`._failover`), logged once per
+  problem. Most such failures are one broker refusing the connection while the others
+  serve, and the next attempt asks another: waiting ``fetchOffset.retryIntervalMs``
+  (1 s) first held up a batch planned while a broker restarted by at least a second.
 
 Either way the query fails with :class:`SourceError` naming what was looked up and
 the option, never with a bare client exception.
@@ -41,6 +44,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 install_client_log_redaction()
+
+_FAILOVER_FIRST_RETRY_S = 0.1
 
 
 def _transient(exc: Exception) -> bool:
@@ -90,7 +95,7 @@ class ClusterView:
             result = retry_failover(
                 what, lambda: self._vanishing(what, call, tps),
                 timeout_s=options.failover_timeout_ms / 1000,
-                interval_s=options.fetch_offset_retry_interval_ms / 1000,
+                interval_s=min(_FAILOVER_FIRST_RETRY_S, options.fetch_offset_retry_interval_ms / 1000),
                 problems=self._problems)
         else:
             result = self._first_contact(what, call, tps)

@@ -46,7 +46,7 @@ from ..._exceptions import ConfigError
 from ..._faults import fault_point
 from ...state._json import json_int, json_object, parse_json
 from ._background_commits import BackgroundCommits
-from ._client_config import kafka_python_configs
+from ._client_config import KAFKA_PYTHON_DEFAULTS, kafka_python_configs
 from ._metrics import SourceMetrics
 from ._positions import TopicPartition
 
@@ -343,7 +343,7 @@ def commit_kafka_offsets(spark: SparkSession, group_id: str, options: Mapping[st
     # The security options as barrier-kafka takes them (Spark's Java names: SCRAM and
     # GSSAPI JAAS lines, JKS/PKCS12/PEM stores), parsed and checked here, at registration.
     security = parse_security(passthrough)
-    client = {**kafka_python_configs(passthrough), **security.kafka_python()}
+    client = {**KAFKA_PYTHON_DEFAULTS, **kafka_python_configs(passthrough), **security.kafka_python()}
     admin = {"bootstrap_servers": bootstrap.split(","),
              **{k: v for k, v in client.items() if k in KafkaAdminClient.DEFAULT_CONFIG}}
     running = frozenset(str(q.id) for q in spark.streams.active)

@@ -33,7 +33,7 @@ from .._options import (
     parse_string,
     redact,
 )
-from ._client_config import ConsumerClient, kafka_python_configs
+from ._client_config import KAFKA_PYTHON_DEFAULTS, ConsumerClient, kafka_python_configs
 from ._positions import PartitionStart, StartKind, TopicPartition, start_from_spark_json
 from ._security import Security, parse_security
 
@@ -199,8 +199,8 @@ class KafkaSourceOptions:
     def consumer_configs(self) -> dict[str, Any]:
         """kwargs for a group-less KafkaConsumer (a fresh copy each call); TLS stores are
         converted for this process on first use (see ``_keystores``)."""
-        return {"bootstrap_servers": self.bootstrap_servers.split(","), **self.client_configs,
-                **self.security.kafka_python()}
+        return {"bootstrap_servers": self.bootstrap_servers.split(","), **KAFKA_PYTHON_DEFAULTS,
+                **self.client_configs, **self.security.kafka_python()}
 
     def librdkafka_settings(self) -> dict[str, Any]:
         """librdkafka settings for an executor's consumer, either librdkafka path (a fresh copy)."""

@@ -98,13 +98,30 @@ def test_cluster_nodes_form_one_quorum_that_keeps_acked_records(tmp_path: Path) 
     from sparkbarrier.devstack._kafka_cluster_nodes import server_properties
 
     ports = {1: (19092, 19192), 2: (19093, 19193), 3: (19094, 19194)}
-    props = dict(line.split("=", 1) for line in server_properties(2, tmp_path, ports).splitlines())
+    props = _properties(server_properties(2, tmp_path, ports))
     assert props["node.id"] == "2" and props["process.roles"] == "broker,controller"
     assert props["controller.quorum.voters"] == "1@127.0.0.1:19192,2@127.0.0.1:19193,3@127.0.0.1:19194"
     assert props["listeners"] == "PLAINTEXT://127.0.0.1:19093,CONTROLLER://127.0.0.1:19193"
     assert [props[k] for k in ("default.replication.factor", "min.insync.replicas",
                                "offsets.topic.replication.factor", "transaction.state.log.min.isr")] == ["3", "2", "3", "2"]
     assert props["auto.create.topics.enable"] == props["unclean.leader.election.enable"] == "false"
+
+
+def _properties(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if not line.startswith("#"))
+
+
+def test_cluster_broker_defaults_profile_keeps_durability_but_kafkas_failover_timings(tmp_path: Path) -> None:
+    from sparkbarrier.devstack._kafka_cluster_nodes import profile_of, server_properties
+
+    ports = {1: (19092, 19192), 2: (19093, 19193), 3: (19094, 19194)}
+    fast, defaults = (server_properties(1, tmp_path, ports, p) for p in ("devstack", "broker-defaults"))
+    assert (profile_of(fast), profile_of(defaults), profile_of("node.id=1\n")) == ("devstack", "broker-defaults", None)
+    assert _properties(fast)["broker.session.timeout.ms"] == "4000"
+    timings = ("broker.session.timeout.ms", "broker.heartbeat.interval.ms", "replica.lag.time.max.ms")
+    assert not any(k in _properties(defaults) for k in timings)  # Kafka's own: 9 s, 2 s, 30 s
+    durability = ("default.replication.factor", "min.insync.replicas", "unclean.leader.election.enable")
+    assert [_properties(defaults)[k] for k in durability] == [_properties(fast)[k] for k in durability]
 
 
 def test_cluster_export_line_and_ports_stay_out_of_up() -> None:

@@ -216,3 +216,14 @@ def test_option_tables_use_one_type_vocabulary() -> None:
         assert spec.type_name in TYPE_NAMES, spec.key
     with pytest.raises(ValueError, match="not one of"):
         OptionSpec("x", parse_bool, False, "x", type_name="boolean")
+
+
+def test_driver_clients_ask_a_dead_broker_again_within_a_second_unless_told_otherwise() -> None:
+    # kafka-python sees a moved leader only when a reconnect to the dead one fails; with
+    # its own 30 s backoff cap a leader kill stalled the planner 13-59 s (issue 33).
+    o = parse_source_options(BASE)
+    assert o.consumer_configs()["reconnect_backoff_max_ms"] == 1000
+    assert o.admin_configs()["reconnect_backoff_max_ms"] == 1000  # the group committer's
+    own = parse_source_options(opts(**{"kafka.reconnect.backoff.max.ms": "5000"}))
+    assert own.consumer_configs()["reconnect_backoff_max_ms"] == 5000
+    assert own.admin_configs()["reconnect_backoff_max_ms"] == 5000
