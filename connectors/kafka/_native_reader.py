@@ -184,11 +184,18 @@ class _NativeFetcher:
         self._fetcher.close()
 
     def release(self) -> None:
+        """Back to :data:`POOL`, stopped; closed instead when it met a permanent client
+        error or cannot stop: the range was read, so nothing here may fail the task."""
         self._drain_client_events()
         if self.errors.permanent is not None:
             self._fetcher.close()
             return
-        self._fetcher.stop()
+        try:
+            self._fetcher.stop()
+        except RuntimeError as exc:
+            log.debug("barrier-kafka: a consumer that cannot stop is closed, not kept: %s", self._scrub(exc))
+            self._fetcher.close()
+            return
         POOL.give(self._key, self._fetcher, self._idle_s)
 
 
