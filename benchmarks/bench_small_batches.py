@@ -14,7 +14,8 @@ the other in each round (so the machine's load hits them alike), at
   its own per batch (planner round trips to the Python planner, a Python worker per
   task, Arrow to rows), the floor under any Python source;
 * ``barrier-kafka -> noop``, the same with ``kafkaConsumer.cacheTimeoutMs=0`` (a new
-  consumer per task: what the consumer pool saves);
+  consumer per task: what the consumer pool saves), and with ``commitOffsets=false`` (no
+  group offsets committed, as the JVM source: what the group commit costs a batch);
 * ``barrier-kafka -> floor sink``: a Python streaming sink that reads its batches and
   commits nothing: what Spark's Python sink API costs on its own (a second Python worker
   per task, the commit runner on the driver), the floor under any Python sink;
@@ -48,8 +49,8 @@ from bench_sink_batch_latency import produce  # noqa: E402
 
 WARMUP = 3
 PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "commitOffsets")
-CASES = ("jvm-noop", "floor-noop", "barrier-noop", "barrier-noop-nocache", "barrier-floorsink", "barrier-hbase",
-         "jvm-commits-hbase")
+CASES = ("jvm-noop", "floor-noop", "barrier-noop", "barrier-noop-nocache", "barrier-noop-nocommit",
+         "barrier-floorsink", "barrier-hbase", "jvm-commits-hbase")
 
 
 def register_floor(spark: Any, rows_per_batch: int) -> None:
@@ -159,10 +160,12 @@ def start(spark: Any, case: str, ep: Any, rows: int, batches: int) -> tuple[Any,
         reader = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", ep.kafka_bootstrap)
                   .option("subscribe", name).option("startingOffsets", "earliest")
                   .option("maxOffsetsPerTrigger", str(rows)))
-        if fmt == "barrier-kafka":
+        if fmt == "barrier-kafka" and case != "barrier-noop-nocommit":
             reader = reader.option("kafka.group.id", name)
         if case == "barrier-noop-nocache":  # a consumer per task, as before the pool
             reader = reader.option("kafkaConsumer.cacheTimeoutMs", "0")
+        if case == "barrier-noop-nocommit":  # no group offsets committed, like the JVM source
+            reader = reader.option("commitOffsets", "false")
         df = reader.load()
         if case == "jvm-commits-hbase":
             commits = sparkbarrier.commit_kafka_offsets(spark, name, {"kafka.bootstrap.servers": ep.kafka_bootstrap})

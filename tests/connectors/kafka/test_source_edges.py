@@ -217,3 +217,39 @@ def test_recreated_topic_behind_checkpoint_is_data_loss(spark, kafka: KafkaTool,
         kafka.produce(topic, 2, partitions=1, start=200)
         got3 = run_available_now(spark, options, ckpt)
         assert got3.values() == [b"200", b"201"]
+
+
+@pytest.mark.timeout(60)
+def test_discovery_describes_the_selected_topics_each_call(kafka: KafkaTool, unique_name) -> None:
+    """The planner's per-batch discovery asks for the subscribed or assigned topics only
+    (not every topic of the cluster) and still sees new topics and partitions;
+    a missing topic or partition is absent, not an error."""
+    from sparkbarrier.connectors.kafka import parse_source_options
+    from sparkbarrier.connectors.kafka._cluster import ClusterView
+    from sparkbarrier.connectors.kafka._positions import TopicPartition as TP
+
+    prefix = unique_name("d")
+    first, later = prefix + "_a", prefix + "_b"
+    kafka.create_topic(first, partitions=1)
+    views = {
+        "subscribe": ClusterView(parse_source_options(
+            {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": f"{first},{later}",
+             "commitOffsets": "false"})),
+        "assign": ClusterView(parse_source_options(
+            {"kafka.bootstrap.servers": kafka.bootstrap,
+             "assign": f'{{"{first}": [0, 1], "{later}": [0]}}', "commitOffsets": "false"})),
+        "pattern": ClusterView(parse_source_options(
+            {"kafka.bootstrap.servers": kafka.bootstrap,
+             "subscribePattern": prefix + "_.*|__consumer_offsets", "commitOffsets": "false"})),
+    }
+    try:
+        for view in views.values():
+            assert view.discover() == {TP(first, 0)}
+        kafka.add_partitions(first, 2)
+        kafka.create_topic(later, partitions=1)
+        grown = {TP(first, 0), TP(first, 1), TP(later, 0)}
+        for name, view in views.items():  # a new topic reaches every broker's cache in ms
+            wait_for(lambda v=view: v.discover() == grown, 30, f"{name} sees the new partitions")
+    finally:
+        for view in views.values():
+            view.close()
