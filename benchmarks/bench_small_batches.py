@@ -19,6 +19,8 @@ the other in each round (so the machine's load hits them alike), at
 * ``barrier-kafka -> floor sink``: a Python streaming sink that reads its batches and
   commits nothing: what Spark's Python sink API costs on its own (a second Python worker
   per task, the commit runner on the driver), the floor under any Python sink;
+* ``floor -> floor sink``: both Python APIs' own cost, the floor under any pipeline of a
+  Python source into a Python sink (the sink cases are compared with it too);
 * ``barrier-kafka -> barrier-hbase`` and
   ``jvm + commit_kafka_offsets -> barrier-hbase``.
 
@@ -50,7 +52,7 @@ from bench_sink_batch_latency import produce  # noqa: E402
 WARMUP = 3
 PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "commitOffsets")
 CASES = ("jvm-noop", "floor-noop", "barrier-noop", "barrier-noop-nocache", "barrier-noop-nocommit",
-         "barrier-floorsink", "barrier-hbase", "jvm-commits-hbase")
+         "floor-floorsink", "barrier-floorsink", "barrier-hbase", "jvm-commits-hbase")
 
 
 def register_floor(spark: Any, rows_per_batch: int) -> None:
@@ -152,7 +154,7 @@ def start(spark: Any, case: str, ep: Any, rows: int, batches: int) -> tuple[Any,
 
     name = f"bench_small_{case.replace('-', '_')}_{uuid.uuid4().hex[:6]}"
     commits = None
-    if case == "floor-noop":
+    if case.startswith("floor"):
         df = spark.readStream.format("bench-small-floor").load()
     else:
         produce(ep.kafka_bootstrap, name, rows * (batches + WARMUP + 3))
@@ -257,9 +259,13 @@ def main() -> None:
                                       capture_output=True, text=True, timeout=600, check=True)
                 out[case] = json.loads(done.stdout.strip().splitlines()[-1])["first_batch_s"]
             base, floor = out["jvm-noop"], out["floor-noop"]
+            pair = out.get("floor-floorsink")
             print(json.dumps({"round": round_, "first_batch_s": out,
                               "ratio_to_jvm_noop": {c: round(v / base, 2) for c, v in out.items()},
-                              "ratio_to_floor": {c: round(v / floor, 2) for c, v in out.items()}}), flush=True)
+                              "ratio_to_floor": {c: round(v / floor, 2) for c, v in out.items()},
+                              "ratio_to_floor_floorsink": {c: round(v / pair, 2) for c, v in out.items()
+                                                           if pair and ("sink" in c or c.endswith("hbase"))}}),
+                  flush=True)
         return
 
     from sparkbarrier.devstack import Devstack
@@ -274,9 +280,12 @@ def main() -> None:
     for round_ in range(1, args.rounds + 1):
         results = {case: measure(spark, case, ep, args.rows_per_batch, args.batches) for case in cases}
         base, floor = results["jvm-noop"]["median_ms"], results["floor-noop"]["median_ms"]
+        pair = results.get("floor-floorsink", {}).get("median_ms")
         for case, r in results.items():
             r["ratio_to_jvm_noop"] = round(r["median_ms"] / base, 2)
             r["ratio_to_floor"] = round(r["median_ms"] / floor, 2)
+            if pair and ("sink" in case or case.endswith("hbase")):
+                r["ratio_to_floor_floorsink"] = round(r["median_ms"] / pair, 2)
             print(json.dumps({"round": round_, "case": case, **r}), flush=True)
     spark.stop()
 

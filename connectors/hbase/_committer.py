@@ -11,6 +11,11 @@ Driver (:class:`Committer`, Spark's ``commit``/``abort``): ``commit`` replaces
 else there means another writer committed meanwhile → :class:`FencedError`. Every
 commit is also kept in the sink's history (as-of reads, lineage). Before a batch
 with a gap commits, the gap's cells are removed through Thrift2 (``_rollback``).
+The commit worker keeps the last record it wrote per sink (:data:`_LAST_WRITTEN`) and,
+when the tasks started from that record, checks-and-puts against it without reading the
+row first: the ``checkAndPut`` compares the exact bytes, so a record anyone changed
+meanwhile fails it, and the commit then reads the row and decides as it would have
+(a get less per batch; the cache is only ever an expected value, never trusted).
 ``abort`` deletes nothing: the batch's cells sit above the committed read bound, and
 its replay (a new plan) abandons them. A commit whose tasks held keys back (``_buffer``) warns
 once per query and flush limits, with the options to change (``_notices``).
@@ -33,6 +38,7 @@ from ._commit_table import (
     ATTEMPT_COLUMN,
     COMMIT_COLUMN,
     CommitRecord,
+    SinkState,
     check_and_put,
     put_cell,
     put_history,
@@ -48,6 +54,9 @@ __all__ = ["Committer", "HBaseCommitMessage", "plan_attempt"]
 log = logging.getLogger(__name__)
 _MAX_PLAN_ROUNDS = 20
 HELD_KEYS_NOTICE = "held-keys"
+# (commit table, sink.id) -> the commit record this process last wrote there, as bytes.
+# Spark runs each commit in a reused Python worker on the driver; see the module doc.
+_LAST_WRITTEN: dict[tuple[str, str], bytes] = {}
 
 
 @dataclass
@@ -150,7 +159,25 @@ class Committer:
             raise FencedError(
                 f"batch {batch_id}: write tasks disagree on the timestamp base {sorted(map(str, keys))}; "
                 "another writer is using the same sink.id", batch_id=batch_id)
+        remembered = _LAST_WRITTEN.pop((self._commit_table, first.sink_id), None) if self._fenced else None
+        last = CommitRecord.from_bytes(remembered) if remembered is not None else None
+        # Only the record the tasks started from, and never this batch's own: an
+        # already-committed batch is answered from a fresh read.
+        if (remembered is not None and last is not None and last.seq == first.prev_seq
+                and (last.query_id, last.batch_id) != (first.query_id, first.batch_id)):
+            record = self._commit_over(SinkState(remembered, None), msgs, batch_id, offsets,
+                                       source_checkpoints, remembered=True)
+            if record is not None:
+                return record
+            # the row no longer holds what this worker wrote: read it, as without a memory
         state = read_state(self._conn, self._commit_table, first.sink_id)
+        return self._commit_over(state, msgs, batch_id, offsets, source_checkpoints, remembered=False)
+
+    def _commit_over(self, state: SinkState, msgs: Sequence[HBaseCommitMessage], batch_id: int,
+                     offsets: Mapping[str, int] | None, source_checkpoints: Sequence[int], *,
+                     remembered: bool) -> CommitRecord | None:
+        """Commit over ``state``; None only when ``remembered`` and the row no longer holds it."""
+        first = msgs[0]
         current = state.commit
         if current is not None and current.query_id == first.query_id and current.batch_id == first.batch_id:
             if current.ts_lo != first.base_ms:
@@ -185,8 +212,12 @@ class Committer:
             put_cell(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN, record.to_bytes())
         elif not check_and_put(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN,
                                state.commit_raw, record.to_bytes()):
+            if remembered:
+                return None
             raise FencedError(f"sink {first.sink_id!r}: the commit record changed while committing "
                               f"batch {batch_id}; another writer uses this sink.id", batch_id=batch_id)
+        else:
+            _LAST_WRITTEN[(self._commit_table, first.sink_id)] = record.to_bytes()
         put_history(self._conn, self._commit_table, record)
         tasks = _last_per_task(msgs)
         log.info("sink %s committed batch %d as sequence %d (%d rows, timestamps %d..%d)", first.sink_id,

@@ -342,5 +342,35 @@ def test_a_task_costs_one_commit_table_read_and_the_first_task_one_check_and_put
     sink.commit(msgs, 0)
     assert calls == {"read": 1, "cap": 1}  # the commit record
     calls.update(read=0, cap=0)
-    [sink.task(rows, batch=1, partition=p, plan="p2") for p in range(3)]  # the next batch: the same
+    msgs = [sink.task(rows, batch=1, partition=p, plan="p2") for p in range(3)]  # the next batch: the same
     assert calls == {"read": 3, "cap": 1}
+    calls.update(read=0, cap=0)
+    sink.commit(msgs, 1)
+    assert calls == {"read": 0, "cap": 1}  # the commit worker remembers the record it wrote
+    assert sink.read() == [{"id": f"k{i}", "v": i, "s": None} for i in range(5)]
+
+
+def test_a_remembered_record_that_changed_is_read_again_and_fences(make_sink) -> None:
+    """The commit worker's memory of its last record is only an expected value: when the
+    row changed meanwhile, the checkAndPut fails, the commit reads the row and decides
+    as without a memory (here: another writer committed, so FencedError and no write)."""
+    from dataclasses import replace
+
+    from sparkbarrier.connectors.hbase._commit_table import COMMIT_COLUMN, CommitRecord, put_cell
+
+    sink = make_sink(OPS, **FLUSH)
+    rows = [{"id": "a", "v": 1, "s": None, "op": None}]
+    sink.commit([sink.task(rows, batch=0, plan="p1")], 0)
+    pending = sink.task([{"id": "a", "v": 2, "s": None, "op": None}], batch=1, plan="p2")
+    conn = HBaseConnection(sink.opts, 0)
+    try:
+        ours = read_state(conn, sink.opts.commit_table, sink.opts.sink_id).commit
+        assert ours is not None and ours.seq == pending.prev_seq
+        theirs = replace(ours, seq=ours.seq + 1, query_id="other-query", batch_id=7)
+        put_cell(conn, sink.opts.commit_table, sink.opts.sink_id, COMMIT_COLUMN, theirs.to_bytes())
+        with pytest.raises(FencedError, match="another writer"):
+            sink.commit([pending], 1)
+        after = read_state(conn, sink.opts.commit_table, sink.opts.sink_id).commit_raw
+    finally:
+        conn.close()
+    assert after is not None and CommitRecord.from_bytes(after) == theirs
