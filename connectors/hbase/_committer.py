@@ -45,6 +45,7 @@ from ._commit_table import (
     read_state,
 )
 from ._connection import HBaseConnection
+from ._connection_pool import release
 from ._notices import first_notice
 from ._rollback import roll_back_gap
 from ._thrift2 import Thrift2Admin
@@ -267,8 +268,13 @@ class Committer:
         with self._thrift2() as admin:
             roll_back_gap(admin, self._table, families, gap)
 
-    def close(self) -> None:
-        self._conn.close()
+    def close(self, *, keep: bool = False) -> None:
+        """``keep``: the commit went through, so its connection serves the next one
+        (``_connection_pool``); otherwise it is closed."""
+        if keep:
+            release(self._conn.options, 0, self._conn)
+        else:
+            self._conn.close()
 
     def abort(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> None:
         """Nothing to undo: the batch's cells sit above the committed read bound (see module doc)."""

@@ -106,6 +106,11 @@ class GatewayConnection(Generic[C]):
         return self._dialer
 
     @property
+    def options(self) -> HBaseConnectionOptions:
+        """The options this connection was made with."""
+        return self._opts
+
+    @property
     def gateway(self) -> Gateway:
         """The gateway this connection uses now (or will try first)."""
         return self._gateways[self._current]

@@ -25,6 +25,7 @@ from ._admin import DeletedCellsNotice, prepare_table
 from ._commit_table import ensure_commit_table
 from ._committer import Committer, HBaseCommitMessage
 from ._connection import HBaseConnection
+from ._connection_pool import connect
 from ._layout import SinkLayout, data_field_names
 from ._notices import first_notice, forget_notice
 from ._options import HBaseSinkOptions, parse_sink_options
@@ -188,21 +189,27 @@ class HBaseSinkFunction(CheckpointedSink):
     def committer(self) -> Committer:
         opts, layout = self._parsed()
         columns = [[t.name, t.family.decode(), t.qualifier.decode()] for t in layout.targets]
-        return Committer(HBaseConnection(opts), opts.commit_table, opts.table,
+        return Committer(connect(opts), opts.commit_table, opts.table,
                          fenced=opts.exactly_once, schema_json=self.schema_json, rowkey=opts.rowkey,
                          columns=columns, thrift2=self._thrift2())
 
     def notify_checkpoint_complete(self, batch_id: int, completed: CompletedCheckpoint) -> None:
         committer = self.committer()
+        committed = False
         try:
             committer.commit(_messages(completed), batch_id, offsets=completed.source_offsets,
                              source_checkpoints=completed.source_checkpoints)
+            committed = True
         finally:
-            committer.close()
+            committer.close(keep=committed)
 
     def notify_checkpoint_aborted(self, batch_id: int, completed: CompletedCheckpoint | None = None) -> None:
         if completed is not None:
-            self.committer().abort(_messages(completed), batch_id)  # writes nothing
+            committer = self.committer()
+            try:
+                committer.abort(_messages(completed), batch_id)  # writes nothing
+            finally:
+                committer.close()
 
 
 def _messages(completed: CompletedCheckpoint) -> list[HBaseCommitMessage]:

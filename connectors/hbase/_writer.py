@@ -23,7 +23,7 @@ from ..._exceptions import ProtocolError, SinkError
 from ._attempts import Placement
 from ._buffer import MutationBuffer
 from ._committer import HBaseCommitMessage, plan_attempt
-from ._connection import HBaseConnection
+from ._connection_pool import connect, release
 from ._encoding import encode_column
 from ._layout import SinkLayout
 from ._options import HBaseSinkOptions
@@ -59,7 +59,8 @@ class HBaseTaskWriter:
         self._opts = opts
         self._id = identity
         self.sink_id = opts.sink_id or f"query-{identity.query_id}"
-        self._conn = HBaseConnection(opts, identity.partition_id)
+        self._conn = connect(opts, identity.partition_id)
+        self._clean = False  # the last snapshot went through: the connection may be kept
         self._layout: SinkLayout | None = None
         self._clock: TaskClock | None = None
         self._buf: MutationBuffer | None = None
@@ -116,10 +117,15 @@ class HBaseTaskWriter:
             if self._buf.max_round is not None:
                 msg.ts_end = self._buf.clock.end(self._buf.max_round)
             msg.held_keys = self._buf.held_keys
+        self._clean = final
         return replace(msg)
 
     def close(self) -> None:
-        self._conn.close()
+        """Keep the connection for the next task when the task ended cleanly (``_connection_pool``)."""
+        if self._clean:
+            release(self._opts, self._id.partition_id, self._conn)
+        else:
+            self._conn.close()
 
     def _layout_for(self, schema: pa.Schema) -> SinkLayout:
         if self._layout is None:
