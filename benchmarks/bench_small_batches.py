@@ -21,6 +21,10 @@ the other in each round (so the machine's load hits them alike), at
   per task, the commit runner on the driver), the floor under any Python sink;
 * ``floor -> floor sink``: both Python APIs' own cost, the floor under any pipeline of a
   Python source into a Python sink (the sink cases are compared with it too);
+* ``floor -> put sink``: the floor source into a Python sink that puts the rows into
+  HBase through Thrift1 (happybase, one batch per task, no commit protocol): what any
+  Python sink writing these rows to HBase costs, with the HBase servers' own CPU on the
+  same two cores (``barrier-hbase`` is compared with it too);
 * ``barrier-kafka -> barrier-hbase`` and
   ``jvm + commit_kafka_offsets -> barrier-hbase``.
 
@@ -52,7 +56,7 @@ from bench_sink_batch_latency import produce  # noqa: E402
 WARMUP = 3
 PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "commitOffsets")
 CASES = ("jvm-noop", "floor-noop", "barrier-noop", "barrier-noop-nocache", "barrier-noop-nocommit",
-         "floor-floorsink", "barrier-floorsink", "barrier-hbase", "jvm-commits-hbase")
+         "floor-floorsink", "floor-putsink", "barrier-floorsink", "barrier-hbase", "jvm-commits-hbase")
 
 
 def register_floor(spark: Any, rows_per_batch: int) -> None:
@@ -148,6 +152,46 @@ def register_floor_sink(spark: Any) -> None:
     spark.dataSource.register(_Sink)
 
 
+def register_put_sink(spark: Any) -> None:
+    """``format("bench-small-put-sink")``: puts every row into HBase through Thrift1 (one
+    batched ``mutateRows`` per task, happybase, no commit protocol): the least any Python
+    sink that writes these rows to HBase does -- at-least-once, no placement, no commit."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+
+    class _Writer(DataSourceStreamArrowWriter):
+        def __init__(self, options):
+            self._host, self._port, self._table = options["host"], int(options["port"]), options["table"]
+
+        def write(self, iterator):
+            import happybase
+
+            conn = happybase.Connection(self._host, self._port)
+            try:
+                with conn.table(self._table).batch() as batch:
+                    for data in iterator:
+                        for key, value in zip(data.column("id").to_pylist(), data.column("v").to_pylist()):
+                            batch.put(key.encode(), {b"d:v": value.encode()})
+            finally:
+                conn.close()
+            return WriterCommitMessage()
+
+        def commit(self, messages, batchId) -> None:
+            pass
+
+        def abort(self, messages, batchId) -> None:
+            pass
+
+    class _Sink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench-small-put-sink"
+
+        def streamWriter(self, schema, overwrite):
+            return _Writer(self.options)
+
+    spark.dataSource.register(_Sink)
+
+
 def start(spark: Any, case: str, ep: Any, rows: int, batches: int) -> tuple[Any, Any]:
     """The query of ``case`` on a fresh topic (and the commit listener, if any)."""
     import sparkbarrier
@@ -171,7 +215,18 @@ def start(spark: Any, case: str, ep: Any, rows: int, batches: int) -> tuple[Any,
         df = reader.load()
         if case == "jvm-commits-hbase":
             commits = sparkbarrier.commit_kafka_offsets(spark, name, {"kafka.bootstrap.servers": ep.kafka_bootstrap})
-    if case.endswith("floorsink"):
+    if case.endswith("putsink"):
+        import happybase
+
+        conn = happybase.Connection(*ep.hbase_thrift)
+        try:
+            conn.create_table(name, {"d": {}})
+        finally:
+            conn.close()
+        writer = (df.selectExpr("CAST(key AS STRING) AS id", "CAST(value AS STRING) AS v").writeStream
+                  .format("bench-small-put-sink").option("host", ep.hbase_thrift[0])
+                  .option("port", str(ep.hbase_thrift[1])).option("table", name))
+    elif case.endswith("floorsink"):
         writer = (df.selectExpr("CAST(key AS STRING) AS id", "CAST(value AS STRING) AS v").writeStream
                   .format("bench-small-floor-sink"))
     elif case.endswith("hbase"):
@@ -216,6 +271,7 @@ def first_batch(case: str, jars: str, rows: int) -> float:
     spark = session(jars)
     register_floor(spark, rows)
     register_floor_sink(spark)
+    register_put_sink(spark)
     t0 = time.monotonic()
     query, commits = start(spark, case, ep, rows, 1)
     try:
@@ -274,6 +330,7 @@ def main() -> None:
     spark = session(args.spark_kafka_jars)
     register_floor(spark, args.rows_per_batch)
     register_floor_sink(spark)
+    register_put_sink(spark)
     for _ in range(args.warmup_rounds):
         for case in cases:
             measure(spark, case, ep, args.rows_per_batch, 2)
@@ -285,6 +342,8 @@ def main() -> None:
             r["ratio_to_jvm_noop"] = round(r["median_ms"] / base, 2)
             r["ratio_to_floor"] = round(r["median_ms"] / floor, 2)
             if pair and ("sink" in case or case.endswith("hbase")):
+                if "floor-putsink" in results:
+                    r["ratio_to_floor_putsink"] = round(r["median_ms"] / results["floor-putsink"]["median_ms"], 2)
                 r["ratio_to_floor_floorsink"] = round(r["median_ms"] / pair, 2)
             print(json.dumps({"round": round_, "case": case, **r}), flush=True)
     spark.stop()
