@@ -125,11 +125,18 @@ def session(jars: str) -> Any:
     return spark
 
 
-def register_floor_sink(spark: Any) -> None:
-    """``format("bench-small-floor-sink")``: takes every row, stores nothing, commits nothing."""
+def register_sinks(spark: Any) -> None:
+    """The two baseline sinks.
+
+    ``format("bench-small-floor-sink")`` takes every row, stores nothing and commits
+    nothing: Spark's own cost of a Python sink. ``format("bench-small-put-sink")`` puts
+    every row into HBase through Thrift1 (one batched ``mutateRows`` per task, happybase,
+    no commit protocol): the least any Python sink writing these rows to HBase does --
+    at-least-once, no placement, no commit.
+    """
     from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
-    class _Writer(DataSourceStreamArrowWriter):
+    class _FloorWriter(DataSourceStreamArrowWriter):
         def write(self, iterator):
             for _ in iterator:
                 pass
@@ -141,24 +148,7 @@ def register_floor_sink(spark: Any) -> None:
         def abort(self, messages, batchId) -> None:
             pass
 
-    class _Sink(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "bench-small-floor-sink"
-
-        def streamWriter(self, schema, overwrite):
-            return _Writer()
-
-    spark.dataSource.register(_Sink)
-
-
-def register_put_sink(spark: Any) -> None:
-    """``format("bench-small-put-sink")``: puts every row into HBase through Thrift1 (one
-    batched ``mutateRows`` per task, happybase, no commit protocol): the least any Python
-    sink that writes these rows to HBase does -- at-least-once, no placement, no commit."""
-    from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
-
-    class _Writer(DataSourceStreamArrowWriter):
+    class _PutWriter(_FloorWriter):
         def __init__(self, options):
             self._host, self._port, self._table = options["host"], int(options["port"]), options["table"]
 
@@ -175,21 +165,24 @@ def register_put_sink(spark: Any) -> None:
                 conn.close()
             return WriterCommitMessage()
 
-        def commit(self, messages, batchId) -> None:
-            pass
+    class _FloorSink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench-small-floor-sink"
 
-        def abort(self, messages, batchId) -> None:
-            pass
+        def streamWriter(self, schema, overwrite):
+            return _FloorWriter()
 
-    class _Sink(DataSource):
+    class _PutSink(DataSource):
         @classmethod
         def name(cls) -> str:
             return "bench-small-put-sink"
 
         def streamWriter(self, schema, overwrite):
-            return _Writer(self.options)
+            return _PutWriter(self.options)
 
-    spark.dataSource.register(_Sink)
+    spark.dataSource.register(_FloorSink)
+    spark.dataSource.register(_PutSink)
 
 
 def start(spark: Any, case: str, ep: Any, rows: int, batches: int) -> tuple[Any, Any]:
@@ -270,8 +263,7 @@ def first_batch(case: str, jars: str, rows: int) -> float:
     ep = Devstack().up()
     spark = session(jars)
     register_floor(spark, rows)
-    register_floor_sink(spark)
-    register_put_sink(spark)
+    register_sinks(spark)
     t0 = time.monotonic()
     query, commits = start(spark, case, ep, rows, 1)
     try:
@@ -329,8 +321,7 @@ def main() -> None:
     ep = Devstack().up()
     spark = session(args.spark_kafka_jars)
     register_floor(spark, args.rows_per_batch)
-    register_floor_sink(spark)
-    register_put_sink(spark)
+    register_sinks(spark)
     for _ in range(args.warmup_rounds):
         for case in cases:
             measure(spark, case, ep, args.rows_per_batch, 2)

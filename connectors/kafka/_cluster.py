@@ -1,15 +1,18 @@
 """Driver-side view of the cluster: partition discovery and offset lookups.
 
-Wraps one group-less ``KafkaConsumer`` used only for ListOffsets (it never fetches
-records and never joins a group) and one ``KafkaAdminClient`` that describes the
-selected topics. Created lazily by the planner; all calls are synchronous and bounded
-by ``request_timeout_ms``.
+Wraps one group-less ``KafkaConsumer`` used only for metadata and ListOffsets
+(it never fetches records and never joins a group). Created lazily by the
+planner; all calls are synchronous and bounded by ``request_timeout_ms``.
 
-Discovery runs every batch, so it asks for the subscribed or assigned topics only, as
-Spark's JVM source does (``describeTopics``): the consumer's ``topics()`` fetches the
-metadata of every topic in the cluster (5-6 ms a batch at 150 topics, growing with the
-cluster) and waits out ``retry_backoff_ms`` when asked twice within it. Only
-``subscribePattern`` needs every topic's name, as in Spark.
+Discovery runs every batch, so it refreshes the metadata of the subscribed or assigned
+topics only, as Spark's JVM source describes only those: the consumer's ``topics()``
+asks for every topic in the cluster (5-6 ms a batch at 150 topics, growing with the
+cluster). Only ``subscribePattern`` needs every topic's name, as in Spark. kafka-python
+3 has no public call for a targeted refresh, so :func:`_refresh_topics` drives the
+consumer's own metadata cache and falls back to ``topics()`` where a kafka-python
+release lays it out differently. Not a ``KafkaAdminClient.describe_topics``: that
+client stalled each lookup ~2 s whenever a broker restarted (measured in a rolling
+restart; the consumer's refresh did not stall).
 
 Two retry budgets, because two different things go wrong:
 
@@ -30,14 +33,15 @@ the option, never with a bare client exception.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition as KafkaTP
-from kafka.errors import KafkaError, NoError, UnknownTopicOrPartitionError, for_code
+from kafka import KafkaConsumer, TopicPartition as KafkaTP
+from kafka.errors import KafkaError, TopicAuthorizationFailedError, UnknownTopicOrPartitionError
 
 from ..._exceptions import SourceError
 from ._failover import ProblemLog, retry_failover
@@ -74,7 +78,6 @@ class ClusterView:
     def __init__(self, options: KafkaSourceOptions) -> None:
         self._options = options
         self._consumer: KafkaConsumer | None = None
-        self._admin: KafkaAdminClient | None = None
         # Like Spark (Java Pattern.matches): the pattern must match the whole topic name.
         self._regex = re.compile(options.pattern) if options.pattern else None
         self._answered = False
@@ -93,32 +96,24 @@ class ClusterView:
                 enable_auto_commit=False,
                 allow_auto_create_topics=False,
             )
+            _forbid_auto_create(self._consumer)  # its offset lookups request metadata too
         return self._consumer
-
-    def _describer(self) -> KafkaAdminClient:
-        if self._admin is None:
-            self._client()  # the access check first, and one place that makes it
-            self._admin = KafkaAdminClient(**self._options.admin_configs())
-        return self._admin
 
     def _partitions(self, topics: list[str] | None) -> dict[str, set[int]]:
         """Partition ids of ``topics`` that exist now (every non-internal topic when
-        None), from one fresh metadata request.
-
-        A topic that does not exist, or that this client may not describe, is absent,
-        as in the consumer's metadata. A topic answered with a retriable error (its
-        leader moving, just created) raises it, so the caller retries instead of taking
-        the topic's partitions for gone.
-        """
+        None), from one fresh metadata request; a topic that does not exist, or that this
+        client may not describe, is absent (as in the consumer's metadata)."""
+        client = self._client()
+        if topics is None or not _refresh_topics(client, topics):
+            existing = client.topics()  # every topic
+            return {t: set(client.partitions_for_topic(t) or ()) for t in existing
+                    if topics is None or t in topics}
+        cluster = client._cluster  # kafka-python's metadata cache: see _refresh_topics
         found: dict[str, set[int]] = {}
-        for described in self._describer().describe_topics(topics):
-            error = for_code(described["error_code"])
-            if error is NoError:
-                if topics is not None or not described["is_internal"]:
-                    found[described["name"]] = {p["partition_index"]
-                                                for p in described["partitions"]}
-            elif error.retriable and error is not UnknownTopicOrPartitionError:
-                raise error(f"describing topic {described['name']!r}")
+        for topic in topics:
+            ids = cluster.partitions_for_topic(topic)
+            if ids is not None:
+                found[topic] = set(ids)
         return found
 
     def _selected_topics(self) -> list[str] | None:
@@ -231,9 +226,47 @@ class ClusterView:
                 for k, v in found.items()}
 
     def close(self) -> None:
-        if self._admin is not None:
-            self._admin.close()
-            self._admin = None
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
+
+
+def _refresh_topics(client: KafkaConsumer, topics: list[str]) -> bool:
+    """Fetch fresh metadata for ``topics`` into ``client``'s cache; False when this
+    kafka-python lays its consumer out otherwise (the caller then asks for every topic).
+
+    What ``KafkaConsumer.topics()`` does (kafka-python 3.0: wait for a refresh in flight,
+    then request one and wait for it), with the consumer's tracked topics instead of all.
+    A request naming one topic fails its future with that topic's error: a topic that
+    does not exist (yet) or may not be described is simply absent, as before.
+    """
+    if not _forbid_auto_create(client):
+        return False
+    try:
+        cluster, net, manager = client._cluster, client._net, client._manager
+        if cluster.metadata_refresh_in_progress:
+            net.run(manager.wait_for, cluster.request_update(), None)
+        for topic in topics:
+            cluster.add_topic(topic)
+        update = cluster.request_update
+    except AttributeError:
+        return False
+    with contextlib.suppress(UnknownTopicOrPartitionError, TopicAuthorizationFailedError):
+        net.run(manager.wait_for, update(), None)
+    return True
+
+
+def _forbid_auto_create(client: KafkaConsumer) -> bool:
+    """Make ``client``'s metadata requests never create a topic; False when that cannot be said.
+
+    kafka-python 3.0 builds a consumer's metadata cache without the consumer's
+    ``allow_auto_create_topics`` (its default is True), so a request naming a missing
+    topic creates it on a broker with ``auto.create.topics.enable`` (the broker's
+    default): the planner would create the topic it waits for. The cache's own setting
+    is the one its requests read.
+    """
+    config = getattr(getattr(client, "_cluster", None), "config", None)
+    if not isinstance(config, dict):
+        return False
+    config["allow_auto_create_topics"] = False
+    return True

@@ -225,7 +225,7 @@ def test_discovery_describes_the_selected_topics_each_call(kafka: KafkaTool, uni
     (not every topic of the cluster) and still sees new topics and partitions;
     a missing topic or partition is absent, not an error."""
     from sparkbarrier.connectors.kafka import parse_source_options
-    from sparkbarrier.connectors.kafka._cluster import ClusterView
+    from sparkbarrier.connectors.kafka._cluster import ClusterView, _refresh_topics
     from sparkbarrier.connectors.kafka._positions import TopicPartition as TP
 
     prefix = unique_name("d")
@@ -243,6 +243,8 @@ def test_discovery_describes_the_selected_topics_each_call(kafka: KafkaTool, uni
              "subscribePattern": prefix + "_.*|__consumer_offsets", "commitOffsets": "false"})),
     }
     try:
+        # the installed kafka-python takes the targeted refresh (not the every-topic fallback)
+        assert _refresh_topics(views["subscribe"]._client(), [first])
         for view in views.values():
             assert view.discover() == {TP(first, 0)}
         kafka.add_partitions(first, 2)
