@@ -88,6 +88,7 @@ class GatewayConnection(Generic[C]):
 
     def __init__(self, opts: HBaseConnectionOptions, gateways: tuple[Gateway, ...], spread_index: int = 0) -> None:
         self._opts = opts
+        self._spread_index = spread_index
         self._gateways = spread(gateways, spread_index)
         self._current = 0
         self._rounds, self._backoff_ms = opts.failover_rounds, opts.failover_backoff_ms
@@ -109,6 +110,11 @@ class GatewayConnection(Generic[C]):
     def options(self) -> HBaseConnectionOptions:
         """The options this connection was made with."""
         return self._opts
+
+    @property
+    def spread_index(self) -> int:
+        """The index that picked this connection's first gateway."""
+        return self._spread_index
 
     @property
     def gateway(self) -> Gateway:

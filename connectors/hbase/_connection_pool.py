@@ -46,6 +46,6 @@ def connect(opts: HBaseConnectionOptions, spread_index: int = 0) -> HBaseConnect
     return POOL.take(_key(opts, spread_index)) or HBaseConnection(opts, spread_index)
 
 
-def release(opts: HBaseConnectionOptions, spread_index: int, conn: HBaseConnection) -> None:
+def release(conn: HBaseConnection) -> None:
     """``conn`` finished its work cleanly: keep it for the next task or commit."""
-    POOL.give(_key(opts, spread_index), conn)
+    POOL.give(_key(conn.options, conn.spread_index), conn)

@@ -209,7 +209,7 @@ class HBaseSinkFunction(CheckpointedSink):
             try:
                 committer.abort(_messages(completed), batch_id)  # writes nothing
             finally:
-                committer.close()
+                committer.close(keep=True)  # its connection was not used: as clean as it came
 
 
 def _messages(completed: CompletedCheckpoint) -> list[HBaseCommitMessage]:

@@ -123,7 +123,7 @@ class HBaseTaskWriter:
     def close(self) -> None:
         """Keep the connection for the next task when the task ended cleanly (``_connection_pool``)."""
         if self._clean:
-            release(self._opts, self._id.partition_id, self._conn)
+            release(self._conn)
         else:
             self._conn.close()
 
