@@ -161,16 +161,16 @@ class Committer:
                 f"batch {batch_id}: write tasks disagree on the timestamp base {sorted(map(str, keys))}; "
                 "another writer is using the same sink.id", batch_id=batch_id)
         remembered = _LAST_WRITTEN.pop((self._commit_table, first.sink_id), None) if self._fenced else None
-        last = CommitRecord.from_bytes(remembered) if remembered is not None else None
-        # Only the record the tasks started from, and never this batch's own: an
-        # already-committed batch is answered from a fresh read.
-        if (remembered is not None and last is not None and last.seq == first.prev_seq
-                and (last.query_id, last.batch_id) != (first.query_id, first.batch_id)):
-            record = self._commit_over(SinkState(remembered, None), msgs, batch_id, offsets,
-                                       source_checkpoints, remembered=True)
-            if record is not None:
-                return record
-            # the row no longer holds what this worker wrote: read it, as without a memory
+        if remembered is not None:
+            last = CommitRecord.from_bytes(remembered)
+            # Only the record the tasks started from, and never this batch's own: an
+            # already-committed batch is answered from a fresh read.
+            if last.seq == first.prev_seq and (last.query_id, last.batch_id) != (first.query_id, first.batch_id):
+                record = self._commit_over(SinkState(remembered, None), msgs, batch_id, offsets,
+                                           source_checkpoints, remembered=True)
+                if record is not None:
+                    return record
+                # the row no longer holds what this worker wrote: read it, as without a memory
         state = read_state(self._conn, self._commit_table, first.sink_id)
         return self._commit_over(state, msgs, batch_id, offsets, source_checkpoints, remembered=False)
 
@@ -272,7 +272,7 @@ class Committer:
         """``keep``: the commit went through, so its connection serves the next one
         (``_connection_pool``); otherwise it is closed."""
         if keep:
-            release(self._conn.options, 0, self._conn)
+            release(self._conn)
         else:
             self._conn.close()
 
