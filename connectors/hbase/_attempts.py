@@ -65,6 +65,9 @@ class Placement:
     flush_rows: int
     flush_bytes: int
     record: AttemptRecord | None = None
+    # Set by ``_committer.plan_attempt``, never by :func:`place`: the sequence of the commit
+    # this task copied into the sink's history after recording its new attempt.
+    kept_history: int | None = None
 
 
 def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_id: str, batch_id: int,

@@ -16,8 +16,14 @@ Layout (table ``commit.table``, default ``sparkbarrier_commits``, family ``c``):
     timestamp block); ignored since placement follows the protocol's ids (``_attempts``).
 
 * row ``<sink.id>\\x00<sequence, 20 digits>``, ``c:history`` — every commit record
-  ever written, kept for as-of reads and lineage (a scan of the sink's prefix lists
-  them in commit order).
+  but the newest, kept for as-of reads and lineage. The newest is ``c:commit`` itself,
+  so :func:`read_history` scans the sink row with its history rows. A record's copy is
+  written before ``c:commit`` moves past it: by the write task that records the next
+  batch's attempt (off the driver's serial path) or, when no task reports having done it,
+  by the driver's commit just before its ``checkAndPut`` (``_committer``). So when
+  ``c:commit`` holds sequence ``s``, the history rows hold every sequence below ``s``.
+  (Releases before 2026-11-27 copied each record right after committing it; their rows
+  read the same.)
 
 Records carry ``"version": 2``; other versions are rejected. ``offsets`` maps a source
 channel (``"topic:partition"``) to the next offset to read -- enough to resume a fresh
@@ -245,18 +251,36 @@ def _history_key(sink_id: str, seq: int) -> bytes:
     return sink_id.encode() + _HISTORY_SEP + b"%020d" % seq
 
 
-def put_history(conn: HBaseConnection, commit_table: str, record: CommitRecord) -> None:
-    """Keep ``record`` in the sink's history (idempotent: same key, same bytes)."""
+def put_history(conn: HBaseConnection, commit_table: str, record: CommitRecord, raw: bytes | None = None) -> None:
+    """Keep ``record`` in the sink's history (idempotent: same key, same bytes).
+
+    ``raw``: the record's bytes as read from ``c:commit``, copied as they are (a record an
+    earlier build wrote may not serialize back byte for byte).
+    """
     key = _history_key(record.sink_id, record.seq)
-    conn.call(lambda c: c.table(commit_table).put(key, {HISTORY_COLUMN: record.to_bytes()}))
+    value = raw if raw is not None else record.to_bytes()
+    with refusals(f"cannot keep commit {record.seq} of sink {record.sink_id!r} in the history in {commit_table!r}"):
+        conn.call(lambda c: c.table(commit_table).put(key, {HISTORY_COLUMN: value}))
 
 
 def read_history(conn: HBaseConnection, commit_table: str, sink_id: str) -> list[CommitRecord]:
-    """The sink's commit records, oldest first."""
-    prefix = sink_id.encode() + _HISTORY_SEP
+    """The sink's commit records, oldest first: its history rows and its newest, ``c:commit``.
+
+    One scan from the sink row to the end of its history rows (``<sink.id>`` sorts just
+    before ``<sink.id>\\x00...``, and ``<sink.id>\\x01`` just after them).
+    """
+    start = sink_id.encode()
+    stop = start + bytes([_HISTORY_SEP[0] + 1])
     with refusals(f"cannot read the history of sink {sink_id!r} from {commit_table!r}"):
-        rows = conn.call(lambda c: list(c.table(commit_table).scan(row_prefix=prefix, columns=[HISTORY_COLUMN])))
-    return [CommitRecord.from_bytes(data[HISTORY_COLUMN]) for _key, data in rows if HISTORY_COLUMN in data]
+        rows = conn.call(lambda c: list(c.table(commit_table).scan(row_start=start, row_stop=stop,
+                                                                   columns=[COMMIT_COLUMN, HISTORY_COLUMN])))
+    by_seq: dict[int, CommitRecord] = {}
+    for key, data in rows:  # the sink row first: its c:commit wins over a copy with its sequence
+        raw = data.get(COMMIT_COLUMN) if key == start else data.get(HISTORY_COLUMN)
+        if raw is not None:
+            record = CommitRecord.from_bytes(raw)
+            by_seq.setdefault(record.seq, record)
+    return [by_seq[seq] for seq in sorted(by_seq)]
 
 
 def _mutation(column: bytes, value: bytes) -> object:  # happybase's generated Mutation

@@ -9,7 +9,11 @@ so a new attempt above the abandoned one, whose range becomes a *gap*.
 Driver (:class:`Committer`, Spark's ``commit``/``abort``): ``commit`` replaces
 ``c:commit`` with ``checkAndPut`` on the exact record the tasks started from; anything
 else there means another writer committed meanwhile → :class:`FencedError`. Every
-commit is also kept in the sink's history (as-of reads, lineage). Before a batch
+commit is also kept in the sink's history (as-of reads, lineage): the task that records
+the next batch's attempt copies the commit it builds on into the history while its
+input is still arriving, and reports it; only when no task reports that copy does the
+driver write it, before its ``checkAndPut`` (so ``c:commit`` never moves past a record
+the history lacks; ``_commit_table``). Before a batch
 with a gap commits, the gap's cells are removed through Thrift2 (``_rollback``).
 The commit worker keeps the last record it wrote per sink (:data:`_LAST_WRITTEN`) and,
 when the tasks started from that record, checks-and-puts against it without reading the
@@ -26,7 +30,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -77,17 +81,22 @@ class HBaseCommitMessage(WriterCommitMessage):
     rows: int = 0
     ts_end: int | None = None
     held_keys: int = 0  # keys the task held back to its end (rewritten across too many flushes)
+    kept_history: int | None = None  # the commit (sequence) this task copied into the history
 
 
 def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
                  batch_id: int, *, plan: str = "", fenced: bool = True, max_rows: int = 1000,
                  max_size: int = 2 << 20) -> Placement:
-    """The timestamp base and flush limits this task writes with (executor; one get, at most one checkAndPut).
+    """The timestamp base and flush limits this task writes with (executor; one get, at most one
+    checkAndPut, and after a recorded attempt one put).
 
     The decision is ``_attempts.place`` (ids only); this reads its input and records a new
     attempt. A new attempt records ``max_rows``/``max_size`` (the sink's options); a retry
     in the same plan uses the recorded ones, so it flushes at the same rows and writes the
-    same rounds.
+    same rounds. The task that records the attempt (one per plan) also copies the commit it
+    builds on into the history (``kept_history``), which the driver's commit would
+    otherwise do on its serial path; the copy is of bytes read from ``c:commit``, so a
+    committed record, whatever happens to this task after.
     """
     for _ in range(_MAX_PLAN_ROUNDS):
         state = read_state(conn, commit_table, sink_id)
@@ -105,7 +114,11 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
             return placement
         if check_and_put(conn, commit_table, sink_id, ATTEMPT_COLUMN, state.attempt_raw,
                          placement.record.to_bytes()):
-            return placement
+            current = state.commit
+            if current is None:
+                return placement
+            put_history(conn, commit_table, current, raw=state.commit_raw)
+            return replace(placement, kept_history=current.seq)
     raise ProtocolError(f"sink {sink_id!r}: could not agree on a timestamp base for batch "
                         f"{batch_id} after {_MAX_PLAN_ROUNDS} rounds (another writer keeps racing)")
 
@@ -184,7 +197,6 @@ class Committer:
             if current.ts_lo != first.base_ms:
                 raise FencedError(f"sink {first.sink_id!r}: batch {batch_id} is committed at timestamp base "
                                   f"{current.ts_lo}, the tasks wrote at {first.base_ms}", batch_id=batch_id)
-            put_history(self._conn, self._commit_table, current)  # the first try may have died before it
             log.info("sink %s batch %d already committed (seq %d); commit is a no-op",
                      first.sink_id, batch_id, current.seq)
             return current
@@ -211,15 +223,19 @@ class Committer:
         )
         if not self._fenced:
             put_cell(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN, record.to_bytes())
-        elif not check_and_put(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN,
-                               state.commit_raw, record.to_bytes()):
-            if remembered:
-                return None
-            raise FencedError(f"sink {first.sink_id!r}: the commit record changed while committing "
-                              f"batch {batch_id}; another writer uses this sink.id", batch_id=batch_id)
+            put_history(self._conn, self._commit_table, record)
         else:
+            if current is not None and not any(m.kept_history == current.seq for m in msgs):
+                # No task copied the commit it built on (its task died after recording the
+                # attempt, or it ran before this release): copy it before c:commit moves on.
+                put_history(self._conn, self._commit_table, current, raw=state.commit_raw)
+            if not check_and_put(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN,
+                                 state.commit_raw, record.to_bytes()):
+                if remembered:
+                    return None
+                raise FencedError(f"sink {first.sink_id!r}: the commit record changed while committing "
+                                  f"batch {batch_id}; another writer uses this sink.id", batch_id=batch_id)
             _LAST_WRITTEN[(self._commit_table, first.sink_id)] = record.to_bytes()
-        put_history(self._conn, self._commit_table, record)
         tasks = _last_per_task(msgs)
         log.info("sink %s committed batch %d as sequence %d (%d rows, timestamps %d..%d)", first.sink_id,
                  batch_id, record.seq, sum(m.rows for m in tasks), record.ts_lo, record.ts_hi)

@@ -80,7 +80,8 @@ class HBaseTaskWriter:
         self._clock = TaskClock(plan.base_ms, ident.partition_id)  # checks the partition id early
         self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
                                        plan.base_ms, plan.prev_seq, plan.gap, plan.replay_of_committed,
-                                       flush_rows=plan.flush_rows, flush_bytes=plan.flush_bytes)
+                                       flush_rows=plan.flush_rows, flush_bytes=plan.flush_bytes,
+                                       kept_history=plan.kept_history)
         if plan.replay_of_committed:
             log.info("sink %s batch %d is committed already (a replay after a restart); task %d counts its rows "
                      "and writes nothing", self.sink_id, ident.batch_id, ident.partition_id)

@@ -97,3 +97,23 @@ class Sink:
             return conn.table(self.opts.table).cells(row, column, versions=1000, include_timestamp=True)
         finally:
             conn.close()
+
+    def history(self) -> list[Any]:
+        """The sink's commit records as readers see them (history rows and ``c:commit``)."""
+        from sparkbarrier.connectors.hbase._commit_table import read_history
+        from sparkbarrier.connectors.hbase._connection import HBaseConnection
+
+        conn = HBaseConnection(self.opts, 0)
+        try:
+            return read_history(conn, self.opts.commit_table, self.opts.sink_id)
+        finally:
+            conn.close()
+
+    def history_rows(self) -> list[int]:
+        """The sequences copied into history rows (``<sink.id>\\x00<seq>``), without ``c:commit``."""
+        conn = happybase.Connection(self.opts.host, self.opts.port)
+        try:
+            prefix = self.opts.sink_id.encode() + b"\x00"
+            return [int(key[len(prefix):]) for key, _ in conn.table(self.opts.commit_table).scan(row_prefix=prefix)]
+        finally:
+            conn.close()

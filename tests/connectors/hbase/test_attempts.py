@@ -23,7 +23,7 @@ import happybase
 import pyarrow as pa
 import pytest
 
-from sparkbarrier._exceptions import FencedError, FlushError
+from sparkbarrier._exceptions import FencedError, FlushError, SinkError
 from sparkbarrier.connectors.hbase._buffer import FAULT_AFTER_PARTIAL_FLUSH
 from sparkbarrier.connectors.hbase._commit_table import ATTEMPT_COLUMN, AttemptRecord, read_state
 from sparkbarrier.connectors.hbase._connection import HBaseConnection
@@ -239,6 +239,9 @@ def test_every_kill_point_and_query_shape_ends_as_a_run_without_failures(
     assert sink.read() == clean.read()
     for batch in (0, 1, 2):
         assert sink.read(as_of_batch=batch) == clean.read(as_of_batch=batch), batch
+    history = sink.history()  # every commit once, in order; all but the newest copied into rows
+    assert [r.batch_id for r in history] == [0, 1, 2] and [r.seq for r in history] == [1, 2, 3]
+    assert sink.history_rows() == [1, 2]
 
 
 def test_a_replay_writes_above_the_abandoned_attempt_which_becomes_a_gap(make_sink) -> None:
@@ -318,36 +321,67 @@ def test_a_new_attempt_records_its_plan(make_sink) -> None:
 
 
 def test_a_task_costs_one_commit_table_read_and_the_first_task_one_check_and_put(make_sink, monkeypatch) -> None:
-    """Round trips per task and batch: the fingerprint claims' checkAndPut is gone (was: one more per task)."""
+    """Round trips per task and batch: the fingerprint claims' checkAndPut is gone (was: one more
+    per task), and the history copy moved from the driver's commit to the task that records
+    the attempt (the driver's commit is one checkAndPut)."""
     from sparkbarrier.connectors.hbase import _committer
 
-    calls = {"read": 0, "cap": 0}
-    read, cap = _committer.read_state, _committer.check_and_put
+    calls = {"read": 0, "cap": 0, "history": 0}
+    read, cap, history = _committer.read_state, _committer.check_and_put, _committer.put_history
 
-    def counted_read(*a, **k):
-        calls["read"] += 1
-        return read(*a, **k)
-
-    def counted_cap(*a, **k):
-        calls["cap"] += 1
-        return cap(*a, **k)
+    def counted(name, fn):
+        def call(*a, **k):
+            calls[name] += 1
+            return fn(*a, **k)
+        return call
 
     sink = make_sink(OPS, **FLUSH)
-    monkeypatch.setattr(_committer, "read_state", counted_read)
-    monkeypatch.setattr(_committer, "check_and_put", counted_cap)
+    monkeypatch.setattr(_committer, "read_state", counted("read", read))
+    monkeypatch.setattr(_committer, "check_and_put", counted("cap", cap))
+    monkeypatch.setattr(_committer, "put_history", counted("history", history))
     rows = [{"id": f"k{i}", "v": i, "s": None, "op": None} for i in range(5)]  # three flushes per task
     msgs = [sink.task(rows, batch=0, partition=p, plan="p1") for p in range(3)]
-    assert calls == {"read": 3, "cap": 1}
+    assert calls == {"read": 3, "cap": 1, "history": 0}  # nothing committed yet, nothing to copy
     calls.update(read=0, cap=0)
     sink.commit(msgs, 0)
-    assert calls == {"read": 1, "cap": 1}  # the commit record
+    assert calls == {"read": 1, "cap": 1, "history": 0}  # the commit record
     calls.update(read=0, cap=0)
-    msgs = [sink.task(rows, batch=1, partition=p, plan="p2") for p in range(3)]  # the next batch: the same
-    assert calls == {"read": 3, "cap": 1}
-    calls.update(read=0, cap=0)
+    msgs = [sink.task(rows, batch=1, partition=p, plan="p2") for p in range(3)]  # the next batch
+    assert calls == {"read": 3, "cap": 1, "history": 1}  # the first task copies commit 1 into the history
+    assert [m.kept_history for m in msgs] == [1, None, None]
+    calls.update(read=0, cap=0, history=0)
     sink.commit(msgs, 1)
-    assert calls == {"read": 0, "cap": 1}  # the commit worker remembers the record it wrote
+    assert calls == {"read": 0, "cap": 1, "history": 0}  # the commit worker remembers the record it wrote
     assert sink.read() == [{"id": f"k{i}", "v": i, "s": None} for i in range(5)]
+    assert [(r.seq, r.batch_id) for r in sink.history()] == [(1, 0), (2, 1)]  # commit 2 is c:commit
+    assert sink.history_rows() == [1]
+
+
+def test_the_driver_copies_the_commit_into_the_history_when_no_task_reports_it(make_sink, monkeypatch) -> None:
+    """The task that recorded the attempt died before its history copy; its retry (same plan)
+    joins the attempt and copies nothing, so the driver's commit copies commit 1 before its
+    checkAndPut moves c:commit past it."""
+    from sparkbarrier.connectors.hbase import _committer
+
+    sink = make_sink(OPS, **FLUSH)
+    rows = [{"id": "a", "v": 1, "s": None, "op": None}]
+    sink.commit([sink.task(rows, batch=0, plan="p1")], 0)
+
+    def dies(*_a, **_k):
+        raise SinkError("task killed after recording its attempt")
+
+    with monkeypatch.context() as m:
+        m.setattr(_committer, "put_history", dies)
+        with pytest.raises(SinkError, match="killed"):
+            sink.task([{"id": "a", "v": 2, "s": None, "op": None}], batch=1, plan="p2")
+    assert sink.history_rows() == []
+    retry = sink.task([{"id": "a", "v": 2, "s": None, "op": None}], batch=1, plan="p2")
+    assert retry.kept_history is None
+    sink.commit([retry], 1)
+    assert sink.history_rows() == [1]
+    assert [(r.seq, r.batch_id) for r in sink.history()] == [(1, 0), (2, 1)]
+    assert sink.read(as_of_batch=0) == [{"id": "a", "v": 1, "s": None}]
+    assert sink.read(as_of_batch=1) == sink.read() == [{"id": "a", "v": 2, "s": None}]
 
 
 def test_a_remembered_record_that_changed_is_read_again_and_fences(make_sink) -> None:

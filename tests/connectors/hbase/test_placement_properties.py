@@ -14,7 +14,11 @@ table is exercised by test_attempts.py). For every history:
 * every abandoned attempt's whole range lies inside the gap the committing attempt
   carries, and no committed attempt's range intersects a gap;
 * a task of an older plan than the recorded one is fenced and changes nothing;
-* a replay of a committed batch writes nothing.
+* a replay of a committed batch writes nothing;
+* the history (``_committer``: the task that records an attempt copies the commit it
+  builds on, the driver copies it only when no task reports the copy, before moving
+  ``c:commit``) holds every committed record but the newest, byte for byte, after every
+  commit, whether or not the recording task's copy was lost.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ class Table:
     attempt: bytes | None = None
     attempts: list[AttemptRecord] = field(default_factory=list)  # every attempt ever recorded
     committed: list[CommitRecord] = field(default_factory=list)
+    history: dict[int, bytes] = field(default_factory=dict)  # the history rows: seq -> record
 
 
 @dataclass
@@ -49,9 +54,10 @@ class Task:
     prev: int | None = None
     gap: list[int] | None = None
     replay: bool = False
+    kept: int | None = None  # the commit this task copied into the history
 
 
-def start(table: Table, task: Task, now: int) -> bool:
+def start(table: Table, task: Task, now: int, *, copy_lost: bool = False) -> bool:
     """One task's begin (``plan_attempt`` over the dict); False when fenced."""
     for _ in range(5):
         commit = CommitRecord.from_bytes(table.commit) if table.commit else None
@@ -65,6 +71,9 @@ def start(table: Table, task: Task, now: int) -> bool:
             expected, table.attempt = table.attempt, p.record.to_bytes()
             assert expected is not None or attempt is None
             table.attempts.append(p.record)
+            if commit is not None and not copy_lost:  # copy_lost: died after the checkAndPut; the retry joins
+                table.history[commit.seq] = table.commit  # type: ignore[assignment]
+                task.kept = commit.seq
         task.base, task.prev, task.gap, task.replay = p.base_ms, p.prev_seq, p.gap, p.replay_of_committed
         if not p.replay_of_committed:  # a plan's tasks write only in an attempt their own plan recorded
             owner = [a for a in table.attempts if a.base_ms == p.base_ms]
@@ -85,6 +94,8 @@ def commit(table: Table, tasks: list[Task], batch: int, query: str) -> bool:
         return True
     if (current.seq if current else None) != first.prev:
         return False  # fenced by another writer's commit
+    if current is not None and not any(t.kept == current.seq for t in tasks):
+        table.history[current.seq] = table.commit  # type: ignore[assignment]
     ts_hi = first.base + TASK_WIDTH_MS * (1 + max(range(len(tasks))))
     gaps = list(current.gaps) if current else []
     if first.gap:
@@ -94,13 +105,15 @@ def commit(table: Table, tasks: list[Task], batch: int, query: str) -> bool:
                           read_bound=max(ts_hi, current.read_bound if current else 0), gaps=gaps)
     table.commit = record.to_bytes()
     table.committed.append(record)
+    assert table.history == {r.seq: r.to_bytes() for r in table.committed[:-1]}, "history lacks a commit"
     return True
 
 
 # A history: per batch, a list of steps; each step is one plan of the batch (a driver
 # run), how many of its tasks start (then it dies, or all start and it commits), and
 # whether a leftover task of the previous plan starts after it.
-step = st.tuples(st.integers(1, 4), st.booleans(), st.booleans(), st.sampled_from(["q1", "q1", "q1", "q2"]))
+step = st.tuples(st.integers(1, 4), st.booleans(), st.booleans(), st.sampled_from(["q1", "q1", "q1", "q2"]),
+                 st.booleans())
 histories = st.lists(st.lists(step, min_size=1, max_size=4), min_size=1, max_size=5)
 
 
@@ -112,12 +125,12 @@ def test_placement_follows_ids_only_and_never_lets_an_abandoned_attempt_show(his
     for batch, steps in enumerate(history):
         done = False
         previous: list[Task] = []
-        for n_tasks, commits, leftover, query in steps:
+        for n_tasks, commits, leftover, query, copy_lost in steps:
             plan_no += 1
             plan = f"{plan_no:06d}"
             now += clock_step
             tasks = [Task(query, batch, plan) for _ in range(n_tasks)]
-            started = [t for t in tasks if start(table, t, now)]
+            started = [t for t in tasks if start(table, t, now, copy_lost=copy_lost)]
             assert len(started) == len(tasks), "a task of the newest plan was fenced"
             if leftover and previous:
                 stale = Task(previous[0].query, batch, previous[0].plan)
