@@ -222,11 +222,16 @@ def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column
     """Atomically set ``column`` to ``value`` iff it currently holds ``expected``.
 
     ``expected=None`` means "the cell must not exist". After a transport retry the
-    first call may have landed, so a False answer is re-checked: the cell already
-    holding ``value`` counts as success (the write is idempotent by content).
+    first try may have landed, so a False answer of a retry is re-checked: the cell
+    already holding ``value`` counts as success (the write is idempotent by content). A
+    False answer to the only try is the server's and final: no read (a task that loses
+    the race to record a batch's attempt reads the row once, in its next round).
     """
+    tries = 0
 
     def cap(c: Thrift1Connection) -> bool:
+        nonlocal tries
+        tries += 1
         mutation = _mutation(column, value)
         return bool(c.client.checkAndPut(commit_table.encode(), sink_id.encode(), column,
                                          expected, mutation, {}))
@@ -234,7 +239,7 @@ def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column
     with refusals(f"checkAndPut on {commit_table!r} row {sink_id!r} failed"):
         if conn.call(cap):
             return True
-    return read_cell(conn, commit_table, sink_id, column) == value
+    return tries > 1 and read_cell(conn, commit_table, sink_id, column) == value
 
 
 def put_cell(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes, value: bytes) -> None:

@@ -213,3 +213,41 @@ def test_thrift_down_fails_clearly_and_commits_nothing(make_sink) -> None:
                    [pa.RecordBatch.from_pylist([{"id": "a", "v": 1, "s": None}], schema=KV)])
     with pytest.raises(SinkError, match="committed nothing"):
         sink.read()
+
+
+def test_a_refused_check_and_put_is_final_and_a_retried_one_is_checked(make_sink, unique_name) -> None:
+    """A False answer to the only try is the server's: no read follows (the task that loses
+    the race to record an attempt reads the row once, in its next round). When the answer
+    was lost in transport and the call was retried, the retry's False is checked against
+    the cell: the first try landed, so it counts as success."""
+    from thriftpy2.transport import TTransportException
+
+    from sparkbarrier.connectors.hbase._commit_table import check_and_put, put_cell, read_cell
+    from sparkbarrier.connectors.hbase._connection import HBaseConnection
+
+    sink = make_sink(KV)
+    table, row, column = sink.opts.commit_table, unique_name("cap"), b"c:attempt"
+    conn = HBaseConnection(sink.opts, 0)
+    try:
+        put_cell(conn, table, row, column, b"theirs")
+        calls: list[str] = []
+        client = conn.connection.client
+        real_get, real_cap = client.getRowWithColumns, client.checkAndPut
+
+        def counted_get(*a):
+            calls.append("get")
+            return real_get(*a)
+
+        client.getRowWithColumns = counted_get
+        assert check_and_put(conn, table, row, column, b"ours-before", b"ours") is False
+        assert calls == [] and read_cell(conn, table, row, column) == b"theirs"
+
+        def lands_then_drops(*a):  # the server applies it; the answer is lost on the way back
+            real_cap(*a)
+            raise TTransportException(message="connection reset after the request was sent")
+
+        client.checkAndPut = lands_then_drops
+        assert check_and_put(conn, table, row, column, b"theirs", b"ours") is True
+        assert read_cell(conn, table, row, column) == b"ours"
+    finally:
+        conn.close()
