@@ -22,9 +22,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
-
-from kafka import KafkaConsumer
 
 from ..._exceptions import ConfigError
 from .._options import parse_bool, parse_int
@@ -52,7 +51,16 @@ _FORCED: Mapping[str, str] = {
     "allow_auto_create_topics": "the source never creates topics",
     "max_poll_records": "use the 'arrowBatchSize' option",
 }
-_KAFKA_PYTHON_CONFIG: Mapping[str, Any] = dict(KafkaConsumer.DEFAULT_CONFIG)
+
+
+@cache
+def _kafka_python_config() -> Mapping[str, Any]:
+    """kafka-python's consumer settings and defaults, imported on first use: the driver's
+    client, which executors reading through librdkafka never load."""
+    from kafka import KafkaConsumer
+
+    return dict(KafkaConsumer.DEFAULT_CONFIG)
+
 
 KAFKA_PYTHON_DEFAULTS: Mapping[str, Any] = {
     # Java's default (1 s), not kafka-python's 30 s. kafka-python learns a partition's new
@@ -127,7 +135,7 @@ def _client_value(key: str, name: str, raw: str) -> Any:
             raise ConfigError(f"option {key!r} must look like '3.7' or '2.8.1', got {raw!r}",
                               option=key)
         return tuple(int(p) for p in parts)
-    default = _KAFKA_PYTHON_CONFIG[name]
+    default = _kafka_python_config()[name]
     if isinstance(default, bool):
         return parse_bool(key, raw)
     if isinstance(default, int) or name.endswith(("_ms", "_bytes", "_records")):
@@ -146,7 +154,7 @@ def kafka_python_configs(passthrough: Mapping[str, str]) -> dict[str, Any]:
         if name in _FORCED:
             raise ConfigError(f"option {key!r} is set by the source and cannot be changed "
                               f"({_FORCED[name]})", option=key)
-        if name not in _KAFKA_PYTHON_CONFIG:
+        if name not in _kafka_python_config():
             raise ConfigError(
                 f"option {key!r} is not a Kafka client setting barrier-kafka can pass on "
                 f"(kafka-python has no {name!r}); check its spelling against Kafka's consumer "

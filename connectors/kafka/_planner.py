@@ -35,9 +35,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from kafka.errors import KafkaError
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
@@ -53,11 +53,12 @@ from ..._exceptions import DataLossError, SourceError
 from ..._faults import fault_point
 from ...state import PendingCheckpoints
 from .._kafka_offsets import SourceOffset, nest_offsets
-from ._driver import DriverState
 from ._options import KafkaSourceOptions
 from ._partition_reader import KafkaRangePartition, read_range
 from ._positions import TopicPartition
-from ._starting import resolve_initial
+
+if TYPE_CHECKING:  # the driver's modules (kafka-python): imported where the driver calls need them
+    from ._driver import DriverState
 
 __all__ = ["KafkaStreamPlanner"]
 
@@ -103,7 +104,11 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- driver -------------------------------------------------------------
 
     def _state(self) -> DriverState:
+        """The driver's clients and ledger, created on the first driver call (the executors,
+        which only ``read``, never import them or kafka-python)."""
         if self._driver is None:
+            from ._driver import DriverState
+
             identity = {"source": "barrier-kafka", "group": self._options.group_id or ""}
             self._driver = DriverState(self._options, PendingCheckpoints(100, identity))
         return self._driver
@@ -112,6 +117,8 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Resolve the starting position once; later calls return the same dict."""
         state = self._state()
         if state.initial is None:
+            from ._starting import resolve_initial
+
             offsets = resolve_initial(self._options, state.cluster)
             state.initial = SourceOffset(0, _now_ms(), offsets).to_json()
             log.info("barrier-kafka: initial offsets %s", state.initial["offsets"])
@@ -132,6 +139,8 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
                  {str(tp): o for tp, o in sorted(state.target.items())})
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        from kafka.errors import KafkaError
+
         state = self._state()
         begin = SourceOffset.from_json(start)
         self._notify_complete(begin)
