@@ -122,6 +122,12 @@ def session(jars: str) -> Any:
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
              .config("spark.driver.host", "127.0.0.1").config("spark.jars", jars).getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    # As sparkbarrier.checkpointed_sink() does for a user's sink: the bench's own Python
+    # sinks and the barrier formats then share one Python worker daemon (Spark keys them
+    # by environment; an auto-discovered source carries another one than these).
+    import sparkbarrier
+
+    sparkbarrier.register(spark)
     return spark
 
 
