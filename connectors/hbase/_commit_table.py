@@ -23,7 +23,8 @@ Layout (table ``commit.table``, default ``sparkbarrier_commits``, family ``c``):
   by the driver's commit just before its ``checkAndPut`` (``_committer``). So when
   ``c:commit`` holds sequence ``s``, the history rows hold every sequence below ``s``.
   (Releases before 2026-11-27 copied each record right after committing it; their rows
-  read the same.)
+  read the same. A reader of such a release, on a table this one writes, misses the
+  newest commit in as-of and lineage reads until the next batch copies it.)
 
 Records carry ``"version": 2``; other versions are rejected. ``offsets`` maps a source
 channel (``"topic:partition"``) to the next offset to read -- enough to resume a fresh
