@@ -100,7 +100,8 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
     """
     for _ in range(_MAX_PLAN_ROUNDS):
         state = read_state(conn, commit_table, sink_id)
-        placement = place(state.commit, state.attempt, query_id=query_id, batch_id=batch_id, plan=plan,
+        current = state.commit  # parsed once: placed on, and copied into the history below
+        placement = place(current, state.attempt, query_id=query_id, batch_id=batch_id, plan=plan,
                           now_ms=int(time.time() * 1000), flush_rows=max_rows, flush_bytes=max_size,
                           sink_id=sink_id)
         if placement.record is None:
@@ -114,7 +115,6 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
             return placement
         if check_and_put(conn, commit_table, sink_id, ATTEMPT_COLUMN, state.attempt_raw,
                          placement.record.to_bytes()):
-            current = state.commit
             if current is None:
                 return placement
             put_history(conn, commit_table, current, raw=state.commit_raw)
