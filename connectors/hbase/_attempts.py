@@ -1,46 +1,56 @@
 """Where a batch attempt writes: decided from ids the protocol owns, never from the data.
 
+The ids: the query id and Spark's batch id; the *plan* (``plan_id``: the planned batch
+whose pickled writer the task runs, an epoch the driver raises in the commit table for
+every batch it plans, ``raise_plan_epoch``: a later plan has a larger one, whatever the
+clocks say); a write task's Spark partition id; and the commit sequence.
+
 The rule (executor, once per write task, in :func:`place`; the commit table's sink row
 is its only input besides the task's own ids):
 
 1. The last commit is this (query, batch): a replay of a committed batch. Nothing is
    written (the batch is in the table already); the driver's commit is a no-op.
-2. The in-flight attempt is this (query, batch), on top of the same commit, and was
-   started by this task's *plan* (the planned batch whose pickled writer the task
-   runs): a retry of a task of the same plan. It reuses the attempt's base, and its
-   block is its Spark task id (partition id), as the failed try's was.
-3. The in-flight attempt is this (query, batch) on top of the same commit, but from an
-   *older* plan (a driver that died mid-batch; the query restarted and replanned it),
-   or it is any other attempt that did not produce the last commit (another query took
-   the ``sink.id`` over, or lost the commit to one): the attempt is abandoned.
-   Its timestamp range ``[base, base + BATCH_SPAN_MS)`` becomes a *gap* (merged with
-   the gap that attempt already carried) and the new attempt's base starts above it.
-4. The in-flight attempt is this (query, batch) from a *newer* plan: this task is a
-   leftover of a driver that died and was replanned; it is fenced
-   (:class:`~sparkbarrier.FencedError`) and writes nothing.
+2. The recorded attempt has a *newer* plan than this task, or the last commit is a later
+   batch of this query: this task is a leftover (of a driver that died and was
+   replanned, a speculative copy that outlived its stage, a task of an older batch): it
+   is fenced (:class:`~sparkbarrier.FencedError`) and writes nothing.
+3. The in-flight attempt is this (query, batch), on top of the same commit, and was
+   started by this task's plan: a retry or a concurrent copy of a task of the same
+   plan. It reuses the attempt's base, and its block is its Spark task id (partition
+   id), as the other copy's.
+4. The in-flight attempt is from an *older* plan and did not produce the last commit
+   (a driver that died mid-batch; another query that took the ``sink.id`` over, or lost
+   the commit to one): it is abandoned. Its base joins the new attempt's ``abandoned``
+   list (with the bases it had abandoned itself on top of the same commit), and the new
+   attempt starts above all of them.
 5. Otherwise a new attempt at ``max(now, the last commit's read bound)``.
 
 Why it is exact (for every query shape Spark allows before the sink). Inside one attempt
-a write task's block is its partition id and its rounds follow its input, so the
-attempt that commits writes what a run without failures of that plan writes. Every
-cell an abandoned attempt wrote lies in the gap, strictly below that attempt: the
-batch's input is the same (Spark replays a batch from its offsets), so each (row,
-column) the abandoned attempt touched is touched again above it, with the batch's final
-effect (a put, or a delete marker that masks everything older). Plain reads therefore
-show the committing attempt's values; committed and as-of reads skip the gap; and the
-driver removes the gap's puts before the batch commits (``_rollback``, Thrift2), so the
-version history holds one version per batch. Nothing here looks at the rows.
+a write task's block is its partition id and its rounds follow its input (``_buffer``:
+each (row, column, timestamp) is written at most once per task, with one value), so two
+copies of a task write the same cells with the same values in whatever order their
+flushes arrive, and the attempt that commits writes what a run without failures of that
+plan writes. An abandoned attempt's tasks noted every flush in the commit table before
+sending it, conditional on their attempt still being the recorded one
+(``_commit_table``: ``c:log-*``); once replaced, none can send another. Before the
+replacing attempt commits, the driver deletes exactly the noted versions (row, the
+sink's columns, the noted round's put timestamp in the task's block): no scan, nothing
+of another writer's rows or columns, nothing outside those timestamps; a note whose
+mutations land later is masked by the version delete all the same. The committed and
+as-of views skip every abandoned attempt's range, and the abandoned attempt's delete
+markers (HBase cannot take them back) mask only versions below that range, which the
+committing attempt's own deletes of the same rows mask too, the batch's input being the
+same. Nothing here looks at the rows.
 
-Plan ids sort by the time their batch was planned (``new_run_id``), so "older" is
-well defined across driver restarts; a plan id of the previous release (none) sorts
-first. The one clock assumption: a restarted driver's clock is not behind the dead
-driver's by more than the restart took (seconds). Were it, rule 4 would fence the
-new run's tasks until its clock passed, a stall, never a wrong value.
+A clock only chooses a new attempt's base (``max(now, everything written before)``): a
+clock behind another makes that base the floor, never a lower one, and plans are
+ordered by epochs, not clocks. Plan ids of earlier releases (none, or wall-clock ids
+that start with a digit) sort before every epoch (``e...``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..._exceptions import FencedError
 from ._commit_table import AttemptRecord, CommitRecord
@@ -55,7 +65,8 @@ class Placement:
 
     ``record`` is None when the task joins an attempt that exists (a retry, or another
     task of the same plan), or replays a committed batch (``replay_of_committed``: the
-    task writes nothing).
+    task writes nothing). ``gap`` is set only over an attempt of an earlier release
+    (``AttemptRecord``); ``logged`` is False only when joining one.
     """
 
     base_ms: int
@@ -65,6 +76,11 @@ class Placement:
     flush_rows: int
     flush_bytes: int
     record: AttemptRecord | None = None
+    abandoned: list[int] = field(default_factory=list)
+    logged: bool = False
+    # The attempt's bytes as the commit table holds them (set by ``_committer.plan_attempt``):
+    # every flush note and the driver's commit are conditional on them.
+    attempt_raw: bytes | None = None
     # Set by ``_committer.plan_attempt``, never by :func:`place`: the sequence of the commit
     # this task copied into the sink's history after recording its new attempt.
     kept_history: int | None = None
@@ -76,28 +92,42 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
     if commit is not None and commit.query_id == query_id and commit.batch_id == batch_id:
         return Placement(commit.ts_lo, commit.seq - 1 if commit.seq > 1 else None, None, True,
                          commit.flush_rows, commit.flush_bytes)
+    if attempt is not None and attempt.plan > plan:
+        raise FencedError(
+            f"sink {sink_id!r}: batch {attempt.batch_id} of query {attempt.query_id} was planned (plan "
+            f"{attempt.plan}) after this task's plan ({plan or 'none'}, batch {batch_id}); this task is a "
+            f"leftover (a stopped driver's, a speculative copy's or an older batch's) and writes nothing",
+            batch_id=batch_id)
+    if commit is not None and commit.query_id == query_id and commit.batch_id > batch_id:
+        raise FencedError(
+            f"sink {sink_id!r}: batch {commit.batch_id} of this query is committed already; this task of "
+            f"batch {batch_id} is a leftover and writes nothing", batch_id=batch_id)
     prev = commit.seq if commit is not None else None
     floor = commit.read_bound if commit is not None else 0
+    abandoned: list[int] = []
     gap = None
     if attempt is not None and not _produced(commit, attempt):
         ours = attempt.prev_seq == prev and attempt.query_id == query_id and attempt.batch_id == batch_id
         if ours and attempt.plan == plan:
             return Placement(attempt.base_ms, attempt.prev_seq, attempt.gap, False, attempt.flush_rows,
-                             attempt.flush_bytes)
-        if ours and attempt.plan > plan:
-            raise FencedError(
-                f"sink {sink_id!r}: batch {batch_id} was planned again (plan {attempt.plan}) after this task's "
-                f"plan ({plan or 'none'}); this task belongs to a driver that stopped and writes nothing",
-                batch_id=batch_id)
+                             attempt.flush_bytes, abandoned=list(attempt.abandoned), logged=attempt.logged)
         # Abandoned: an older plan of this batch, another query's attempt (a takeover), or
         # an attempt whose writer lost the commit to another one (built on an older commit).
-        # Its gap carries the attempts it replaced only if they too sit above the last commit.
-        lo = attempt.gap[0] if attempt.gap and attempt.prev_seq == prev else attempt.base_ms
-        gap = [lo, attempt.base_ms + BATCH_SPAN_MS]
-        floor = max(floor, gap[1])
+        # It carries what it abandoned only if that too sits above the last commit.
+        carried = attempt.prev_seq == prev
+        if carried:
+            abandoned = list(attempt.abandoned)
+            gap = attempt.gap
+        if attempt.logged:
+            abandoned.append(attempt.base_ms)
+        else:  # an attempt of a release that noted nothing: its range, removed as that release did
+            lo = attempt.gap[0] if carried and attempt.gap else attempt.base_ms
+            gap = [lo, attempt.base_ms + BATCH_SPAN_MS]
+        floor = max([floor, *(b + BATCH_SPAN_MS for b in abandoned), gap[1] if gap else 0])
     record = AttemptRecord(query_id, batch_id, next_base(now_ms, floor), prev, gap, flush_rows=flush_rows,
-                           flush_bytes=flush_bytes, plan=plan)
-    return Placement(record.base_ms, prev, gap, False, flush_rows, flush_bytes, record)
+                           flush_bytes=flush_bytes, plan=plan, abandoned=abandoned, logged=True)
+    return Placement(record.base_ms, prev, gap, False, flush_rows, flush_bytes, record, abandoned=abandoned,
+                     logged=True)
 
 
 def _produced(commit: CommitRecord | None, attempt: AttemptRecord) -> bool:

@@ -6,16 +6,26 @@ the last value of every put cell. Ten thousand updates of a hot key leave one pu
 delete followed by puts leaves one delete marker (at the round's delete slot) and
 newer puts (at its put slot), see ``_timestamps``. A flush sends, per round in use, at
 most two ``mutateRowsTs`` calls: the deletes at the round's delete slot (Thrift1 turns
-a ``family`` column into a DeleteFamily marker and ``family:qualifier`` into a
-DeleteColumns marker, both masking versions at or below the slot), then the puts at
-its put slot.
+``family:qualifier`` into a DeleteColumns marker masking versions at or below the slot;
+a row delete is one per column of this sink, so another writer's columns in the same
+family are never touched), then the puts at its put slot.
 
-Rounds are per key. A key stays in its round (a later put overwrites its earlier one at
-the same timestamp: one version per batch) until a delete of it follows a put of it
-that already went out; only then does it move to the next round, whose delete marker
-masks that put. A key that reaches the last round is held in memory until the end of
+Rounds are per key, and each (row, column, timestamp) is written by at most one flush of
+a task, with one value. A key whose put already went out in its round moves to the next
+round when it is written again (a put at the next put slot sorts above it; a delete at
+the next delete slot masks it); a key whose round so far only deleted stays in it (its
+put slot is still unused, and a delete marker written twice is the same marker). Why:
+two copies of one task (speculation, an executor declared lost that still runs, a
+mutation retried through another gateway whose first try lands late) send the same
+flushes in any interleaving; were a slot written twice with two values, HBase would
+keep whichever arrived last. With one value per slot, every interleaving leaves what
+one copy leaves. A key that reaches the last round is held in memory until the end of
 the task and written once there, so it can never need a fifth round (the task reports
-how many in its commit message; the driver warns once). Flush points are
+how many in its commit message; the driver warns once).
+
+Before a flush's mutations are sent, ``note`` (when given) records which keys it puts
+in which round (``_writer``: a write-ahead note in the commit table, refused once the
+task's attempt was replaced, so the flush is then never sent). Flush points are
 deterministic, so a replay writes the same cells at the same timestamps: the row limit
 (input rows since the last flush), the byte limit (both recorded with the attempt, so a
 replay under changed options still flushes where the first attempt did), every
@@ -28,6 +38,7 @@ the retry rewrites the same cells at the same timestamps.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ..._exceptions import FlushError, SinkError
@@ -58,22 +69,20 @@ class _RowChange:
         self.cell_deletes: set[bytes] = set()
         self.puts: dict[bytes, bytes] = {}
 
-    @property
-    def has_delete(self) -> bool:
-        return self.deleted or bool(self.cell_deletes)
-
 
 class MutationBuffer:
     """Netted row changes of one task with Flink's row/byte flush limits."""
 
-    def __init__(self, conn: HBaseConnection, table: str, clock: TaskClock, *, families: tuple[bytes, ...],
-                 max_rows: int, max_size: int, batch_id: int | None = None) -> None:
+    def __init__(self, conn: HBaseConnection, table: str, clock: TaskClock, *, delete_columns: tuple[bytes, ...],
+                 max_rows: int, max_size: int, batch_id: int | None = None,
+                 note: Callable[[dict[int, list[bytes]]], None] | None = None) -> None:
         self._conn = conn
         self._table = table.encode()
         self.clock = clock
-        self._families = families
+        self._delete_columns = delete_columns  # what a row delete clears (``SinkLayout.delete_columns``)
         self.max_rows, self.max_size = max_rows, max_size
         self.batch_id = batch_id
+        self._note = note
         self._changes: dict[bytes, _RowChange] = {}
         self._held: dict[bytes, _RowChange] = {}  # keys in the last round, written at the end
         self._written: dict[bytes, tuple[int, bool]] = {}  # key -> (round, a put of it went out there)
@@ -111,12 +120,12 @@ class MutationBuffer:
         if self._rows >= self.max_rows or self._bytes >= self.max_size:
             self.flush()
 
-    def _round_of(self, key: bytes, change: _RowChange) -> int:
+    def _round_of(self, key: bytes) -> int:
         written = self._written.get(key)
         if written is None:
             return self._floor
         round_, put_out = written
-        return round_ + 1 if put_out and change.has_delete else round_
+        return round_ + 1 if put_out else round_
 
     def flush(self, *, final: bool = False) -> None:
         """Send the netted changes (a limit or barrier; ``final`` at the end of the task)."""
@@ -129,7 +138,7 @@ class MutationBuffer:
         self._changes, self._rows, self._bytes = {}, 0, 0
         rounds: dict[int, list[tuple[bytes, _RowChange]]] = {}
         for key, change in changes.items():
-            round_ = self._round_of(key, change)
+            round_ = self._round_of(key)
             if round_ >= _LAST and not final:
                 # Written once, at the end of the task. Counted, not warned about here: the
                 # driver's commit sums the tasks' counts and warns once per query.
@@ -138,6 +147,8 @@ class MutationBuffer:
                 self._held[key] = change
                 continue
             rounds.setdefault(round_, []).append((key, change))
+        if self._note is not None and rounds:
+            self._note({r: [k for k, c in rows if c.puts] for r, rows in rounds.items()})
         for round_ in sorted(rounds):
             self._write(round_, rounds[round_])
         if len(self._written) >= FLUSHED_KEYS_LIMIT:
@@ -152,7 +163,7 @@ class MutationBuffer:
         for key, change in changes:
             if change.deleted:
                 deletes.append(BatchMutation(row=key, mutations=[
-                    Mutation(isDelete=True, column=f) for f in self._families]))
+                    Mutation(isDelete=True, column=c) for c in self._delete_columns]))
             elif change.cell_deletes:
                 deletes.append(BatchMutation(row=key, mutations=[
                     Mutation(isDelete=True, column=c) for c in change.cell_deletes]))

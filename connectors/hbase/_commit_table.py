@@ -10,6 +10,12 @@ Layout (table ``commit.table``, default ``sparkbarrier_commits``, family ``c``):
   * ``c:attempt`` — JSON :class:`AttemptRecord`: the timestamp base the running
     micro-batch writes at. Executors of one batch agree on it through ``checkAndPut``;
     a replay of the same (query, batch) reuses it, so replayed cells are identical.
+  * ``c:log-<base>-<partition>-<n>`` — the write-ahead note of flush ``n`` of write task
+    ``partition`` in the attempt at ``base``: the row keys it puts, per round
+    (:class:`FlushLog`). Added with ``checkAndPut`` conditional on ``c:attempt`` still
+    holding that attempt *before* the flush's mutations are sent, so once an attempt is
+    replaced no task of it can send another flush, and every flush it ever sent is noted
+    here (``_committer`` removes exactly those versions, then the notes).
   * ``c:notice-<kind>`` — the last warning of a kind the sink gave, so it is given once
     across processes and restarts; written and read only by ``_notices``.
   * ``c:block-<n>`` — written by releases before 2026-11-26 (a fingerprint claim of a
@@ -51,14 +57,20 @@ __all__ = [
     "RECORD_VERSION",
     "AttemptRecord",
     "CommitRecord",
+    "FlushLog",
     "SinkState",
     "check_and_put",
+    "delete_cells",
     "ensure_commit_table",
     "list_sinks",
+    "log_base",
+    "log_column",
     "put_cell",
     "put_history",
+    "raise_plan_epoch",
     "read_cell",
     "read_history",
+    "read_logs",
     "read_state",
 ]
 
@@ -67,6 +79,11 @@ COMMIT_FAMILY = "c"
 COMMIT_COLUMN = b"c:commit"
 ATTEMPT_COLUMN = b"c:attempt"
 HISTORY_COLUMN = b"c:history"
+LOG_PREFIX = b"c:log-"
+# One counter for the whole commit table (the default sink.id needs the query id, which
+# planning does not see); it sorts before every sink row and holds no c:commit.
+PLAN_COUNTER_ROW = b"\x00plans"
+PLAN_COUNTER_COLUMN = b"c:epoch"
 _HISTORY_SEP = b"\x00"
 
 
@@ -144,11 +161,16 @@ class AttemptRecord(_JsonRecord):
     ``flush_rows``/``flush_bytes`` the buffer limits it flushes at (a retry reuses them);
     ``plan`` the planned batch that started it (``_attempts``: a retry of its tasks joins
     it, a later plan of the same batch abandons it). Absent in records of releases
-    before 2026-11-26, which then read as the oldest plan.
+    before 2026-11-26, which then read as the oldest plan. ``abandoned``: the bases of
+    the attempts this one replaced on top of the same commit, each noting its flushes
+    (``c:log-*``); ``gap`` is only ever set for an attempt of a release before 2026-11-27
+    (which noted nothing) that this one replaced. ``logged``: this attempt's tasks note
+    every flush before sending it (every attempt of this release; records of earlier
+    releases read as False).
     """
 
     _what: ClassVar[str] = "attempt record"
-    _only_when_set: ClassVar[tuple[str, ...]] = ("plan",)
+    _only_when_set: ClassVar[tuple[str, ...]] = ("plan", "abandoned", "logged")
 
     query_id: str
     batch_id: int
@@ -158,7 +180,65 @@ class AttemptRecord(_JsonRecord):
     flush_rows: int = 1000
     flush_bytes: int = 2 << 20
     plan: str = ""
+    abandoned: list[int] = field(default_factory=list)
+    logged: bool = False
     version: int = RECORD_VERSION
+
+
+@dataclass(frozen=True)
+class FlushLog:
+    """One flush's write-ahead note (``c:log-<base>-<partition>-<n>``): row keys put, per round.
+
+    Row keys are bytes; JSON carries them as latin-1 text (every byte one code point,
+    so any key round-trips).
+    """
+
+    base_ms: int
+    partition: int
+    flush: int
+    rounds: dict[int, list[bytes]]
+
+    def column(self) -> bytes:
+        return log_column(self.base_ms, self.partition, self.flush)
+
+    def to_bytes(self) -> bytes:
+        data = {"version": RECORD_VERSION,
+                "rounds": {str(r): [k.decode("latin-1") for k in keys] for r, keys in sorted(self.rounds.items())}}
+        return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_cell(cls, column: bytes, raw: bytes) -> FlushLog:
+        try:
+            base, partition, flush = (int(x) for x in column[len(LOG_PREFIX):].split(b"-"))
+            obj = parse_json(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ProtocolError(f"flush note {column!r} is malformed: {exc}") from exc
+        if not isinstance(obj, dict):
+            raise ProtocolError(f"flush note {column!r} is not a JSON object")
+        _check_version(obj, "flush note")
+        rounds = obj.get("rounds")
+        if not isinstance(rounds, dict):
+            raise ProtocolError(f"flush note {column!r} has no rounds")
+        out: dict[int, list[bytes]] = {}
+        for r, keys in rounds.items():
+            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+                raise ProtocolError(f"flush note {column!r} round {r} is not a list of keys")
+            out[int(r)] = [k.encode("latin-1") for k in keys if isinstance(k, str)]
+        return cls(base, partition, flush, out)
+
+
+def log_column(base_ms: int, partition: int, flush: int) -> bytes:
+    return LOG_PREFIX + b"%d-%d-%d" % (base_ms, partition, flush)
+
+
+def log_base(column: bytes) -> int | None:
+    """The attempt base a ``c:log-*`` column belongs to (None for other columns)."""
+    if not column.startswith(LOG_PREFIX):
+        return None
+    try:
+        return int(column[len(LOG_PREFIX):].split(b"-")[0])
+    except ValueError:
+        return None
 
 
 def _build(cls: type[_R], raw: bytes, what: str) -> _R:
@@ -219,10 +299,12 @@ def read_cell(conn: HBaseConnection, commit_table: str, sink_id: str, column: by
 
 
 def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes,
-                  expected: bytes | None, value: bytes) -> bool:
-    """Atomically set ``column`` to ``value`` iff it currently holds ``expected``.
+                  expected: bytes | None, value: bytes, *, check: bytes | None = None) -> bool:
+    """Atomically set ``column`` to ``value`` iff ``check`` (default: ``column``) holds ``expected``.
 
-    ``expected=None`` means "the cell must not exist". After a transport retry the
+    ``expected=None`` means "the cell must not exist". One row, one server-side lock:
+    ``check`` may name another cell of the sink row (a flush note or the commit
+    conditional on ``c:attempt``). After a transport retry the
     first try may have landed, so a False answer of a retry is re-checked: the cell
     already holding ``value`` counts as success (the write is idempotent by content). A
     False answer to the only try is the server's and final: no read (a task that loses
@@ -234,13 +316,39 @@ def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column
         nonlocal tries
         tries += 1
         mutation = _mutation(column, value)
-        return bool(c.client.checkAndPut(commit_table.encode(), sink_id.encode(), column,
+        return bool(c.client.checkAndPut(commit_table.encode(), sink_id.encode(), check or column,
                                          expected, mutation, {}))
 
     with refusals(f"checkAndPut on {commit_table!r} row {sink_id!r} failed"):
         if conn.call(cap):
             return True
     return tries > 1 and read_cell(conn, commit_table, sink_id, column) == value
+
+
+def read_logs(conn: HBaseConnection, commit_table: str, sink_id: str) -> dict[bytes, bytes]:
+    """Every ``c:log-*`` cell of the sink row (one get of the row; only replays call it)."""
+    with refusals(f"cannot read the flush notes of sink {sink_id!r} from {commit_table!r}"):
+        row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_FAMILY.encode()]))
+    return {k: v for k, v in row.items() if k.startswith(LOG_PREFIX)}
+
+
+def delete_cells(conn: HBaseConnection, commit_table: str, sink_id: str, columns: list[bytes]) -> None:
+    """Delete whole cells of the sink row (flush notes done with); idempotent."""
+    if not columns:
+        return
+    with refusals(f"cannot delete flush notes of sink {sink_id!r} in {commit_table!r}"):
+        conn.call(lambda c: c.table(commit_table).delete(sink_id.encode(), columns=columns))
+
+
+def raise_plan_epoch(conn: HBaseConnection, commit_table: str) -> int:
+    """Raise and return the commit table's plan counter (driver, once per planned batch).
+
+    HBase's atomic increment: every call returns a number above every number returned
+    before it, whatever the clocks say. A transport retry may skip a number; nothing
+    needs them consecutive.
+    """
+    with refusals(f"cannot raise the plan counter in {commit_table!r}"):
+        return int(conn.call(lambda c: c.table(commit_table).counter_inc(PLAN_COUNTER_ROW, PLAN_COUNTER_COLUMN)))
 
 
 def put_cell(conn: HBaseConnection, commit_table: str, sink_id: str, column: bytes, value: bytes) -> None:

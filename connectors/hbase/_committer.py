@@ -4,18 +4,22 @@ Executor (:func:`plan_attempt`, once per write task): read the sink's row in the
 commit table and decide where the task writes (``_attempts``: from the query, batch and
 plan ids, never from the data); a new attempt is recorded with ``checkAndPut``, so the
 tasks of one plan agree on its base. A replay after a driver restart is a new plan and
-so a new attempt above the abandoned one, whose range becomes a *gap*.
+so a new attempt above the abandoned one. Before each flush a task notes it in the sink
+row, conditional on its attempt still being recorded (``_writer``, ``c:log-*``).
 
-Driver (:class:`Committer`, Spark's ``commit``/``abort``): ``commit`` replaces
-``c:commit`` with ``checkAndPut`` on the exact record the tasks started from; anything
-else there means another writer committed meanwhile → :class:`FencedError`. Every
-commit is also kept in the sink's history (as-of reads, lineage): the task that records
-the next batch's attempt copies the commit it builds on into the history while its
-input is still arriving, and reports it; only when no task reports that copy does the
-driver write it, before its ``checkAndPut`` (so ``c:commit`` never moves past a record
-the history lacks; ``_commit_table``). Before a batch
-with a gap commits, the gap's cells are removed through Thrift2 (``_rollback``).
-The commit worker keeps the last record it wrote per sink (:data:`_LAST_WRITTEN`) and,
+Driver (:class:`Committer`, Spark's ``commit``/``abort``): ``commit`` writes ``c:commit``
+with ``checkAndPut`` conditional on ``c:attempt`` still holding the attempt the tasks
+wrote in: a newer plan or another writer replaced it first, and then the commit is
+refused (:class:`FencedError`, or a no-op when the same attempt's commit went through
+meanwhile). Every commit is also kept in the sink's history (as-of reads, lineage): the
+task that records the next batch's attempt copies the commit it builds on into the
+history while its input is still arriving, and reports it; only when no task reports
+that copy does the driver write it, before its ``checkAndPut`` (so ``c:commit`` never
+moves past a record the history lacks; ``_commit_table``). Before a batch that abandoned
+attempts commits, the driver deletes exactly the versions those attempts noted (one
+Thrift2 version delete per noted key and sink column: no scan, cost in proportion to the
+abandoned writes, never another writer's rows or columns); after the commit it deletes
+the notes. The commit worker keeps the last record it wrote per sink (:data:`_LAST_WRITTEN`) and,
 when the tasks started from that record, checks-and-puts against it without reading the
 row first: the ``checkAndPut`` compares the exact bytes, so a record anyone changed
 meanwhile fails it, and the commit then reads the row and decides as it would have
@@ -28,9 +32,8 @@ once per query and flush limits, with the options to change (``_notices``).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql.datasource import WriterCommitMessage
 
@@ -42,10 +45,15 @@ from ._commit_table import (
     ATTEMPT_COLUMN,
     COMMIT_COLUMN,
     CommitRecord,
+    FlushLog,
     SinkState,
     check_and_put,
+    delete_cells,
+    log_base,
+    log_column,
     put_cell,
     put_history,
+    read_logs,
     read_state,
 )
 from ._connection import HBaseConnection
@@ -53,11 +61,13 @@ from ._connection_pool import release
 from ._notices import first_notice
 from ._rollback import roll_back_gap
 from ._thrift2 import Thrift2Admin
+from ._timestamps import BATCH_SPAN_MS, TaskClock, now_ms
 
 __all__ = ["Committer", "HBaseCommitMessage", "plan_attempt"]
 
 log = logging.getLogger(__name__)
 _MAX_PLAN_ROUNDS = 20
+_DELETE_CHUNK = 1000
 HELD_KEYS_NOTICE = "held-keys"
 # (commit table, sink.id) -> the commit record this process last wrote there, as bytes.
 # Spark runs each commit in a reused Python worker on the driver; see the module doc.
@@ -82,6 +92,9 @@ class HBaseCommitMessage(WriterCommitMessage):
     ts_end: int | None = None
     held_keys: int = 0  # keys the task held back to its end (rewritten across too many flushes)
     kept_history: int | None = None  # the commit (sequence) this task copied into the history
+    abandoned: list[int] = field(default_factory=list)  # bases of the attempts this one replaced
+    attempt_raw: bytes | None = None  # the attempt's bytes: the commit is conditional on them
+    notes: int = 0  # flushes this task noted in the commit table (c:log-<base>-<partition>-<n>)
 
 
 def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
@@ -102,23 +115,23 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
         state = read_state(conn, commit_table, sink_id)
         current = state.commit  # parsed once: placed on, and copied into the history below
         placement = place(current, state.attempt, query_id=query_id, batch_id=batch_id, plan=plan,
-                          now_ms=int(time.time() * 1000), flush_rows=max_rows, flush_bytes=max_size,
+                          now_ms=now_ms(), flush_rows=max_rows, flush_bytes=max_size,
                           sink_id=sink_id)
         if placement.record is None:
-            return placement
-        if placement.gap is not None:
-            log.info("sink %s batch %d: plan %s abandons the attempt it found; its timestamps %d..%d become a "
-                     "gap, and the new attempt writes at %d", sink_id, batch_id, plan or "-", placement.gap[0],
-                     placement.gap[1], placement.base_ms)
+            return replace(placement, attempt_raw=None if placement.replay_of_committed else state.attempt_raw)
+        if placement.abandoned or placement.gap is not None:
+            log.info("sink %s batch %d: plan %s abandons the attempt it found (abandoned attempts at %s%s); the "
+                     "new attempt writes at %d", sink_id, batch_id, plan or "-", placement.abandoned,
+                     f", an earlier release's range {placement.gap}" if placement.gap else "", placement.base_ms)
+        raw = placement.record.to_bytes()
         if not fenced:
-            put_cell(conn, commit_table, sink_id, ATTEMPT_COLUMN, placement.record.to_bytes())
-            return placement
-        if check_and_put(conn, commit_table, sink_id, ATTEMPT_COLUMN, state.attempt_raw,
-                         placement.record.to_bytes()):
+            put_cell(conn, commit_table, sink_id, ATTEMPT_COLUMN, raw)
+            return replace(placement, attempt_raw=raw)
+        if check_and_put(conn, commit_table, sink_id, ATTEMPT_COLUMN, state.attempt_raw, raw):
             if current is None:
-                return placement
+                return replace(placement, attempt_raw=raw)
             put_history(conn, commit_table, current, raw=state.commit_raw)
-            return replace(placement, kept_history=current.seq)
+            return replace(placement, attempt_raw=raw, kept_history=current.seq)
     raise ProtocolError(f"sink {sink_id!r}: could not agree on a timestamp base for batch "
                         f"{batch_id} after {_MAX_PLAN_ROUNDS} rounds (another writer keeps racing)")
 
@@ -131,13 +144,16 @@ def _last_per_task(msgs: Sequence[HBaseCommitMessage]) -> list[HBaseCommitMessag
     return list(last.values())
 
 
-def _merge_gaps(old: list[list[int]], new: list[int] | None) -> list[list[int]]:
+def _merge_gaps(old: list[list[int]], *new: list[list[int]]) -> list[list[int]]:
+    """The committed record's gaps: the earlier ones, then each abandoned range (touching ones joined)."""
     gaps = [list(g) for g in old]
-    if new is not None and new[0] < new[1]:
-        if gaps and gaps[-1][1] == new[0]:
-            gaps[-1][1] = new[1]
+    for lo, hi in sorted(g for ranges in new for g in ranges):
+        if lo >= hi:
+            continue
+        if gaps and gaps[-1][0] <= lo <= gaps[-1][1]:
+            gaps[-1][1] = max(gaps[-1][1], hi)
         else:
-            gaps.append(list(new))
+            gaps.append([lo, hi])
     return gaps
 
 
@@ -151,6 +167,7 @@ class Committer:
         self._thrift2 = thrift2
         self._fenced = fenced
         self._schema_json, self._rowkey, self._columns = schema_json, rowkey, columns
+        self._qualified = sorted({(c[1].encode(), c[2].encode()) for c in columns})
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], batch_id: int, *,
                offsets: Mapping[str, int] | None = None,
@@ -168,7 +185,7 @@ class Committer:
             log.info("batch %d: no write task reported; nothing to commit", batch_id)
             return None
         first = msgs[0]
-        keys = {(m.sink_id, m.query_id, m.batch_id, m.base_ms, m.prev_seq) for m in msgs}
+        keys = {(m.sink_id, m.query_id, m.batch_id, m.base_ms, m.prev_seq, m.attempt_raw) for m in msgs}
         if len(keys) != 1:
             raise FencedError(
                 f"batch {batch_id}: write tasks disagree on the timestamp base {sorted(map(str, keys))}; "
@@ -208,6 +225,10 @@ class Committer:
                 f"{current.batch_id if current else None}); another writer uses this sink.id",
                 batch_id=batch_id)
         covered = merge_offsets(current.offsets if current is not None else {}, offsets or {})
+        notes: dict[bytes, bytes] = {}
+        if first.abandoned:
+            notes = read_logs(self._conn, self._commit_table, first.sink_id)
+            self._remove_abandoned(first.abandoned, notes)
         if first.gap is not None:
             self._roll_back(first.gap)
         ends = [m.ts_end for m in msgs if m.ts_end is not None]
@@ -217,9 +238,11 @@ class Committer:
             batch_id=first.batch_id, ts_lo=first.base_ms, ts_hi=ts_hi,
             read_bound=max(ts_hi, current.read_bound if current is not None else 0), offsets=covered,
             source_checkpoints=sorted(set(source_checkpoints)),
-            gaps=_merge_gaps(current.gaps if current is not None else [], first.gap),
+            gaps=_merge_gaps(current.gaps if current is not None else [],
+                             [first.gap] if first.gap is not None else [],
+                             [[b, b + BATCH_SPAN_MS] for b in first.abandoned]),
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
-            committed_at_ms=int(time.time() * 1000), flush_rows=first.flush_rows, flush_bytes=first.flush_bytes,
+            committed_at_ms=now_ms(), flush_rows=first.flush_rows, flush_bytes=first.flush_bytes,
         )
         if not self._fenced:
             put_cell(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN, record.to_bytes())
@@ -229,14 +252,29 @@ class Committer:
                 # No task copied the commit it built on (its task died after recording the
                 # attempt, or it ran before this release): copy it before c:commit moves on.
                 put_history(self._conn, self._commit_table, current, raw=state.commit_raw)
+            # Conditional on the attempt the tasks wrote in (a newer plan or another writer
+            # replaces c:attempt before writing anything); an earlier release's tasks reported
+            # no attempt bytes: then on the commit record they started from, as it did.
+            attempt = first.attempt_raw
             if not check_and_put(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN,
-                                 state.commit_raw, record.to_bytes()):
+                                 attempt if attempt is not None else state.commit_raw, record.to_bytes(),
+                                 check=ATTEMPT_COLUMN if attempt is not None else None):
                 if remembered:
                     return None
-                raise FencedError(f"sink {first.sink_id!r}: the commit record changed while committing "
-                                  f"batch {batch_id}; another writer uses this sink.id", batch_id=batch_id)
+                again = read_state(self._conn, self._commit_table, first.sink_id).commit
+                if again is not None and (again.query_id, again.batch_id, again.ts_lo) == (
+                        first.query_id, first.batch_id, first.base_ms):
+                    log.info("sink %s batch %d was committed meanwhile by another commit of the same attempt",
+                             first.sink_id, batch_id)
+                    return again
+                raise FencedError(f"sink {first.sink_id!r}: the attempt of batch {batch_id} was replaced, or the "
+                                  f"commit record changed, while committing; a newer plan or another writer "
+                                  f"uses this sink.id", batch_id=batch_id)
             _LAST_WRITTEN[(self._commit_table, first.sink_id)] = record.to_bytes()
         tasks = _last_per_task(msgs)
+        done = [log_column(m.base_ms, m.partition_id, n) for m in tasks for n in range(1, m.notes + 1)]
+        delete_cells(self._conn, self._commit_table, first.sink_id,
+                     sorted(set(done) | {c for c in notes if log_base(c) != first.base_ms}))
         log.info("sink %s committed batch %d as sequence %d (%d rows, timestamps %d..%d)", first.sink_id,
                  batch_id, record.seq, sum(m.rows for m in tasks), record.ts_lo, record.ts_hi)
         held = sum(m.held_keys for m in tasks)
@@ -271,8 +309,38 @@ class Committer:
         else:
             log.info("%s", text)
 
+    def _remove_abandoned(self, bases: list[int], notes: Mapping[bytes, bytes]) -> None:
+        """Delete exactly the versions the abandoned attempts noted, before this batch commits.
+
+        From the notes alone (``_commit_table.FlushLog``): each noted key, each of the
+        sink's columns, the noted round's put timestamp in the noting task's block. No
+        scan; nothing of another writer's rows or columns. A noted flush whose mutations
+        land after this is masked by the version delete all the same. Idempotent (a replay
+        of this commit deletes the same versions again).
+        """
+        wanted = set(bases)
+        found = [FlushLog.from_cell(c, v) for c, v in sorted(notes.items()) if log_base(c) in wanted]
+        if self._thrift2 is None:
+            log.warning("an attempt of this batch was abandoned (a driver restart or a sink.id takeover); its "
+                        "puts stay in table %s as older versions: committed and as-of reads skip them and plain "
+                        "reads show this batch's values above them, but a read of all versions lists them. Set "
+                        "hbase.thrift2.host so the sink removes them", self._table)
+            return
+        cells = [(key, family, qualifier, TaskClock(note.base_ms, note.partition).put_ts(round_))
+                 for note in found for round_, keys in note.rounds.items() for key in keys
+                 for family, qualifier in self._qualified]
+        with self._thrift2() as admin:
+            for i in range(0, len(cells), _DELETE_CHUNK):
+                admin.delete_versions(self._table, cells[i:i + _DELETE_CHUNK])
+        log.info("removed the noted puts of %d abandoned attempt(s) (%d cell version(s), %d flush note(s)) from "
+                 "%s", len(wanted), len(cells), len(found), self._table)
+
     def _roll_back(self, gap: list[int]) -> None:
-        """Remove the abandoned attempts' cells before this batch commits (see ``_rollback``)."""
+        """Remove an earlier release's abandoned attempt by its time range (see ``_rollback``).
+
+        Only an attempt recorded by a release before 2026-11-27 has no flush notes; this
+        runs at most once per such attempt, on the first commit after the upgrade.
+        """
         if self._thrift2 is None:
             log.warning("an attempt of this batch was abandoned (a driver restart or a sink.id takeover); its "
                         "cells (timestamps %d..%d) stay in table %s as older versions: committed and as-of reads "

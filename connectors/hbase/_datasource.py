@@ -18,6 +18,7 @@ run's started function (``connectors/checkpointed/_runs.py``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -29,11 +30,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from ..checkpointed._runs import new_run_id
 from ..checkpointed._source import CheckpointedStreamWriter
 from ._commit_table import CommitRecord
 from ._connection import HBaseConnection
-from ._function import HBaseSinkFunction
+from ._function import HBaseSinkFunction, new_plan_id
 from ._key_ranges import FULL, KeyRange, split_by_regions
 from ._options import HBaseReadOptions, parse_read_options
 from ._pushdown import rowkey_ranges
@@ -68,14 +68,12 @@ class BarrierHBaseDataSource(DataSource):
         cls = HBaseFilteringReader if opts.filter_pushdown else HBaseCommittedReader
         return cls(dict(self.options), record, regions, schema)
 
-    def __init__(self, options: dict[str, str]) -> None:
-        # Created once per query start (read or write); its id names the sink's query run.
-        super().__init__(options)
-        self.run_id = new_run_id()
-
     def streamWriter(self, schema: StructType, overwrite: bool) -> CheckpointedStreamWriter:  # noqa: ARG002 -- Spark's
-        writer = CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema, self.run_id)
-        writer.validate_at_query_start()
+        """Once per planned batch (pyspark builds this instance anew in the planning worker
+        for every batch): the batch's plan id is an epoch raised in the commit table."""
+        writer = CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema, "")
+        writer.validate_at_query_start()  # creates the commit table on the first batch
+        writer.run = dataclasses.replace(writer.run, run_id=new_plan_id(self.options))
         return writer
 
 

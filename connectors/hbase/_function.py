@@ -21,11 +21,12 @@ import pyarrow as pa
 
 from ..._exceptions import ProtocolError
 from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext
+from ..checkpointed._runs import new_run_id
 from ._admin import DeletedCellsNotice, prepare_table
-from ._commit_table import ensure_commit_table
+from ._commit_table import ensure_commit_table, raise_plan_epoch
 from ._committer import Committer, HBaseCommitMessage
 from ._connection import HBaseConnection
-from ._connection_pool import connect
+from ._connection_pool import connect, release
 from ._layout import SinkLayout, data_field_names
 from ._notices import first_notice, forget_notice
 from ._options import HBaseSinkOptions, parse_sink_options
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 from ._writer import HBaseTaskWriter, TaskIdentity
 
-__all__ = ["HBaseSinkFunction"]
+__all__ = ["HBaseSinkFunction", "new_plan_id"]
 
 log = logging.getLogger(__name__)
 
@@ -210,6 +211,22 @@ class HBaseSinkFunction(CheckpointedSink):
                 committer.abort(_messages(completed), batch_id)  # writes nothing
             finally:
                 committer.close(keep=True)  # its connection was not used: as clean as it came
+
+
+def new_plan_id(options: Mapping[str, str]) -> str:
+    """The id of a newly planned batch (planning worker, once per batch; ``_attempts``).
+
+    Exactly once: an epoch raised in the commit table (``e`` and 19 digits), so a later
+    plan sorts after every earlier one whatever the drivers' clocks say; one increment
+    on a kept connection. At least once fences nothing: a local, time-ordered id.
+    """
+    opts = parse_sink_options(options)
+    if not opts.exactly_once:
+        return new_run_id()
+    conn = connect(opts)
+    epoch = raise_plan_epoch(conn, opts.commit_table)
+    release(conn)
+    return f"e{epoch:019d}"
 
 
 def _messages(completed: CompletedCheckpoint) -> list[HBaseCommitMessage]:

@@ -45,8 +45,16 @@ class SinkLayout:
 
     @property
     def families(self) -> tuple[bytes, ...]:
-        """Families a delete clears: the mapped ones (the default one for a key-only stream)."""
+        """The families the sink writes: the mapped ones (the default one for a key-only stream)."""
         return tuple(dict.fromkeys(t.family for t in self.targets)) or (self.default_family,)
+
+    @property
+    def delete_columns(self) -> tuple[bytes, ...]:
+        """What a row delete clears: this sink's own columns, never another writer's in the same family.
+
+        A key-only stream has no columns of its own: its deletes clear the default family.
+        """
+        return tuple(t.column for t in self.targets) or (self.default_family,)
 
     @classmethod
     def build(cls, schema: pa.Schema, *, rowkey: str, op_column: str | None, default_family: str,

@@ -36,21 +36,36 @@ stay within a few seconds of the wall clock however often keys repeat.
 
 from __future__ import annotations
 
+import os
+import time
+
 from ..._exceptions import SinkError
 
 __all__ = [
     "BATCH_SPAN_MS",
+    "CLOCK_OFFSET_ENV",
     "MAX_TASKS",
     "ROUNDS",
     "TASK_WIDTH_MS",
     "TaskClock",
     "next_base",
+    "now_ms",
 ]
 
 ROUNDS = 4
 TASK_WIDTH_MS = 2 * ROUNDS
 MAX_TASKS = 512
 BATCH_SPAN_MS = MAX_TASKS * TASK_WIDTH_MS
+
+
+# Milliseconds added to the wall clock where the sink reads it (a test hook: a driver or
+# executor whose clock is behind or ahead, without changing the system clock).
+CLOCK_OFFSET_ENV = "SPARKBARRIER_CLOCK_OFFSET_MS"
+
+
+def now_ms() -> int:
+    """The wall clock in epoch milliseconds, as the sink reads it (the one place it does)."""
+    return time.time_ns() // 1_000_000 + int(os.environ.get(CLOCK_OFFSET_ENV) or 0)
 
 
 def next_base(now_ms: int, floor_ms: int) -> int:

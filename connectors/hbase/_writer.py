@@ -5,8 +5,9 @@ strips marker columns and calls :meth:`HBaseTaskWriter.snapshot` at every aligne
 barrier and at the end of the task (Flink's snapshot at the barrier: an unconditional
 flush, errors surface here). Column values are encoded a whole column at
 a time; per row only the key's net change is updated (see ``_buffer``). Deletes are
-real HBase deletes: ``op.column = delete`` removes the row's cells in the mapped
-families, a null with ``sink.ignore-null-value=false`` removes that cell.
+real HBase deletes: ``op.column = delete`` removes the row's cells in this sink's
+columns (another writer's columns of the same family stay), a null with
+``sink.ignore-null-value=false`` removes that cell.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..._exceptions import ProtocolError, SinkError
+from ..._exceptions import FencedError, ProtocolError, SinkError
 from ._attempts import Placement
 from ._buffer import MutationBuffer
+from ._commit_table import ATTEMPT_COLUMN, FlushLog, check_and_put
 from ._committer import HBaseCommitMessage, plan_attempt
 from ._connection_pool import connect, release
 from ._encoding import encode_column
@@ -81,7 +83,8 @@ class HBaseTaskWriter:
         self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
                                        plan.base_ms, plan.prev_seq, plan.gap, plan.replay_of_committed,
                                        flush_rows=plan.flush_rows, flush_bytes=plan.flush_bytes,
-                                       kept_history=plan.kept_history)
+                                       kept_history=plan.kept_history, abandoned=list(plan.abandoned),
+                                       attempt_raw=plan.attempt_raw)
         if plan.replay_of_committed:
             log.info("sink %s batch %d is committed already (a replay after a restart); task %d counts its rows "
                      "and writes nothing", self.sink_id, ident.batch_id, ident.partition_id)
@@ -105,10 +108,30 @@ class HBaseTaskWriter:
             o = self._opts
             # The attempt's recorded limits, not the options: a retry flushes where it first did.
             self._buf = MutationBuffer(self._conn, o.table, clock,
-                                       families=self._layout_for(data.schema).families,
+                                       delete_columns=self._layout_for(data.schema).delete_columns,
                                        max_rows=msg.flush_rows, max_size=msg.flush_bytes,
-                                       batch_id=self._id.batch_id)
+                                       batch_id=self._id.batch_id,
+                                       note=self._note if msg.attempt_raw is not None and o.exactly_once else None)
         msg.rows += self._add(data, self._buf)
+
+    def _note(self, rounds: dict[int, list[bytes]]) -> None:
+        """Note a flush in the commit table before sending it, while the attempt is still ours.
+
+        A ``checkAndPut`` of ``c:log-<base>-<partition>-<n>`` conditional on ``c:attempt``
+        holding this task's attempt: refused once a newer plan or another writer replaced
+        it, and then the flush is never sent (:class:`FencedError`). A retry or a copy of
+        this task notes the same flush under the same column with the same bytes.
+        """
+        msg, _ = self._begun("flush")
+        msg.notes += 1
+        note = FlushLog(msg.base_ms, msg.partition_id, msg.notes, rounds)
+        if not check_and_put(self._conn, self._opts.commit_table, self.sink_id, note.column(), msg.attempt_raw,
+                             note.to_bytes(), check=ATTEMPT_COLUMN):
+            raise FencedError(
+                f"sink {self.sink_id!r}: the attempt of batch {self._id.batch_id} this task writes in (timestamp "
+                f"base {msg.base_ms}) was replaced by a newer plan or another writer; this task (partition "
+                f"{self._id.partition_id}) stops before its flush {msg.notes} and writes nothing more",
+                batch_id=self._id.batch_id)
 
     def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
         """Flush (Flink's snapshot at the barrier: unconditional) and report what is written so far."""

@@ -117,3 +117,14 @@ class Sink:
             return [int(key[len(prefix):]) for key, _ in conn.table(self.opts.commit_table).scan(row_prefix=prefix)]
         finally:
             conn.close()
+
+    def notes(self) -> dict[bytes, bytes]:
+        """The flush notes (``c:log-*``) left in the sink row."""
+        from sparkbarrier.connectors.hbase._commit_table import read_logs
+        from sparkbarrier.connectors.hbase._connection import HBaseConnection
+
+        conn = HBaseConnection(self.opts, 0)
+        try:
+            return read_logs(conn, self.opts.commit_table, self.opts.sink_id)
+        finally:
+            conn.close()

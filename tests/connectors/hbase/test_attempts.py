@@ -244,23 +244,25 @@ def test_every_kill_point_and_query_shape_ends_as_a_run_without_failures(
     assert sink.history_rows() == [1, 2]
 
 
-def test_a_replay_writes_above_the_abandoned_attempt_which_becomes_a_gap(make_sink) -> None:
+def test_a_replay_writes_above_the_abandoned_attempt_and_removes_exactly_what_it_noted(make_sink) -> None:
     sink = make_sink(OPS, **FLUSH)
     first = sink.task([{"id": "a", "v": 1, "s": None, "op": None}], batch=0, partition=1, plan="p1")
     replay = sink.task([{"id": "b", "v": 2, "s": None, "op": None}], batch=0, partition=1, plan="p2")
     assert replay.base_ms >= first.base_ms + BATCH_SPAN_MS
-    assert replay.gap == [first.base_ms, first.base_ms + BATCH_SPAN_MS]
+    assert replay.abandoned == [first.base_ms] and replay.gap is None
     record = sink.commit([replay], 0)
-    assert record.gaps == [replay.gap]
-    # "a" was only in the abandoned attempt (a query whose input changed): removed, not read.
+    assert record.gaps == [[first.base_ms, first.base_ms + BATCH_SPAN_MS]]
+    # "a" was only in the abandoned attempt (a query whose input changed): its noted put is
+    # removed (the version), not read.
     assert sink.read() == [{"id": "b", "v": 2, "s": None}]
     assert b"a" not in sink.plain()
+    assert sink.notes() == {}  # the flush notes go with the commit
 
 
 def test_a_task_of_an_older_plan_is_fenced_once_the_batch_was_planned_again(make_sink) -> None:
     sink = make_sink(OPS, **FLUSH)
     sink.task([{"id": "a", "v": 1, "s": None, "op": None}], batch=0, partition=0, plan="p2")
-    with pytest.raises(FencedError, match="planned again"):
+    with pytest.raises(FencedError, match="leftover"):
         sink.task([{"id": "a", "v": 9, "s": None, "op": None}], batch=0, partition=1, plan="p1")
 
 
@@ -275,33 +277,36 @@ def test_a_thrift1_only_sink_leaves_the_abandoned_cells_as_older_versions_only(m
     assert sink.read() == [{"id": "a", "v": 3, "s": None}] == sink.read(as_of_batch=1)
     assert sink.read(as_of_batch=0) == [{"id": "a", "v": 0, "s": None}]
     assert sink.plain()[b"a"][b"d:v"] == (3).to_bytes(8, "big", signed=True)
-    # The abandoned attempt's version stays below the replay's, in the gap.
-    three, zero = (3).to_bytes(8, "big", signed=True), (0).to_bytes(8, "big", signed=True)
-    assert [v for v, _ in sink.versions(b"a", b"d:v")] == [three, three, zero]
+    # The abandoned attempt's versions stay below the replay's, in the gap. Each attempt
+    # wrote "a" in two flushes, so in two rounds (one value per timestamp, _buffer).
+    three, two, zero = ((n).to_bytes(8, "big", signed=True) for n in (3, 2, 0))
+    assert [v for v, _ in sink.versions(b"a", b"d:v")] == [three, two, three, two, zero]
 
 
 def test_an_attempt_of_the_previous_release_is_abandoned_and_its_claims_ignored(make_sink) -> None:
-    """Upgrade: a batch a previous release left in flight (attempt without a plan, fingerprint
-    claims, cells in a claimed block) resumes exactly once on this release."""
+    """Upgrade: a batch a previous release left in flight (attempt without a plan or flush
+    notes, fingerprint claims, cells in a claimed block) resumes exactly once on this release:
+    its range is removed the way that release removed it, once."""
     sink = make_sink(OPS, **FLUSH)
     sink.commit([sink.task([{"id": "a", "v": 0, "s": None, "op": None}], batch=0, plan="")], 0)
-    old = sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, partition=3, plan="")
     conn = HBaseConnection(sink.opts, 0)
     try:
-        attempt = read_state(conn, sink.opts.commit_table, sink.opts.sink_id).attempt_raw
-        # Byte for byte what the previous release wrote: no plan field, and a block claim.
-        assert attempt == AttemptRecord("q1", 1, old.base_ms, 1, None, flush_rows=2).to_bytes()
-        assert b'"plan"' not in attempt
+        base = read_state(conn, sink.opts.commit_table, sink.opts.sink_id).commit.read_bound + 10
+        # Byte for byte what the previous release wrote: no plan, no notes, and a block claim.
+        legacy = AttemptRecord("q1", 1, base, 1, None, flush_rows=2).to_bytes()
+        assert b'"plan"' not in legacy and b'"logged"' not in legacy
         claim = (b'{"base_ms":%d,"block":3,"fingerprint":"%032x","plan":"0f3a","task":0,"version":2}'
-                 % (old.base_ms, 7))
-        conn.call(lambda c: c.table(sink.opts.commit_table).put(sink.opts.sink_id.encode(),
-                                                                 {b"c:block-3": claim}))
+                 % (base, 7))
+        conn.call(lambda c: c.table(sink.opts.commit_table).put(
+            sink.opts.sink_id.encode(), {ATTEMPT_COLUMN: legacy, b"c:block-3": claim}))
+        conn.call(lambda c: c.table(sink.opts.table).put(b"a", {b"d:v": (7).to_bytes(8, "big", signed=True)},
+                                                         timestamp=base + 3 * 8 + 1))
     finally:
         conn.close()
     replay = sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, partition=0,
                        plan="1764136800000-0123456789abcdef")
     sink.commit([replay], 1)
-    assert replay.gap == [old.base_ms, old.base_ms + BATCH_SPAN_MS]
+    assert replay.gap == [base, base + BATCH_SPAN_MS] and replay.abandoned == []
     assert sink.read() == [{"id": "a", "v": 7, "s": None}]
     assert [v for v, _ in sink.versions(b"a", b"d:v")] == [(7).to_bytes(8, "big", signed=True),
                                                            (0).to_bytes(8, "big", signed=True)]
@@ -385,9 +390,10 @@ def test_the_driver_copies_the_commit_into_the_history_when_no_task_reports_it(m
 
 
 def test_a_remembered_record_that_changed_is_read_again_and_fences(make_sink) -> None:
-    """The commit worker's memory of its last record is only an expected value: when the
-    row changed meanwhile, the checkAndPut fails, the commit reads the row and decides
-    as without a memory (here: another writer committed, so FencedError and no write)."""
+    """The commit worker's memory of its last record is only an expected value: the commit is
+    conditional on the tasks' attempt, which another writer replaces before it commits; the
+    checkAndPut fails, the commit reads the row and decides as without a memory (here:
+    another writer committed, so FencedError and no write)."""
     from dataclasses import replace
 
     from sparkbarrier.connectors.hbase._commit_table import COMMIT_COLUMN, CommitRecord, put_cell
@@ -401,6 +407,8 @@ def test_a_remembered_record_that_changed_is_read_again_and_fences(make_sink) ->
         ours = read_state(conn, sink.opts.commit_table, sink.opts.sink_id).commit
         assert ours is not None and ours.seq == pending.prev_seq
         theirs = replace(ours, seq=ours.seq + 1, query_id="other-query", batch_id=7)
+        their_attempt = AttemptRecord("other-query", 7, ours.read_bound + 1, ours.seq, plan="p3", logged=True)
+        put_cell(conn, sink.opts.commit_table, sink.opts.sink_id, ATTEMPT_COLUMN, their_attempt.to_bytes())
         put_cell(conn, sink.opts.commit_table, sink.opts.sink_id, COMMIT_COLUMN, theirs.to_bytes())
         with pytest.raises(FencedError, match="another writer"):
             sink.commit([pending], 1)

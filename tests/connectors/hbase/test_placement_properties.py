@@ -1,24 +1,27 @@
-"""Property test of the placement rule (``_attempts.place``), no server.
+"""Property test of the sink's protocol (``_attempts.place``, flush notes, the conditional commit), no server.
 
-Hypothesis draws histories of one sink: batches planned and replanned (driver restarts),
-tasks of those plans starting in any interleaving (leftovers of dead drivers
-included), another query taking the ``sink.id`` over, and commits. A dict stands in for
-the commit table's two cells with the same check-and-put the real one does (the real
-table is exercised by test_attempts.py). For every history:
+Hypothesis draws histories of one sink row shared with neighbours: batches planned and
+replanned (driver restarts), tasks of those plans and copies of them (speculation, a
+lost executor that still runs) starting and flushing in any interleaving, flushes whose
+mutations land late (after the commit, after a replay), leftovers of older plans and of
+older batches, another query taking the ``sink.id`` over, a second sink and a plain
+client writing other columns and rows of the same table *at the same timestamps*, and
+commits. A small model of HBase stands in (cells by (row, column, timestamp), exact
+version deletes that mask a put whenever it lands; the real table is exercised by
+test_attempts.py and test_duplicate_attempts.py), with the commit table's sink row and
+the same check-and-put the real one does. For every history:
 
-* a task writes only in an attempt its own plan recorded, and the tasks that join one
-  attempt agree on its base (a commit never sees two);
-* an attempt that joins or replaces never goes below anything written before it: its
-  range starts at or above the last commit's read bound and above every abandoned
-  attempt of the same commit;
-* every abandoned attempt's whole range lies inside the gap the committing attempt
-  carries, and no committed attempt's range intersects a gap;
-* a task of an older plan than the recorded one is fenced and changes nothing;
-* a replay of a committed batch writes nothing;
-* the history (``_committer``: the task that records an attempt copies the commit it
-  builds on, the driver copies it only when no task reports the copy, before moving
-  ``c:commit``) holds every committed record but the newest, byte for byte, after every
-  commit, whether or not the recording task's copy was lost.
+* a task writes only in an attempt its own plan recorded, the tasks that join one
+  attempt agree on its base, and a task of an older plan or of an older batch is fenced
+  at placement or at its next flush note, and sends nothing after that;
+* a commit goes through only while its attempt is the recorded one;
+* every put an abandoned attempt ever sends (also one landing after the commit) is
+  masked once the replacing attempt commits, and nothing else is: no version of the
+  neighbours' columns or rows, none of a committed attempt;
+* every attempt starts above everything recorded before it, and the committed record's
+  gaps cover each abandoned attempt and no committed one;
+* a replay of a committed batch writes nothing, and the history holds every committed
+  record but the newest, byte for byte.
 """
 
 from __future__ import annotations
@@ -30,19 +33,33 @@ from hypothesis import strategies as st
 
 from sparkbarrier._exceptions import FencedError
 from sparkbarrier.connectors.hbase._attempts import place
-from sparkbarrier.connectors.hbase._commit_table import AttemptRecord, CommitRecord
-from sparkbarrier.connectors.hbase._timestamps import BATCH_SPAN_MS, TASK_WIDTH_MS
+from sparkbarrier.connectors.hbase._commit_table import AttemptRecord, CommitRecord, FlushLog
+from sparkbarrier.connectors.hbase._timestamps import BATCH_SPAN_MS, TaskClock
+
+SINK_COLUMN = "d:v"
+OTHER_SINK_COLUMN = "d:w"  # a second sink on the same table and family
+PLAIN_COLUMN = "d:c"  # a plain client
 
 
 @dataclass
 class Table:
-    """The sink row: commit and attempt (bytes, as the commit table holds them)."""
+    """The sink row (bytes, as the commit table holds them) and the data table's model."""
 
     commit: bytes | None = None
     attempt: bytes | None = None
+    notes: dict[bytes, bytes] = field(default_factory=dict)
     attempts: list[AttemptRecord] = field(default_factory=list)  # every attempt ever recorded
     committed: list[CommitRecord] = field(default_factory=list)
-    history: dict[int, bytes] = field(default_factory=dict)  # the history rows: seq -> record
+    history: dict[int, bytes] = field(default_factory=dict)
+    puts: dict[tuple[str, str, int], str] = field(default_factory=dict)  # (row, column, ts) -> writer
+    masked: set[tuple[str, str, int]] = field(default_factory=set)  # exact version deletes
+    in_flight: list[tuple[str, str, int, str]] = field(default_factory=list)  # sent, not landed yet
+
+    def cap_attempt(self, expected: bytes | None, value: bytes) -> bool:
+        if self.attempt != expected:
+            return False
+        self.attempt = value
+        return True
 
 
 @dataclass
@@ -50,15 +67,20 @@ class Task:
     query: str
     batch: int
     plan: str
+    partition: int
+    rows: list[str]
     base: int | None = None
     prev: int | None = None
-    gap: list[int] | None = None
+    abandoned: list[int] = field(default_factory=list)
+    attempt_raw: bytes | None = None
     replay: bool = False
-    kept: int | None = None  # the commit this task copied into the history
+    kept: int | None = None
+    fenced: bool = False
+    notes: int = 0
 
 
-def start(table: Table, task: Task, now: int, *, copy_lost: bool = False) -> bool:
-    """One task's begin (``plan_attempt`` over the dict); False when fenced."""
+def start(table: Table, task: Task, now: int) -> bool:
+    """One task's begin (``plan_attempt`` over the model); False when fenced."""
     for _ in range(5):
         commit = CommitRecord.from_bytes(table.commit) if table.commit else None
         attempt = AttemptRecord.from_bytes(table.attempt) if table.attempt else None
@@ -66,15 +88,19 @@ def start(table: Table, task: Task, now: int, *, copy_lost: bool = False) -> boo
             p = place(commit, attempt, query_id=task.query, batch_id=task.batch, plan=task.plan, now_ms=now,
                       flush_rows=10, flush_bytes=100)
         except FencedError:
+            task.fenced = True
             return False
+        raw = table.attempt
         if p.record is not None:
-            expected, table.attempt = table.attempt, p.record.to_bytes()
-            assert expected is not None or attempt is None
+            raw = p.record.to_bytes()
+            if not table.cap_attempt(table.attempt, raw):
+                continue
             table.attempts.append(p.record)
-            if commit is not None and not copy_lost:  # copy_lost: died after the checkAndPut; the retry joins
+            if commit is not None:
                 table.history[commit.seq] = table.commit  # type: ignore[assignment]
                 task.kept = commit.seq
-        task.base, task.prev, task.gap, task.replay = p.base_ms, p.prev_seq, p.gap, p.replay_of_committed
+        task.base, task.prev, task.abandoned, task.replay = p.base_ms, p.prev_seq, p.abandoned, p.replay_of_committed
+        task.attempt_raw = None if p.replay_of_committed else raw
         if not p.replay_of_committed:  # a plan's tasks write only in an attempt their own plan recorded
             owner = [a for a in table.attempts if a.base_ms == p.base_ms]
             assert [(a.query_id, a.batch_id, a.plan) for a in owner] == [(task.query, task.batch, task.plan)]
@@ -82,76 +108,128 @@ def start(table: Table, task: Task, now: int, *, copy_lost: bool = False) -> boo
     raise AssertionError("no agreement")
 
 
+def flush(table: Table, task: Task, *, lands_now: bool) -> None:
+    """The task's next flush (``_writer._note`` then ``_buffer._write``): one row, round 0."""
+    if task.fenced or task.replay or task.base is None or task.notes >= len(task.rows):
+        return
+    n = task.notes + 1
+    note = FlushLog(task.base, task.partition, n, {0: [task.rows[n - 1].encode()]})
+    if table.attempt != task.attempt_raw:  # the checkAndPut on c:attempt is refused
+        task.fenced = True
+        return
+    table.notes[note.column()] = note.to_bytes()
+    task.notes = n
+    cell = (task.rows[n - 1], SINK_COLUMN, TaskClock(task.base, task.partition).put_ts(0), f"{task.base}")
+    if lands_now:
+        land(table, cell)
+    else:
+        table.in_flight.append(cell)
+
+
+def land(table: Table, cell: tuple[str, str, int, str]) -> None:
+    row, column, ts, writer = cell
+    table.puts[(row, column, ts)] = writer
+
+
 def commit(table: Table, tasks: list[Task], batch: int, query: str) -> bool:
-    """The driver's commit over the tasks that started (``Committer.commit``'s checks)."""
+    """The driver's commit over the tasks that started (``Committer.commit``'s checks and removal)."""
     if not tasks:
         return False
-    assert len({(t.base, t.prev) for t in tasks}) == 1, "tasks of one plan disagree on the base"
+    assert len({(t.base, t.prev, t.attempt_raw) for t in tasks}) == 1, "tasks of one plan disagree on the base"
     first = tasks[0]
     current = CommitRecord.from_bytes(table.commit) if table.commit else None
     if current is not None and current.query_id == query and current.batch_id == batch:
         assert first.replay and first.base == current.ts_lo
         return True
-    if (current.seq if current else None) != first.prev:
-        return False  # fenced by another writer's commit
+    if (current.seq if current else None) != first.prev or table.attempt != first.attempt_raw:
+        return False  # conditional on the attempt: fenced
+    assert first.base is not None
+    wanted = set(first.abandoned)
+    for column, raw in table.notes.items():
+        note = FlushLog.from_cell(column, raw)
+        if note.base_ms in wanted:
+            for keys in note.rounds.values():
+                for key in keys:
+                    table.masked.add((key.decode(), SINK_COLUMN, TaskClock(note.base_ms, note.partition).put_ts(0)))
     if current is not None and not any(t.kept == current.seq for t in tasks):
         table.history[current.seq] = table.commit  # type: ignore[assignment]
-    ts_hi = first.base + TASK_WIDTH_MS * (1 + max(range(len(tasks))))
+    ts_hi = first.base + 8 * (1 + max(t.partition for t in tasks))
     gaps = list(current.gaps) if current else []
-    if first.gap:
-        gaps.append(first.gap)
+    gaps += [[b, b + BATCH_SPAN_MS] for b in first.abandoned]
     record = CommitRecord(sink_id="s", table="t", seq=(current.seq if current else 0) + 1, query_id=query,
                           batch_id=batch, ts_lo=first.base, ts_hi=ts_hi,
                           read_bound=max(ts_hi, current.read_bound if current else 0), gaps=gaps)
     table.commit = record.to_bytes()
     table.committed.append(record)
+    table.notes = {}
     assert table.history == {r.seq: r.to_bytes() for r in table.committed[:-1]}, "history lacks a commit"
     return True
 
 
-# A history: per batch, a list of steps; each step is one plan of the batch (a driver
-# run), how many of its tasks start (then it dies, or all start and it commits), and
-# whether a leftover task of the previous plan starts after it.
-step = st.tuples(st.integers(1, 4), st.booleans(), st.booleans(), st.sampled_from(["q1", "q1", "q1", "q2"]),
-                 st.booleans())
-histories = st.lists(st.lists(step, min_size=1, max_size=4), min_size=1, max_size=5)
+# A history: per batch, a list of plans (driver runs). Per plan: how many tasks, whether a
+# copy of each task runs too, whether the plan commits, the query, whether a leftover of the
+# previous plan (or of the previous batch) starts and flushes after it, and which of the
+# flushes land late (after the commit).
+plan_step = st.tuples(st.integers(1, 3), st.booleans(), st.booleans(), st.sampled_from(["q1", "q1", "q1", "q2"]),
+                      st.booleans(), st.lists(st.booleans(), min_size=6, max_size=6))
+histories = st.lists(st.lists(plan_step, min_size=1, max_size=4), min_size=1, max_size=5)
 
 
 @settings(max_examples=300, deadline=None)
-@given(histories, st.integers(0, 5000))
-def test_placement_follows_ids_only_and_never_lets_an_abandoned_attempt_show(history, clock_step) -> None:
+@given(histories, st.integers(0, 5000), st.randoms(use_true_random=False))
+def test_only_the_committing_attempt_and_the_neighbours_stay(history, clock_step, rnd) -> None:
     table = Table()
     now, plan_no = 1_000_000, 0
+    neighbours: set[tuple[str, str, int]] = set()
+    leftovers: list[Task] = []
     for batch, steps in enumerate(history):
-        done = False
         previous: list[Task] = []
-        for n_tasks, commits, leftover, query, copy_lost in steps:
+        for n_tasks, copies, commits, query, leftover, late in steps:
             plan_no += 1
-            plan = f"{plan_no:06d}"
+            plan = f"e{plan_no:019d}"
             now += clock_step
-            tasks = [Task(query, batch, plan) for _ in range(n_tasks)]
-            started = [t for t in tasks if start(table, t, now, copy_lost=copy_lost)]
+            tasks = [Task(query, batch, plan, p, [f"k{batch}-{p}-{i}" for i in range(2)]) for p in range(n_tasks)]
+            if copies:
+                tasks += [Task(query, batch, plan, t.partition, t.rows) for t in list(tasks)]
+            started = [t for t in tasks if start(table, t, now)]
             assert len(started) == len(tasks), "a task of the newest plan was fenced"
+            # Neighbours write the same rows' other columns, and other rows, at this attempt's timestamps.
+            for t in started[:1]:
+                if t.base is not None:
+                    for ts in range(t.base, t.base + 24):
+                        for cell in ((t.rows[0], OTHER_SINK_COLUMN, ts), (t.rows[0], PLAIN_COLUMN, ts),
+                                     (f"side-{ts}", SINK_COLUMN, ts)):
+                            neighbours.add(cell)
+                            land(table, (*cell, "neighbour"))
+            for i, t in enumerate(rnd.sample(started, len(started)) * 2):  # every task flushes twice, interleaved
+                flush(table, t, lands_now=not late[i % len(late)])
             if leftover and previous:
-                stale = Task(previous[0].query, batch, previous[0].plan)
-                before = table.attempt
-                if previous[0].query == query:
-                    assert not start(table, stale, now), "a task of an older plan was not fenced"
-                    assert table.attempt == before
-            previous = tasks
+                stale = [Task(p.query, p.batch, p.plan, p.partition, p.rows) for p in previous[:1]]
+                stale += [Task(p.query, p.batch, p.plan, p.partition, p.rows, p.base, p.prev, p.abandoned,
+                               p.attempt_raw, p.replay) for p in previous[:1]]  # one that had started earlier
+                for s in stale:
+                    before = (table.attempt, dict(table.notes))
+                    if s.base is None and start(table, s, now):
+                        raise AssertionError("a task of an older plan was not fenced")
+                    s.fenced = s.fenced or s.base is None
+                    flush(table, s, lands_now=True)
+                    assert (table.attempt, table.notes) == before, "a leftover changed the sink row"
+            previous = started
             if commits and commit(table, started, batch, query):
-                if started[0].replay:
-                    assert all(t.replay for t in started)
-                done = True
+                leftovers = started
                 break
-        if not done:
-            continue
-    check(table)
+        for t in leftovers:  # tasks of a committed batch that outlive it (a speculative copy)
+            late_copy = Task(t.query, t.batch, t.plan, t.partition, t.rows)
+            if batch > t.batch and start(table, late_copy, now) and not late_copy.replay:
+                raise AssertionError("a task of an older batch was not fenced")
+    for cell in table.in_flight:  # whatever was sent lands, however late
+        land(table, cell)
+    check(table, neighbours)
 
 
-def check(table: Table) -> None:
-    """Every attempt above everything recorded before it; nothing abandoned in a committed view."""
+def check(table: Table, neighbours: set[tuple[str, str, int]]) -> None:
     committed = {(r.query_id, r.batch_id, r.ts_lo): r for r in table.committed}
+    assert not (table.masked & neighbours), "a neighbour's version was deleted"
 
     def end(a: AttemptRecord) -> int:
         done = committed.get((a.query_id, a.batch_id, a.base_ms))
@@ -163,12 +241,20 @@ def check(table: Table) -> None:
     if not table.committed:
         return
     final = table.committed[-1]
+    bases = {r.ts_lo for r in table.committed}
+    for (row, column, ts), writer in table.puts.items():
+        if writer == "neighbour":
+            continue
+        base = int(writer)
+        if base in bases:
+            assert (row, column, ts) not in table.masked, "a committed version was deleted"
+        elif base < final.read_bound:  # abandoned below what readers see
+            assert (row, column, ts) in table.masked, f"an abandoned put at {ts} stays"
     for record in table.committed:
         for lo, hi in final.gaps:
             assert not (lo < record.ts_hi and record.ts_lo < hi), "a committed range lies in a gap"
     for a in table.attempts:
-        if (a.query_id, a.batch_id, a.base_ms) in committed or a.base_ms >= final.read_bound:
-            continue  # committed, or still above every committed view
-        lo, hi = a.base_ms, a.base_ms + BATCH_SPAN_MS
-        assert any(g_lo <= lo and hi <= g_hi for g_lo, g_hi in final.gaps), (
-            f"abandoned attempt {lo}..{hi} is visible below the read bound; gaps {final.gaps}")
+        if a.base_ms in bases or a.base_ms >= final.read_bound:
+            continue
+        assert any(g_lo <= a.base_ms and a.base_ms + BATCH_SPAN_MS <= g_hi for g_lo, g_hi in final.gaps), (
+            f"abandoned attempt at {a.base_ms} is not in a gap; gaps {final.gaps}")

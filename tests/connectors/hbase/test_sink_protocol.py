@@ -126,18 +126,23 @@ def test_columns_mapping_writes_family_and_qualifier(make_sink, hbase_thrift, un
 
 
 def test_second_writer_with_same_sink_id_is_fenced(make_sink, unique_name) -> None:
+    """Query qb takes the sink.id over while qa's batch 1 is in flight: qa's attempt is
+    abandoned, so qa's commit is refused (it is conditional on its attempt) and qb's
+    commit removes exactly what qa's attempt noted."""
     table = unique_name("t")
     a = make_sink(KV, table=table)
     b = make_sink(KV, table=table)
     a.commit([a.task([{"id": "a", "v": 1, "s": None}], batch=0, query="qa")], 0)
     ma = a.task([{"id": "a", "v": 2, "s": None}], batch=1, query="qa")
     mb = b.task([{"id": "a", "v": 99, "s": None}], batch=0, query="qb")
-    a.commit([ma], 1)
+    assert mb.abandoned == [ma.base_ms]
     with pytest.raises(FencedError, match="another writer"):
-        b.commit([mb], 0)
-    # The fenced writer's cells never become visible, even after later commits by A.
-    a.commit([a.task([{"id": "z", "v": 0, "s": None}], batch=2, query="qa")], 2)
-    assert a.read() == [{"id": "a", "v": 2, "s": None}, {"id": "z", "v": 0, "s": None}]
+        a.commit([ma], 1)
+    b.commit([mb], 0)
+    # The fenced writer's cells never become visible, nor stay as versions.
+    assert b.read() == [{"id": "a", "v": 99, "s": None}]
+    assert [v for v, _ in b.versions(b"a", b"d:v")] == [(99).to_bytes(8, "big", signed=True),
+                                                        (1).to_bytes(8, "big", signed=True)]
 
 
 def test_replay_of_committed_batch_is_identical_and_commit_is_noop(make_sink) -> None:
