@@ -23,6 +23,13 @@ one copy leaves. A key that reaches the last round is held in memory until the e
 the task and written once there, so it can never need a fifth round (the task reports
 how many in its commit message; the driver warns once).
 
+A key's puts of an earlier round that a later round supersedes are *retired* after the
+flush: ``retire`` (when given: ``_writer``, through Thrift2) deletes exactly those
+versions ``(row, column, timestamp)``, so a key still ends with one version per batch
+and task. A version delete masks its version whenever that put lands, so copies of a
+task still converge. Without Thrift2 nothing is retired: a key written in several
+flushes then keeps a version per round.
+
 Before a flush's mutations are sent, ``note`` (when given) records which keys it puts
 in which round (``_writer``: a write-ahead note in the commit table, refused once the
 task's attempt was replaced, so the flush is then never sent). Flush points are
@@ -75,7 +82,8 @@ class MutationBuffer:
 
     def __init__(self, conn: HBaseConnection, table: str, clock: TaskClock, *, delete_columns: tuple[bytes, ...],
                  max_rows: int, max_size: int, batch_id: int | None = None,
-                 note: Callable[[dict[int, list[bytes]]], None] | None = None) -> None:
+                 note: Callable[[dict[int, list[bytes]]], None] | None = None,
+                 retire: Callable[[list[tuple[bytes, bytes, int]]], None] | None = None) -> None:
         self._conn = conn
         self._table = table.encode()
         self.clock = clock
@@ -83,9 +91,11 @@ class MutationBuffer:
         self.max_rows, self.max_size = max_rows, max_size
         self.batch_id = batch_id
         self._note = note
+        self._retire = retire
         self._changes: dict[bytes, _RowChange] = {}
         self._held: dict[bytes, _RowChange] = {}  # keys in the last round, written at the end
-        self._written: dict[bytes, tuple[int, bool]] = {}  # key -> (round, a put of it went out there)
+        # key -> (round, the columns of its puts that went out in that round)
+        self._written: dict[bytes, tuple[int, frozenset[bytes]]] = {}
         self._floor = 0  # round of keys not in _written
         self._rows = 0
         self._bytes = 0
@@ -149,14 +159,18 @@ class MutationBuffer:
             rounds.setdefault(round_, []).append((key, change))
         if self._note is not None and rounds:
             self._note({r: [k for k, c in rows if c.puts] for r, rows in rounds.items()})
+        retired: list[tuple[bytes, bytes, int]] = []
         for round_ in sorted(rounds):
-            self._write(round_, rounds[round_])
+            self._write(round_, rounds[round_], retired)
+        if retired and self._retire is not None:
+            self._retire(retired)
         if len(self._written) >= FLUSHED_KEYS_LIMIT:
             self._floor = min(_LAST, max(r for r, _ in self._written.values()) + 1)
             self._written = {}
         fault_point(FAULT_AFTER_PARTIAL_FLUSH, fail=lambda m: FlushError(m, batch_id=self.batch_id))
 
-    def _write(self, round_: int, changes: list[tuple[bytes, _RowChange]]) -> None:
+    def _write(self, round_: int, changes: list[tuple[bytes, _RowChange]],
+               retired: list[tuple[bytes, bytes, int]]) -> None:
         Mutation, BatchMutation = _thrift_types()
         deletes: list[object] = []  # happybase's generated BatchMutation structs
         puts: list[object] = []
@@ -171,8 +185,14 @@ class MutationBuffer:
                 puts.append(BatchMutation(row=key, mutations=[
                     Mutation(column=c, value=v) for c, v in change.puts.items()]))
             before = self._written.get(key)
-            put_before = before is not None and before[0] == round_ and before[1]
-            self._written[key] = (round_, put_before or bool(change.puts))
+            if before is not None and before[0] < round_ and before[1]:
+                # Its earlier round's puts are superseded: retired (exact versions), so the
+                # batch leaves one version per key and task. A delete marker of this round
+                # masks them anyway; retiring them too is harmless and keeps this simple.
+                old_ts = self.clock.put_ts(before[0])
+                retired.extend((key, column, old_ts) for column in before[1])
+            kept = before[1] if before is not None and before[0] == round_ else frozenset()
+            self._written[key] = (round_, kept | frozenset(change.puts))
         self._send(deletes, self.clock.delete_ts(round_))
         self._send(puts, self.clock.put_ts(round_))
         self.max_round = round_ if self.max_round is None else max(self.max_round, round_)

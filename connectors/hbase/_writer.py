@@ -20,15 +20,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..._exceptions import FencedError, ProtocolError, SinkError
+from ..._exceptions import FencedError, FlushError, ProtocolError, SinkError
 from ._attempts import Placement
 from ._buffer import MutationBuffer
 from ._commit_table import ATTEMPT_COLUMN, FlushLog, check_and_put
 from ._committer import HBaseCommitMessage, plan_attempt
 from ._connection_pool import connect, release
 from ._encoding import encode_column
+from ._errors import refusals
 from ._layout import SinkLayout
 from ._options import HBaseSinkOptions
+from ._thrift2 import Thrift2Admin
 from ._timestamps import TaskClock
 
 __all__ = ["HBaseTaskWriter", "TaskIdentity"]
@@ -68,6 +70,7 @@ class HBaseTaskWriter:
         self._buf: MutationBuffer | None = None
         self._msg: HBaseCommitMessage | None = None
         self._plan: Placement | None = None
+        self._thrift2: Thrift2Admin | None = None
 
     def begin(self) -> None:
         """Agree on the batch's timestamp base (one get, at most one checkAndPut).
@@ -111,7 +114,8 @@ class HBaseTaskWriter:
                                        delete_columns=self._layout_for(data.schema).delete_columns,
                                        max_rows=msg.flush_rows, max_size=msg.flush_bytes,
                                        batch_id=self._id.batch_id,
-                                       note=self._note if msg.attempt_raw is not None and o.exactly_once else None)
+                                       note=self._note if msg.attempt_raw is not None and o.exactly_once else None,
+                                       retire=self._retire if o.thrift2_gateways else None)
         msg.rows += self._add(data, self._buf)
 
     def _note(self, rounds: dict[int, list[bytes]]) -> None:
@@ -133,6 +137,19 @@ class HBaseTaskWriter:
                 f"{self._id.partition_id}) stops before its flush {msg.notes} and writes nothing more",
                 batch_id=self._id.batch_id)
 
+    def _retire(self, cells: list[tuple[bytes, bytes, int]]) -> None:
+        """Delete exactly the superseded versions ``(row, column, ts)`` (``_buffer``), through Thrift2.
+
+        The Thrift2 connection opens on the first call: only tasks that write a key in
+        several flushes need one.
+        """
+        if self._thrift2 is None:
+            self._thrift2 = Thrift2Admin(self._opts)
+        versions = [(row, *_split(column), ts) for row, column, ts in cells]
+        with refusals(f"retiring {len(versions)} superseded version(s) in HBase table {self._opts.table!r} failed",
+                      error=FlushError, also=(SinkError,), batch_id=self._id.batch_id):
+            self._thrift2.delete_versions(self._opts.table, versions)
+
     def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
         """Flush (Flink's snapshot at the barrier: unconditional) and report what is written so far."""
         msg, _ = self._begun("snapshot")
@@ -146,6 +163,8 @@ class HBaseTaskWriter:
 
     def close(self) -> None:
         """Keep the connection for the next task when the task ended cleanly (``_connection_pool``)."""
+        if self._thrift2 is not None:
+            self._thrift2.close()
         if self._clean:
             release(self._conn)
         else:
@@ -194,6 +213,11 @@ class HBaseTaskWriter:
             if puts or deletes:
                 upsert(keys[i], puts, deletes, sizes[i])
         return n
+
+
+def _split(column: bytes) -> tuple[bytes, bytes]:
+    family, _, qualifier = column.partition(b":")
+    return family, qualifier
 
 
 def _row_sizes(data: pa.RecordBatch, layout: SinkLayout, n: int) -> list[int]:
