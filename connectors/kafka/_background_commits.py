@@ -19,7 +19,7 @@ Contract:
   AvailableNow query's last batch is submitted just before Spark stops the source),
   then closes the client. Idempotent.
 
-The :class:`~._committer.OffsetCommitter` it drives stays the only code that writes
+The :class:`~._offset_committer.OffsetCommitter` it drives stays the only code that writes
 group offsets, and is created on the thread on first use (a listener must stay
 picklable until then).
 """
@@ -32,8 +32,8 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 
-from ._committer import OffsetCommitter
 from ._metrics import SourceMetrics
+from ._offset_committer import OffsetCommitter
 from ._positions import TopicPartition
 
 __all__ = ["BackgroundCommits"]

@@ -4,7 +4,7 @@ One owner for two formats that used to be written in one file and parsed in anot
 
 * the **commit metadata** stored with every committed offset
   (``{"v":1,"src":"barrier-kafka","checkpointId":7,"timestampMs":...}``): written by
-  :class:`~._committer.OffsetCommitter`, read back by :func:`group_status`;
+  :class:`~._offset_committer.OffsetCommitter`, read back by :func:`group_status`;
 * **reading the group's offsets** (``OffsetFetch`` through the admin API):
   :func:`committed_offsets` serves the committer, :func:`group_status` and the tests.
 

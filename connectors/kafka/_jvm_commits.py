@@ -12,7 +12,7 @@ Burrow, exporters) see nothing. :func:`commit_kafka_offsets` adds a
   description (``KafkaV2[...]``), never by position, so several Kafka sources and
   batches that skip a source commit the right partitions. If two sources read the
   same partition, the smaller offset wins (the group never claims more than both read);
-* **how:** through :class:`~._committer.OffsetCommitter`, the one owner of group
+* **how:** through :class:`~._offset_committer.OffsetCommitter`, the one owner of group
   commits, with the same versioned metadata as ``barrier-kafka`` (``src`` is
   ``spark-kafka``, ``checkpointId`` is Spark's batch id + 1, i.e. the number of
   completed batches, and ``queryId``);
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
         QueryTerminatedEvent,
     )
 
-    from ._committer import OffsetCommitter
+    from ._offset_committer import OffsetCommitter
 from ._security import parse_security
 
 __all__ = ["KafkaOffsetCommits", "commit_kafka_offsets", "kafka_source_offsets"]
@@ -171,7 +171,7 @@ class KafkaOffsetCommits(StreamingQueryListener):
         self._listener_s_max = 0.0
 
     def _make_committer(self) -> OffsetCommitter:
-        from ._committer import OffsetCommitter
+        from ._offset_committer import OffsetCommitter
 
         if self._committer is None:
             self._committer = OffsetCommitter(self._admin_configs, self._group_id,
