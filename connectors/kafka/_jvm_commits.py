@@ -253,7 +253,7 @@ class KafkaOffsetCommits(StreamingQueryListener):
             return
         offsets = kafka_source_offsets([(s.description, s.endOffset) for s in progress.sources])
         if offsets:
-            # checkpointId = completed batches: Spark's batch id + 1
+            # Not a checkpoint id: the count of completed batches (Spark's batch id + 1).
             self._commits.submit(progress.batchId + 1, int(time.time() * 1000), offsets)
         with self._cond:
             self._last_progress = max(self._last_progress, progress.batchId)

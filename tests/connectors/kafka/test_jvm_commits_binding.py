@@ -38,8 +38,8 @@ class _Recorder:
     def __init__(self) -> None:
         self.commits: list[tuple[int, dict[TP, int]]] = []
 
-    def commit(self, checkpoint_id: int, timestamp_ms: int, offsets: Mapping[TP, int]) -> bool:
-        self.commits.append((checkpoint_id, dict(offsets)))
+    def commit(self, completed: int, timestamp_ms: int, offsets: Mapping[TP, int]) -> bool:
+        self.commits.append((completed, dict(offsets)))
         return True
 
     def close(self) -> None:
