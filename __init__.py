@@ -90,15 +90,20 @@ def register(spark: SparkSession) -> None:
 
 def checkpointed_sink(spark: SparkSession, name: str,
                       factory: Callable[[], CheckpointedSink]) -> type[DataSource]:
-    """Register ``name`` as a streaming sink that runs ``factory()``'s checkpointed sink functions.
+    """Register ``name`` with ``spark`` as a streaming sink that runs ``factory()``'s checkpointed
+    sink functions; returns the registered DataSource class. Driver, before ``start()``;
+    idempotent per ``name`` (Spark replaces a registered name, and warns).
 
-    See :mod:`sparkbarrier.connectors.checkpointed` and docs/checkpointed-sinks.md. Imported lazily (pyspark).
-    Registers ``barrier-kafka`` and ``barrier-hbase`` from this session too (:func:`register`),
-    so a query reading ``barrier-kafka`` into this sink runs in one Python worker daemon.
+    The one way to register a checkpointed sink (docs/checkpointed-sinks.md):
+    :func:`sparkbarrier.connectors.checkpointed.sink_data_source` builds the class, this
+    registers it and registers ``barrier-kafka`` and ``barrier-hbase`` from this session too
+    (:func:`register`), so a query reading ``barrier-kafka`` into this sink runs in one
+    Python worker daemon. Imported lazily (pyspark).
     """
-    from .connectors.checkpointed import checkpointed_sink as _register
+    from .connectors.checkpointed import sink_data_source
 
-    source = _register(spark, name, factory)
+    source = sink_data_source(name, factory)
+    spark.dataSource.register(source)
     register(spark)
     return source
 

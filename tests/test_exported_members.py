@@ -49,7 +49,7 @@ INTENDED: dict[str, list[str]] = {
     ],
     "sparkbarrier.connectors.checkpointed": [
         "CheckpointedSink", "CompletedCheckpoint", "SinkContext", "TwoPhaseCommitSink",
-        "checkpointed_sink", "keep_markers", "sink_data_source",
+        "keep_markers", "sink_data_source",
     ],
     "sparkbarrier.devstack": [
         "Devstack", "DevstackError", "ENV_CACHE", "ENV_HOME", "ENV_MAVEN_REPO",

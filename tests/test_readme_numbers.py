@@ -61,3 +61,74 @@ def test_every_number_the_readme_quotes_is_in_results() -> None:
     missing = [f"{n}{u} (in: ...{where}...)" for n, u, where in quoted if (n, u) not in recorded]
     assert not missing, ("README quotes numbers that benchmarks/RESULTS.md does not record with that unit "
                          "(quote RESULTS.md as it stands, or append a dated run there):\n  " + "\n  ".join(missing))
+
+
+# -- every benchmark figure in README.md and docs/*.md (issue 43) -------------------------
+# A ratio (``1.23×``, ``0.62–0.81×``) anywhere, and a percent in a clause that carries a
+# date, is a benchmark figure: benchmarks/RESULTS.md must hold it with its unit, and when its
+# clause names a date (``(2026-11-26)``), in a section of that date. So a figure re-measured
+# in RESULTS cannot be quoted with a number or a date RESULTS does not hold; the way to
+# quote less is to link RESULTS instead.
+_DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+# A ratio's × follows its number ("1.2×"); "8 × id" is arithmetic, not a figure.
+_RATIO_OR_PERCENT = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?:\s?[–-]\s?(\d+(?:\.\d+)?))?(×|\s?%)(?![A-Za-z])")
+# Clauses end at ';', at a sentence's '. ' and at a table cell's '|' (not at a decimal point).
+_CLAUSE_END = re.compile(r";|\.\s|\|")
+
+
+def _pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def results_sections(results: str) -> list[tuple[set[str], str]]:
+    """(dates in the heading, text) of each ``## `` section of RESULTS.md."""
+    parts = re.split(r"\n(?=## )", results)
+    return [(set(_DATE.findall(p.split("\n", 1)[0])), p) for p in parts]
+
+
+def quoted_figures(text: str) -> list[tuple[str, str, str | None, str]]:
+    """(number, unit, date or None, where) for each ratio, and each percent with a date.
+
+    The date is the one nearest the figure in its clause; paragraphs and table rows are
+    separate texts (a date never reaches across a blank line or a row).
+    """
+    found = []
+    for block in re.split(r"\n\s*\n|\n(?=\|)", text):
+        starts = [0, *(m.end() for m in _CLAUSE_END.finditer(block)), len(block)]
+        for begin, end in zip(starts, starts[1:], strict=False):
+            clause = block[begin:end]
+            dates = [(m.start(), m.group()) for m in _DATE.finditer(clause)]
+            for m in _RATIO_OR_PERCENT.finditer(clause):
+                date = min(dates, key=lambda d: abs(d[0] - m.start()))[1] if dates else None
+                unit = m[3].strip()
+                if unit == "%" and date is None:
+                    continue
+                where = " ".join(clause[max(0, m.start() - 40):m.end() + 10].split())
+                found += [(n, unit, date, where) for n in m.group(1, 2) if n is not None]
+    return found
+
+
+def test_figures_take_the_date_of_their_clause() -> None:
+    text = ("On 2026-11-22 it cost 0.97–1.11×; on 2026-11-26, 0.97× that. | 1.2× (2026-11-23) | 3 % |\n\n"
+            "Over 24 rounds (2026-11-23), ±3.4 % and 2×, not base + 8 × id. Within 10 % of it.")
+    assert [(n, u, d) for n, u, d, _ in quoted_figures(text)] == [
+        ("0.97", "×", "2026-11-22"), ("1.11", "×", "2026-11-22"), ("0.97", "×", "2026-11-26"),
+        ("1.2", "×", "2026-11-23"), ("3.4", "%", "2026-11-23"), ("2", "×", "2026-11-23")]
+
+
+def test_every_benchmark_figure_in_the_readme_and_docs_is_in_results_under_its_date() -> None:
+    sections = results_sections((ROOT / "benchmarks" / "RESULTS.md").read_text())
+    anywhere = {(n, u) for _, body in sections for n, u, _ in measured(body)}
+    missing = []
+    for page in _pages():
+        for n, u, date, where in quoted_figures(page.read_text()):
+            if date is None:
+                ok = (n, u) in anywhere
+            else:
+                ok = any(date in dates and (n, u) in {(a, b) for a, b, _ in measured(body)}
+                         for dates, body in sections)
+            if not ok:
+                missing.append(f"{page.relative_to(ROOT)}: {n}{u}" + (f" of {date}" if date else "")
+                               + f" (in: ...{where}...)")
+    assert not missing, ("README/docs quote benchmark figures that benchmarks/RESULTS.md does not hold (under "
+                         "that date): quote RESULTS as it stands, or link it instead:\n  " + "\n  ".join(missing))

@@ -28,7 +28,7 @@ from sparkbarrier.connectors.hbase._commit_table import (
     ensure_commit_table,
     put_cell,
 )
-from sparkbarrier.connectors.kafka._committer import OffsetCommitter
+from sparkbarrier.connectors.kafka._offset_committer import OffsetCommitter
 from sparkbarrier.connectors.kafka._metrics import SourceMetrics
 from sparkbarrier.connectors.kafka._positions import TopicPartition
 

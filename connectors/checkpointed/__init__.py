@@ -1,7 +1,9 @@
 """Checkpointed sinks for any store: a user's ``CheckpointedSink`` becomes a Spark streaming sink.
 
-``sparkbarrier.checkpointed_sink(spark, "my-store", MyFunction)`` then
-``df.writeStream.format("my-store")``. See :mod:`sparkbarrier.barrier._sink` for the
+``sparkbarrier.checkpointed_sink(spark, "my-store", MyFunction)`` (the one registering
+function, at the package's top: it also registers the barrier formats) then
+``df.writeStream.format("my-store")``; :func:`sink_data_source` builds the DataSource class
+without registering it. See :mod:`sparkbarrier.barrier._sink` for the
 interfaces and the call order, ``_task`` (executor) and ``_driver`` (driver) for how
 the adapter runs them.
 """
@@ -10,14 +12,13 @@ from __future__ import annotations
 
 from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext, TwoPhaseCommitSink
 from ._markers import keep_markers
-from ._source import checkpointed_sink, sink_data_source
+from ._source import sink_data_source
 
 __all__ = [
     "CheckpointedSink",
     "CompletedCheckpoint",
     "SinkContext",
     "TwoPhaseCommitSink",
-    "checkpointed_sink",
     "keep_markers",
     "sink_data_source",
 ]

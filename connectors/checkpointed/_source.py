@@ -1,9 +1,9 @@
 """A Spark data source (streaming sink) around a user's checkpointed sink function.
 
-``checkpointed_sink(spark, "my-store", MyFunction)`` registers a data source named
-``my-store``; ``df.writeStream.format("my-store")`` then runs ``MyFunction`` under the
-checkpoint protocol (see ``sparkbarrier.barrier._sink`` for the call order). The sink's
-options reach the function in its :class:`SinkContext`; keys starting with
+``sparkbarrier.checkpointed_sink(spark, "my-store", MyFunction)`` registers the data source
+:func:`sink_data_source` builds, named ``my-store``; ``df.writeStream.format("my-store")``
+then runs ``MyFunction`` under the checkpoint protocol (see ``sparkbarrier.barrier._sink``
+for the call order). The sink's options reach the function in its :class:`SinkContext`; keys starting with
 ``checkpoint.`` and ``delivery.guarantee`` are the adapter's own, declared in
 :data:`ADAPTER_SPECS` (the docs/checkpointed-sinks.md table is generated from them).
 
@@ -37,7 +37,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
@@ -57,7 +56,6 @@ __all__ = [
     "ADAPTER_SPECS",
     "CheckpointedStreamWriter",
     "checkpointed_options_table",
-    "checkpointed_sink",
     "sink_data_source",
 ]
 
@@ -215,13 +213,6 @@ def sink_data_source(name: str, factory: Callable[[], CheckpointedSink]) -> type
 
     CheckpointedSinkSource.__qualname__ = CheckpointedSinkSource.__name__ = f"CheckpointedSink[{name}]"
     return CheckpointedSinkSource
-
-
-def checkpointed_sink(spark: SparkSession, name: str, factory: Callable[[], CheckpointedSink]) -> type[DataSource]:
-    """Register ``name`` as a streaming sink running ``factory()``'s checkpointed functions."""
-    source = sink_data_source(name, factory)
-    spark.dataSource.register(source)
-    return source
 
 
 def checkpointed_options_table() -> str:

@@ -61,11 +61,25 @@ def register(spark: SparkSession) -> None:
 
 
 def hbase_options_table() -> str:
-    """Markdown table of the sink options (for docs/options.md)."""
+    """Markdown table of every option the sink takes but Kerberos' (for docs/options.md).
+
+    The sink runs under the checkpointed-sink adapter, which parses its own ``checkpoint.*``
+    options (an applied-checkpoint ledger's location) for every sink: listed here too, so
+    "every option" is every key the sink accepts, each saying it changes nothing for
+    barrier-hbase, which keeps no ledger (``uses_ledger = False``: the commit table is its record).
+    """
+    import dataclasses
+
     from .._options import options_table
+    from ..checkpointed._source import ADAPTER_SPECS
     from ._options import KERBEROS_OPTION_SPECS
 
-    return options_table([spec for spec in _SINK_OPTION_SPECS if spec not in KERBEROS_OPTION_SPECS])
+    own = [spec for spec in _SINK_OPTION_SPECS if spec not in KERBEROS_OPTION_SPECS]
+    keys = {spec.key for spec in own}
+    adapter = [dataclasses.replace(spec, description=(
+        f"the checkpointed-sink adapter's: {spec.description}. Accepted; no effect on barrier-hbase, "
+        "which keeps no ledger (its commit table is the record)")) for spec in ADAPTER_SPECS if spec.key not in keys]
+    return options_table(own + adapter)
 
 
 def hbase_kerberos_options_table() -> str:

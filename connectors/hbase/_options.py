@@ -8,10 +8,11 @@ an unknown key is an error that lists the valid keys.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any
 
 from ..._exceptions import ConfigError
 from ...barrier import DeliveryGuarantee
@@ -119,14 +120,16 @@ _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "hbase.thrift2.port", parse_optional_port, None,
-        "optional port of an HBase Thrift2 server on the same host: lets the sink check and "
+        "optional HBase Thrift2 gateway port: alone, it enables Thrift2 on the `hbase.thrift.host` hosts; "
+        "with `hbase.thrift2.host`, the port of its entries that name none. Thrift2 lets the sink check and "
         "set `KEEP_DELETED_CELLS` (Thrift1 cannot), which makes committed and as-of reads exact",
         type_name="int",
     ),
     OptionSpec(
         "hbase.thrift2.host", parse_stripped, "",
-        "optional Thrift2 gateway list like `hbase.thrift.host` (entries without a port use "
-        "`hbase.thrift2.port`); default: the Thrift1 hosts with `hbase.thrift2.port`",
+        "optional Thrift2 gateway list like `hbase.thrift.host`; set alone (every entry with its port, "
+        "`h1:9095,h2:9095`), it enables Thrift2; an entry without a port uses `hbase.thrift2.port`. "
+        "Unset: the Thrift1 hosts at `hbase.thrift2.port`, or no Thrift2 when that is unset too",
     ),
     OptionSpec(
         "hbase.thrift.failover.rounds", parse_positive_int, 3,
@@ -301,40 +304,25 @@ def parse_columns(raw: str) -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
-class _ConnectionFields(TypedDict):
-    """The :class:`HBaseConnectionOptions` fields, typed: the sink and reader options
-    extend that class, so their constructors take these as ``**fields``."""
+def _fields(options: HBaseConnectionOptions) -> dict[str, Any]:
+    """``options``' fields by name, to build a subclass of its type from it.
 
-    host: str
-    port: int
-    thrift2_port: int | None
-    gateways: tuple[Gateway, ...]
-    thrift2_gateways: tuple[Gateway, ...]
-    failover_rounds: int
-    failover_backoff_ms: int
-    tls: TlsSettings | None
-    kerberos: KerberosSettings | None
-    transport: ThriftTransport
-    protocol: ThriftProtocol
-    timeout_ms: int
+    The sink's and the reader's options extend :class:`HBaseConnectionOptions`; their
+    fields are declared once, in the dataclasses, and copied from an instance that was
+    built (and type-checked) with explicit keywords, rather than declared again in a
+    TypedDict for ``**`` to be typed.
+    """
+    return {f.name: getattr(options, f.name) for f in dataclasses.fields(options)}
 
 
-class _SharedFields(_ConnectionFields):
-    """The :class:`_SharedOptions` fields, typed (see :class:`_ConnectionFields`)."""
-
-    table: str
-    sink_id: str | None
-    commit_table: str
+def _shared_fields(v: OptionValues) -> dict[str, Any]:
+    """The :class:`_SharedOptions` fields from parsed values (see :func:`_fields`)."""
+    return _fields(_SharedOptions(**_fields(_connection(v)), table=v.text("table"),
+                                  sink_id=v.text("sink.id") or None, commit_table=v.text("commit.table")))
 
 
-def _shared_fields(v: OptionValues) -> _SharedFields:
-    """The :class:`_SharedOptions` fields from parsed values."""
-    return {**_connection_fields(v), "table": v.text("table"), "sink_id": v.text("sink.id") or None,
-            "commit_table": v.text("commit.table")}
-
-
-def _connection_fields(v: OptionValues) -> _ConnectionFields:
-    """The :class:`HBaseConnectionOptions` fields from parsed values."""
+def _connection(v: OptionValues) -> HBaseConnectionOptions:
+    """The :class:`HBaseConnectionOptions` from parsed values."""
     gateways = parse_gateways(v.text("hbase.thrift.host"), v.integer("hbase.thrift.port"))
     thrift2_port = v.optional_integer("hbase.thrift2.port")
     thrift2_host = v.text("hbase.thrift2.host")
@@ -344,15 +332,14 @@ def _connection_fields(v: OptionValues) -> _ConnectionFields:
         thrift2 = tuple(dict.fromkeys(Gateway(g.host, thrift2_port) for g in gateways))
     else:
         thrift2 = ()
-    return {"host": gateways[0].host, "port": gateways[0].port,
-            "thrift2_port": thrift2[0].port if thrift2 else None,
-            "gateways": gateways, "thrift2_gateways": thrift2,
-            "failover_rounds": v.integer("hbase.thrift.failover.rounds"),
-            "failover_backoff_ms": v.integer("hbase.thrift.failover.backoff"), "tls": _tls(v),
-            "kerberos": _kerberos(v),
-            "transport": v.choice("hbase.thrift.transport", ThriftTransport),
-            "protocol": v.choice("hbase.thrift.protocol", ThriftProtocol),
-            "timeout_ms": v.integer("hbase.thrift.timeout")}
+    return HBaseConnectionOptions(
+        host=gateways[0].host, port=gateways[0].port, thrift2_port=thrift2[0].port if thrift2 else None,
+        gateways=gateways, thrift2_gateways=thrift2,
+        failover_rounds=v.integer("hbase.thrift.failover.rounds"),
+        failover_backoff_ms=v.integer("hbase.thrift.failover.backoff"), tls=_tls(v), kerberos=_kerberos(v),
+        transport=v.choice("hbase.thrift.transport", ThriftTransport),
+        protocol=v.choice("hbase.thrift.protocol", ThriftProtocol),
+        timeout_ms=v.integer("hbase.thrift.timeout"))
 
 
 def _tls(v: OptionValues) -> TlsSettings | None:
@@ -404,7 +391,7 @@ def parse_connection_options(raw: Mapping[str, str], *,
     The same specs and checks as the sink's: an unknown key is an error listing the valid ones.
     """
     v, _ = parse_options(raw, CONNECTION_OPTION_SPECS, source_name=source_name)
-    return HBaseConnectionOptions(**_connection_fields(v))
+    return _connection(v)
 
 
 def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:

@@ -19,9 +19,13 @@ Contract:
   AvailableNow query's last batch is submitted just before Spark stops the source),
   then closes the client. Idempotent.
 
-The :class:`~._committer.OffsetCommitter` it drives stays the only code that writes
+The :class:`~._offset_committer.OffsetCommitter` it drives stays the only code that writes
 group offsets, and is created on the thread on first use (a listener must stay
 picklable until then).
+
+``completed`` is the writer's own count of what has completed, positive and only
+growing: barrier-kafka's checkpoint id; for ``commit_kafka_offsets``, the number of
+Spark's completed batches (batch id + 1). This queue only orders and compares it.
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 
-from ._committer import OffsetCommitter
 from ._metrics import SourceMetrics
+from ._offset_committer import OffsetCommitter
 from ._positions import TopicPartition
 
 __all__ = ["BackgroundCommits"]
@@ -65,28 +69,28 @@ class BackgroundCommits:
 
     @property
     def committed(self) -> int:
-        """The newest checkpoint id known to be in the group (0: none yet)."""
+        """The newest ``completed`` known to be in the group (0: none yet)."""
         with self._cond:
             return self._committed
 
-    def submit(self, checkpoint_id: int, timestamp_ms: int,
+    def submit(self, completed: int, timestamp_ms: int,
                offsets: Mapping[TopicPartition, int]) -> None:
-        """Queue completed ``checkpoint_id`` for commit; returns at once."""
+        """Queue completed ``completed`` for commit; returns at once."""
         with self._cond:
-            if self._closed or checkpoint_id <= self._submitted:
+            if self._closed or completed <= self._submitted:
                 return
-            self._submitted = checkpoint_id
-            self._pending = (checkpoint_id, timestamp_ms, dict(offsets))
+            self._submitted = completed
+            self._pending = (completed, timestamp_ms, dict(offsets))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
             self._cond.notify_all()
 
-    def wait_for(self, checkpoint_id: int, timeout_s: float) -> bool:
-        """True once ``checkpoint_id`` (or a later one) is in the group."""
+    def wait_for(self, completed: int, timeout_s: float) -> bool:
+        """True once ``completed`` (or a later one) is in the group."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            while self._committed < checkpoint_id:
+            while self._committed < completed:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -140,14 +144,14 @@ class BackgroundCommits:
             self._committer.close()
             self._committer = None
 
-    def _commit(self, checkpoint_id: int, timestamp_ms: int,
+    def _commit(self, completed: int, timestamp_ms: int,
                 offsets: Mapping[TopicPartition, int]) -> bool:
         if self._before_commit is not None:
             self._before_commit()
         try:
             if self._committer is None:
                 self._committer = self._make()
-            return self._committer.commit(checkpoint_id, timestamp_ms, offsets)
+            return self._committer.commit(completed, timestamp_ms, offsets)
         except Exception:  # logged and retried, see below
             # The committer handles Kafka's errors itself; anything else (a client
             # setting kafka-python rejects, a bug) would end this thread, and with it
@@ -155,8 +159,8 @@ class BackgroundCommits:
             self._metrics.add("commits_failed")
             if self._unexpected != (failure := traceback.format_exc(limit=1)):
                 self._unexpected = failure  # one stack trace per problem, not per retry
-                log.exception("%s: committing checkpoint %d failed", self._name, checkpoint_id)
+                log.exception("%s: committing checkpoint %d failed", self._name, completed)
             else:
                 log.debug("%s: committing checkpoint %d failed again", self._name,
-                          checkpoint_id)
+                          completed)
             return False

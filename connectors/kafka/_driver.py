@@ -14,8 +14,8 @@ from ...state import PendingCheckpoints
 from .._kafka_offsets import SourceOffset
 from ._background_commits import BackgroundCommits
 from ._cluster import ClusterView
-from ._committer import OffsetCommitter
 from ._metrics import SourceMetrics
+from ._offset_committer import OffsetCommitter
 from ._options import KafkaSourceOptions
 from ._positions import TopicPartition
 

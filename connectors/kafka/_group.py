@@ -4,7 +4,7 @@ One owner for two formats that used to be written in one file and parsed in anot
 
 * the **commit metadata** stored with every committed offset
   (``{"v":1,"src":"barrier-kafka","checkpointId":7,"timestampMs":...}``): written by
-  :class:`~._committer.OffsetCommitter`, read back by :func:`group_status`;
+  :class:`~._offset_committer.OffsetCommitter`, read back by :func:`group_status`;
 * **reading the group's offsets** (``OffsetFetch`` through the admin API):
   :func:`committed_offsets` serves the committer, :func:`group_status` and the tests.
 
@@ -37,19 +37,22 @@ _METADATA_SOURCES = (_METADATA_SOURCE, "spark-kafka")
 _TIMEOUT_MS = 15_000
 
 
-def commit_metadata(checkpoint_id: int, timestamp_ms: int, *,
+def commit_metadata(completed: int, timestamp_ms: int, *,
                     query_id: str | None = None, source: str = _METADATA_SOURCE) -> str:
     """The metadata string stored with each committed offset (versioned JSON).
 
-    Carries the checkpoint id, the time and (when known) the streaming query's id,
-    never an option value, so no secret can leak into ``__consumer_offsets``.
+    ``completed``: barrier-kafka's checkpoint id, or for ``spark-kafka`` the number of
+    Spark's completed batches (batch id + 1). Both are stored under the JSON key
+    ``checkpointId`` (version 1, unchanged so every release's readers read both). Carries
+    it, the time and (when known) the streaming query's id, never an option value, so no
+    secret can leak into ``__consumer_offsets``.
     ``source`` names the writer: ``barrier-kafka`` or ``spark-kafka`` (Spark's own
     ``format("kafka")`` with :func:`commit_kafka_offsets`); both parse alike.
     """
     if source not in _METADATA_SOURCES:
         raise ValueError(f"unknown commit metadata source {source!r}")
     meta: dict[str, object] = {"v": _METADATA_VERSION, "src": source,
-                               "checkpointId": checkpoint_id, "timestampMs": timestamp_ms}
+                               "checkpointId": completed, "timestampMs": timestamp_ms}
     if query_id is not None:
         meta["queryId"] = query_id
     return json.dumps(meta, separators=(",", ":"))

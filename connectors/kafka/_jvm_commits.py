@@ -12,7 +12,7 @@ Burrow, exporters) see nothing. :func:`commit_kafka_offsets` adds a
   description (``KafkaV2[...]``), never by position, so several Kafka sources and
   batches that skip a source commit the right partitions. If two sources read the
   same partition, the smaller offset wins (the group never claims more than both read);
-* **how:** through :class:`~._committer.OffsetCommitter`, the one owner of group
+* **how:** through :class:`~._offset_committer.OffsetCommitter`, the one owner of group
   commits, with the same versioned metadata as ``barrier-kafka`` (``src`` is
   ``spark-kafka``, ``checkpointId`` is Spark's batch id + 1, i.e. the number of
   completed batches, and ``queryId``);
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
         QueryTerminatedEvent,
     )
 
-    from ._committer import OffsetCommitter
+    from ._offset_committer import OffsetCommitter
 from ._security import parse_security
 
 __all__ = ["KafkaOffsetCommits", "commit_kafka_offsets", "kafka_source_offsets"]
@@ -164,14 +164,14 @@ class KafkaOffsetCommits(StreamingQueryListener):
             before_commit=lambda: fault_point("listener.before_group_commit"),
             metrics=self._metrics)
         self._last_progress = -1
-        self._terminated = False
+        self._terminated: set[str] = set()  # ids of queries whose termination event arrived
         self._ambiguous_warned = False
         self._events = 0
         self._listener_s_total = 0.0
         self._listener_s_max = 0.0
 
     def _make_committer(self) -> OffsetCommitter:
-        from ._committer import OffsetCommitter
+        from ._offset_committer import OffsetCommitter
 
         if self._committer is None:
             self._committer = OffsetCommitter(self._admin_configs, self._group_id,
@@ -253,7 +253,7 @@ class KafkaOffsetCommits(StreamingQueryListener):
             return
         offsets = kafka_source_offsets([(s.description, s.endOffset) for s in progress.sources])
         if offsets:
-            # checkpointId = completed batches: Spark's batch id + 1
+            # Not a checkpoint id: the count of completed batches (Spark's batch id + 1).
             self._commits.submit(progress.batchId + 1, int(time.time() * 1000), offsets)
         with self._cond:
             self._last_progress = max(self._last_progress, progress.batchId)
@@ -267,11 +267,11 @@ class KafkaOffsetCommits(StreamingQueryListener):
 
     def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
         """Every progress event of the query came before this one (the bus is ordered):
-        :meth:`finish` waits for it to know the query's last completed batch."""
+        :meth:`finish` waits for it to know the query's last completed batch. Recorded for
+        any query: ``finish(query)`` may be called before this listener saw ``query`` start."""
         with self._cond:
-            if self._query_id is not None and str(event.id) == self._query_id:
-                self._terminated = True
-                self._cond.notify_all()
+            self._terminated.add(str(event.id))
+            self._cond.notify_all()
 
     # -- user side --------------------------------------------------------------------
 
@@ -290,26 +290,35 @@ class KafkaOffsetCommits(StreamingQueryListener):
                     "listener_s_total": self._listener_s_total,
                     "listener_s_max": self._listener_s_max}
 
-    def finish(self, query: StreamingQuery, timeout_s: float = 60.0) -> bool:  # noqa: ARG002 -- see below
+    def finish(self, query: StreamingQuery, timeout_s: float = 60.0) -> bool:
         """After ``query`` stopped: wait for its last completed batch's group commit, then
-        :meth:`close`. True if that batch is in the group.
+        :meth:`close`. True if that batch is in the group (or ``query`` completed none).
 
         Why not ``query.lastProgress``: after about 10 s without data Spark reports an
         idle progress naming the *next* batch, which never ran and never commits. The
         last completed batch is the last one whose progress event reached this
         listener before the query's termination event (Spark posts a batch's progress
         only after its commit-log entry, and the bus delivers in order). So: wait for
-        the termination event (``awaitTermination`` returns before it is delivered),
-        then for that batch. ``query`` names what the caller waits for; the events identify it.
+        ``query``'s termination event, by ``query.id`` (``awaitTermination`` returns
+        before the bus delivers it, and a short query's start event may not have
+        reached the listener yet either), then for that batch. A ``query`` this listener
+        is not bound to is logged as an error and has nothing to wait for; the
+        listener is closed all the same.
         """
+        query_id = str(query.id)
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            while not self._terminated and self._query_id is not None:
+            while query_id not in self._terminated:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
                 self._cond.wait(left)
-            last = self._last_progress
+            bound = self._query_id
+            last = self._last_progress if bound == query_id else -1
+        if bound != query_id:
+            log.error("spark-kafka: finish(query %s) on the commit_kafka_offsets listener of group %r, "
+                      "which commits %s: nothing of that query to wait for", query_id, self._group_id,
+                      f"query {bound}" if bound is not None else "no query (none bound)")
         done = last < 0 or self.wait_for(last, max(deadline - time.monotonic(), 0))
         self.close()
         return done

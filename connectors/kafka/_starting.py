@@ -10,8 +10,8 @@ import logging
 
 from ..._exceptions import ConfigError
 from ._cluster import ClusterView
-from ._committer import OffsetCommitter
 from ._metrics import SourceMetrics
+from ._offset_committer import OffsetCommitter
 from ._options import GroupFallback, KafkaSourceOptions, StartingOffsetsByTimestampStrategy
 from ._positions import AtOffset, Earliest, Latest, PartitionStart, StartKind, TopicPartition
 

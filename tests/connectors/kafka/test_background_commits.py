@@ -27,11 +27,11 @@ class _Committer:
         self.closed = False
         self.entered = threading.Event()
 
-    def commit(self, checkpoint_id: int, timestamp_ms: int,
+    def commit(self, completed: int, timestamp_ms: int,
                offsets: Mapping[TP, int]) -> bool:
         self.entered.set()
         self.gate.wait(30)
-        self.calls.append(checkpoint_id)
+        self.calls.append(completed)
         return not self.failing
 
     def close(self) -> None:

@@ -149,8 +149,8 @@ class _FlakyCommitter:
     def __init__(self) -> None:
         self.calls: list[int] = []
 
-    def commit(self, checkpoint_id: int, timestamp_ms: int, offsets) -> bool:
-        self.calls.append(checkpoint_id)
+    def commit(self, completed: int, timestamp_ms: int, offsets) -> bool:
+        self.calls.append(completed)
         if len(self.calls) == 1:
             raise RuntimeError("not a Kafka error")
         return True

@@ -38,8 +38,8 @@ class _Recorder:
     def __init__(self) -> None:
         self.commits: list[tuple[int, dict[TP, int]]] = []
 
-    def commit(self, checkpoint_id: int, timestamp_ms: int, offsets: Mapping[TP, int]) -> bool:
-        self.commits.append((checkpoint_id, dict(offsets)))
+    def commit(self, completed: int, timestamp_ms: int, offsets: Mapping[TP, int]) -> bool:
+        self.commits.append((completed, dict(offsets)))
         return True
 
     def close(self) -> None:
@@ -96,6 +96,7 @@ def test_finish_waits_for_the_last_batch_that_ran_not_an_idle_progress() -> None
     listener, recorder = _listener()
 
     class _Query:
+        id = "q"
         lastProgress = {"batchId": 3}  # idle progress: batch 3 never ran
 
     listener.onQueryStarted(_Started("q"))
@@ -109,3 +110,33 @@ def test_finish_waits_for_the_last_batch_that_ran_not_an_idle_progress() -> None
     finally:
         late.join()
     assert recorder.commits[-1] == (3, {TP("t", 0): 6})
+
+
+class _QueryHandle:
+    def __init__(self, qid: str) -> None:
+        self.id = qid
+
+
+def test_finish_waits_for_a_query_whose_start_event_the_listener_has_not_seen_yet() -> None:
+    """``awaitTermination`` returns before the bus delivers; a short query's events may all be queued."""
+    listener, recorder = _listener()
+    late = threading.Timer(0.3, lambda: (listener.onQueryStarted(_Started("q")),
+                                         listener.onQueryProgress(_Progress("q", 0, 5)),
+                                         listener.onQueryTerminated(_Terminated("q"))))
+    late.start()
+    try:
+        assert listener.finish(_QueryHandle("q"), timeout_s=10) is True
+    finally:
+        late.join()
+    assert recorder.commits == [(1, {TP("t", 0): 5})]
+
+
+def test_finish_on_a_query_the_listener_does_not_commit_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    listener, recorder = _listener(name="mine")
+    listener.onQueryProgress(_Progress("m", 0, 5, name="mine"))
+    listener.onQueryTerminated(_Terminated("other"))
+    caplog.set_level(logging.ERROR)
+    assert listener.finish(_QueryHandle("other"), timeout_s=10) is True
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1 and "query other" in errors[0] and "commits query m" in errors[0]
+    assert recorder.commits == [(1, {TP("t", 0): 5})]

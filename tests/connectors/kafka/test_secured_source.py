@@ -191,7 +191,7 @@ def test_without_group_rights_records_flow_once_and_the_failed_commit_is_reporte
         spark, manifest, plain: KafkaTool, tmp_path: Path, caplog, capsys) -> None:
     from sparkbarrier.__main__ import main
     from sparkbarrier.connectors.kafka import TopicPartition
-    from sparkbarrier.connectors.kafka._committer import OffsetCommitter
+    from sparkbarrier.connectors.kafka._offset_committer import OffsetCommitter
     from sparkbarrier.connectors.kafka._metrics import SourceMetrics
 
     topic, group = _names(manifest)

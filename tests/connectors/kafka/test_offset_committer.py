@@ -8,7 +8,7 @@ import logging
 import pytest
 from kafka_testkit import KafkaTool
 
-from sparkbarrier.connectors.kafka._committer import OffsetCommitter
+from sparkbarrier.connectors.kafka._offset_committer import OffsetCommitter
 from sparkbarrier.connectors.kafka._metrics import SourceMetrics
 from sparkbarrier.connectors.kafka import parse_source_options
 from sparkbarrier.connectors.kafka._positions import TopicPartition as TP

@@ -14,7 +14,9 @@ Contract:
 - monotonic: a partition's committed offset never moves backwards (the group's
   current offsets are read once before the first commit, then tracked), so a
   replayed or older checkpoint is a no-op;
-- the commit metadata carries the checkpoint id and timestamp, never an option
+- ``completed`` is the writer's count of what has completed: barrier-kafka's checkpoint
+  id, or for ``commit_kafka_offsets`` Spark's completed batches (batch id + 1);
+- the commit metadata carries ``completed`` and the timestamp, never an option
   value (so no secret can leak into ``__consumer_offsets``); its format is owned by
   ``_group`` (``commit_metadata`` / ``parse_commit_metadata``), which also reads it back.
 """
@@ -76,17 +78,17 @@ class OffsetCommitter:
         found = committed_offsets(self._client(), self._group_id)
         return {tp: c.offset for tp, c in found.items()}
 
-    def commit(self, checkpoint_id: int, timestamp_ms: int,
+    def commit(self, completed: int, timestamp_ms: int,
                offsets: Mapping[TopicPartition, int]) -> bool:
-        """Commit ``offsets`` of completed ``checkpoint_id``; True if nothing is left to do.
+        """Commit ``offsets`` of ``completed``; True if nothing is left to do.
 
         Idempotent: an id at or below the last committed one is a no-op.
         """
-        if checkpoint_id <= self._last_checkpoint:
+        if completed <= self._last_checkpoint:
             return True
         for attempt in range(_ATTEMPTS):
             try:
-                return self._commit_once(checkpoint_id, timestamp_ms, offsets)
+                return self._commit_once(completed, timestamp_ms, offsets)
             except (KafkaError, OSError) as exc:
                 self._last_error = exc
                 retriable = kafka_python_retriable(exc)
@@ -100,7 +102,7 @@ class OffsetCommitter:
                     break
                 self._committed = None
                 time.sleep(_BACKOFF_S * (attempt + 1))
-        return self._commit_failed(checkpoint_id)
+        return self._commit_failed(completed)
 
     def _reset_client(self) -> None:
         if self._admin is not None:
@@ -110,13 +112,13 @@ class OffsetCommitter:
                 log.debug("%s: closing the admin client failed", self._source, exc_info=True)
             self._admin = None
 
-    def _commit_once(self, checkpoint_id: int, timestamp_ms: int,
+    def _commit_once(self, completed: int, timestamp_ms: int,
                      offsets: Mapping[TopicPartition, int]) -> bool:
         if self._committed is None:
             self._committed = self.group_offsets()
         ahead = {tp: off for tp, off in offsets.items() if off > self._committed.get(tp, -1)}
         if ahead:
-            meta = commit_metadata(checkpoint_id, timestamp_ms, query_id=self._query_id,
+            meta = commit_metadata(completed, timestamp_ms, query_id=self._query_id,
                                    source=self._source)
             request = {KafkaTP(tp.topic, tp.partition): OffsetAndMetadata(off, meta, -1)
                        for tp, off in ahead.items()}
@@ -129,21 +131,21 @@ class OffsetCommitter:
                     retriable=all(getattr(err, "retriable", False) for err in rejected.values()),
                 )
             self._committed.update(ahead)
-        self._last_checkpoint = checkpoint_id
+        self._last_checkpoint = completed
         self._metrics.add("commits_succeeded")
-        self._metrics.set("last_committed_checkpoint", checkpoint_id)
+        self._metrics.set("last_committed_checkpoint", completed)
         self._problems.healed(f"commit to group {self._group_id!r}")
-        log.info("%s: checkpoint %d committed to group %r: %s", self._source, checkpoint_id,
+        log.info("%s: checkpoint %d committed to group %r: %s", self._source, completed,
                  self._group_id, {str(tp): off for tp, off in sorted(offsets.items())})
         return True
 
-    def _commit_failed(self, checkpoint_id: int) -> bool:
+    def _commit_failed(self, completed: int) -> bool:
         self._metrics.add("commits_failed")
         # Force a fresh read next time: our view of the group may be stale.
         self._committed = None
         self._problems.failing(f"commit to group {self._group_id!r}",
                                describe(self._last_error) if self._last_error else "unknown",
-                               f"committing checkpoint {checkpoint_id} failed; it (or a newer "
+                               f"committing checkpoint {completed} failed; it (or a newer "
                                f"one) is retried, the group stays behind, never ahead, and the "
                                f"query goes on")
         return False
