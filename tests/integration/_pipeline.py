@@ -42,6 +42,12 @@ def main(raw: str) -> int:
         from sparkbarrier.devstack.jvm_kafka import jvm_kafka_jars
 
         builder = builder.config("spark.jars", jvm_kafka_jars())
+    if cfg.get("speculation"):
+        builder = (builder.config("spark.speculation", "true").config("spark.speculation.interval", "100ms")
+                   .config("spark.speculation.quantile", "0.5").config("spark.speculation.multiplier", "1.5")
+                   .config("spark.speculation.minTaskRuntime", "200ms")
+                   .config("spark.speculation.efficiency.enabled", "false")
+                   .config("spark.executor.memory", "768m"))
     spark = (
         builder.master(cfg["master"])
         .appName("sparkbarrier-fault-pipeline")
@@ -54,6 +60,10 @@ def main(raw: str) -> int:
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("WARN")
+    if cfg.get("speculation"):  # the test counts the speculative copies in the log
+        jvm = spark.sparkContext._jvm
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            "org.apache.spark.scheduler.TaskSetManager", jvm.org.apache.logging.log4j.Level.INFO)
     reader = (
         spark.readStream.format("kafka" if jvm_source else "barrier-kafka")
         .option("kafka.bootstrap.servers", cfg["bootstrap"])
@@ -76,6 +86,22 @@ def main(raw: str) -> int:
         "j", F.from_json(F.col("value").cast("string"), "id string, v string, op string"))
     rows = keep_markers(parsed, F.col("j.id").alias("id"), F.col("j.v").alias("v"),
                         F.col("j.op").alias("op"))
+    if cfg.get("straggle_ms"):  # the first attempt of task 0 straggles; its copy does not
+        delay = cfg["straggle_ms"] / 1000
+
+        def straggle(key):  # noqa: ANN001, ANN202 -- a Python UDF
+            import time
+
+            from pyspark import TaskContext
+
+            ctx = TaskContext.get()
+            if ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0 and not getattr(
+                    straggle, "slept", False):
+                straggle.slept = True
+                time.sleep(delay)
+            return key
+
+        rows = rows.withColumn("id", F.udf(straggle, "string")(F.col("id")))
     if cfg.get("sink") == "notify":  # a two-phase-commit sink that records its notifications
         import sparkbarrier
         from notify_sink import NotifySink

@@ -85,6 +85,11 @@ class PipelineConfig:
     # "barrier-hbase", or "notify": tests/integration/notify_sink.py records its notifications
     sink: str = "barrier-hbase"
     record: str = ""  # the notify sink's record file
+    # spark.speculation=true, tuned so that copies start; the first attempt of write task 0
+    # sleeps ``straggle_ms`` before its rows reach the sink (a straggler: its copy,
+    # attempt 1, does not sleep), and TaskSetManager's INFO lines reach the log
+    speculation: bool = False
+    straggle_ms: int = 0
 
 
 @dataclass
@@ -108,7 +113,8 @@ def run_pipeline(cfg: PipelineConfig, workdir: Path, *, fault: str | None = None
     """Run the pipeline once (own process group); kill the group if it outlives ``timeout``.
 
     ``during(alive)`` runs in this process while the pipeline runs (e.g. restart a
-    server); ``alive()`` tells whether the pipeline still runs.
+    server); ``alive()`` tells whether the pipeline still runs, ``alive.pid`` is its
+    process group.
     """
     state = workdir / "faults"
     run_env = {k: v for k, v in os.environ.items() if k not in (FAULT_ENV, FAULT_STATE_DIR_ENV)}
@@ -125,7 +131,7 @@ def run_pipeline(cfg: PipelineConfig, workdir: Path, *, fault: str | None = None
         started = time.monotonic()
         try:
             if during is not None:
-                during(lambda: proc.poll() is None)
+                during(_Alive(proc))
             code = proc.wait(max(1.0, timeout - (time.monotonic() - started)))
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -137,6 +143,18 @@ def run_pipeline(cfg: PipelineConfig, workdir: Path, *, fault: str | None = None
     name = fault.split("@")[0] if fault else None
     return RunResult(code, log_path.read_text(errors="replace"), name,
                      bool(name) and fired(name, state))
+
+
+class _Alive:
+    """``during``'s handle on the pipeline: call it to ask whether it still runs; ``pid`` is
+    its process (and process group: it runs in its own session)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.pid = proc.pid
+        self._proc = proc
+
+    def __call__(self) -> bool:
+        return self._proc.poll() is None
 
 
 def _kill_leftovers(pgid: int) -> None:
