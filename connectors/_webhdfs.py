@@ -84,7 +84,16 @@ class WebHdfs(WebHDFS):
 
     # ------------------------------------------------------------------ the loop
     def _retrying(self, op: str, path: str | None, attempt: Callable[[Attempt], T]) -> T:
-        result, self._active = run(attempt, nodes=len(self.namenodes), start=self._active, policy=self.policy,
+        def answered(at: Attempt) -> T:
+            try:
+                return attempt(at)
+            except (Transient, Unusable):
+                raise
+            except Exception:
+                self._active = at.node  # an answer ("not found" too): this NameNode serves
+                raise
+
+        result, self._active = run(answered, nodes=len(self.namenodes), start=self._active, policy=self.policy,
                                    give_up=self._give_up(op, path))
         return result
 
