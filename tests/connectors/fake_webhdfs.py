@@ -136,13 +136,13 @@ def _handler(nn: FakeNameNode) -> type[BaseHTTPRequestHandler]:
                 return 200, {"boolean": nn.files.pop(path, None) is not None}
             return remote(400, "IllegalArgumentException", f"unknown op {op}")
 
-        def do_GET(self) -> None:  # noqa: N802 -- http.server's names
+        def do_GET(self) -> None:
             self._serve("GET")
 
-        def do_PUT(self) -> None:  # noqa: N802
+        def do_PUT(self) -> None:
             self._serve("PUT")
 
-        def do_DELETE(self) -> None:  # noqa: N802
+        def do_DELETE(self) -> None:
             self._serve("DELETE")
 
     return Handler

@@ -171,7 +171,7 @@ def test_the_warning_check_never_raises(caplog: pytest.LogCaptureFixture, monkey
         def names(self) -> list[str]:
             raise RuntimeError("Namenode is in startup mode")
 
-    monkeypatch.setattr(files, "folder", lambda location: Broken())
+    monkeypatch.setattr(files, "folder", lambda _location: Broken())
     with caplog.at_level(logging.WARNING):
         _warn_if_offsets_unrecordable("s", StructType([StructField("v", LongType())]), "hdfs://prod/ckpt")
     assert "RuntimeError: Namenode is in startup mode" in caplog.text
@@ -207,7 +207,7 @@ def test_a_namenode_not_ready_is_asked_again_without_failing_over() -> None:
         return "ok"
 
     result = run(attempt, nodes=2, start=0, policy=RetryPolicy(total_s=10, first_sleep_s=0.01),
-                 give_up=lambda reasons, unusable: RuntimeError("gave up"))
+                 give_up=lambda _reasons, _unusable: RuntimeError("gave up"))
     assert result == ("ok", 0) and tried == [0, 0, 0]
 
 
