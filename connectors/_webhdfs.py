@@ -55,8 +55,9 @@ _MIN_TIMEOUT_S = 1.0
 # WebHDFS exception names (RemoteException.exception) by what a client does about them.
 _NEXT_NAMENODE = frozenset({"StandbyException"})
 _NOT_READY = frozenset({"RetriableException", "SafeModeException", "ObserverRetryOnActiveException",
-                        "ConnectException", "ConnectTimeoutException", "SocketTimeoutException",
-                        "EOFException", "NoRouteToHostException"})
+                        "ConnectException", "ConnectTimeoutException", "SocketTimeoutException", "SocketException",
+                        "EOFException", "NoRouteToHostException", "ClosedChannelException"})
+_NO_DATANODE = frozenset({"IOException"})
 _DENIED = frozenset({"AccessControlException", "SecurityException", "AuthorizationException",
                      "AuthenticationException"})
 
@@ -94,7 +95,7 @@ class WebHdfs(WebHDFS):
                 raise
 
         result, self._active = run(answered, nodes=len(self.namenodes), start=self._active, policy=self.policy,
-                                   give_up=self._give_up(op, path))
+                                   give_up=self._give_up(op, path), what=f"{op} {self._location(path)}")
         return result
 
     def _give_up(self, op: str, path: str | None) -> Callable[[Sequence[str | None], bool], Exception]:
@@ -120,14 +121,22 @@ class WebHdfs(WebHDFS):
     # ------------------------------------------------------------------ one attempt
     def _request(self, at: Attempt, op: str, method: str = "get", path: str | None = None, data: Any = None,
                  redirect: bool = True, **params: Any) -> requests.Response:
-        """One WebHDFS request to the attempt's NameNode; raises what :func:`_check` decides."""
+        """One WebHDFS request to the attempt's NameNode; raises what :func:`_check` decides.
+
+        Asked for a DataNode to redirect to (CREATE, OPEN without following), a NameNode
+        answers a bare ``IOException`` only when it has none ("Failed to find datanode",
+        right after a restart, before the DataNodes report): not ready, so retried. So
+        does a DataNode whose own call to the NameNode failed (it is the client that
+        writes and reads the blocks): :meth:`_send` retries every DataNode answer that is
+        not one of the answers (permission, not found, bad request), within the bound."""
+        not_ready = _NO_DATANODE if not redirect and op in ("CREATE", "OPEN") else frozenset()
         stripped = self._strip_protocol(path) if path is not None else ""
         url = self._apply_proxy(f"{self.namenodes[at.node].url}/webhdfs/v1{quote(stripped, safe='/=')}")
         return self._send(at, method, url, path, params={**params, **self.pars, "op": op.upper()}, data=data,
-                          allow_redirects=redirect)
+                          allow_redirects=redirect, not_ready=not_ready)
 
     def _send(self, at: Attempt, method: str, url: str, path: str | None, *, datanode: bool = False,
-              **kwargs: Any) -> requests.Response:
+              not_ready: frozenset[str] = frozenset(), **kwargs: Any) -> requests.Response:
         read = max(_MIN_TIMEOUT_S, min(_READ_TIMEOUT_S, at.remaining_s))
         where = "{0.scheme}://{0.netloc}".format(urlsplit(url))
         # Reasons are listed after the NameNode they belong to; a DataNode's names itself.
@@ -146,7 +155,7 @@ class WebHdfs(WebHDFS):
         except (requests.exceptions.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
             raise Transient(prefix + _network_reason(exc), failover=not datanode) from exc
         try:
-            _check(response, prefix)
+            _check(response, prefix, not_ready, unknown_not_ready=datanode)
         except Unusable as exc:
             if datanode:  # the NameNode named it: not an address the operator gave
                 raise Transient(exc.reason, failover=False) from exc
@@ -235,8 +244,11 @@ class WebHdfs(WebHDFS):
             return False
 
 
-def _check(response: requests.Response, prefix: str) -> None:
-    """Return for a success (2xx, a redirect not followed); raise what the answer means."""
+def _check(response: requests.Response, prefix: str, not_ready: frozenset[str] = frozenset(), *,
+           unknown_not_ready: bool = False) -> None:
+    """Return for a success (2xx, a redirect not followed); raise what the answer means.
+    ``not_ready``: exception names that mean "not ready" for this request only;
+    ``unknown_not_ready``: so does every name that is not a known answer (a DataNode's)."""
     status = response.status_code
     if status < 400:
         return
@@ -249,7 +261,7 @@ def _check(response: requests.Response, prefix: str) -> None:
     reason = f"{prefix}answered HTTP {status} {name}: {message}" if name else f"{prefix}answered HTTP {status}"
     if name in _NEXT_NAMENODE:
         raise Transient(reason, failover=True)
-    if name in _NOT_READY:
+    if name in _NOT_READY or name in not_ready:
         raise Transient(reason, failover=False)
     if name in _DENIED or (not name and status in (401, 403)):
         raise PermissionError(f"{name or f'HTTP {status}'}: {message or response.reason}")
@@ -261,6 +273,8 @@ def _check(response: requests.Response, prefix: str) -> None:
         raise ValueError(message)
     if status >= 500:
         raise Transient(reason, failover=True)
+    if name and unknown_not_ready:
+        raise Transient(reason, failover=False)
     if not name:
         raise Unusable(f"{reason}, not a WebHDFS answer: is it the NameNode's HTTP address?")
     raise _Refused(reason)

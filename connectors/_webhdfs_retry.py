@@ -25,6 +25,7 @@ answer and leaves the loop at once. Which answer is which is decided in one plac
 
 from __future__ import annotations
 
+import logging
 import os
 import random
 import time
@@ -35,6 +36,8 @@ from typing import TypeVar
 from .._exceptions import ConfigError
 
 __all__ = ["DEFAULT_RETRY_S", "RETRY_ENV", "Attempt", "NameNode", "RetryPolicy", "Transient", "Unusable", "run"]
+
+log = logging.getLogger(__name__)
 
 RETRY_ENV = "SPARKBARRIER_WEBHDFS_RETRY_SECONDS"
 DEFAULT_RETRY_S = 60.0
@@ -115,7 +118,7 @@ class Attempt:
 
 
 def run(attempt: Callable[[Attempt], T], *, nodes: int, start: int, policy: RetryPolicy,
-        give_up: Callable[[Sequence[str | None], bool], Exception],
+        give_up: Callable[[Sequence[str | None], bool], Exception], what: str = "a WebHDFS call",
         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> tuple[T, int]:
     """Run ``attempt`` until it returns, raises an answer, or the bound runs out.
 
@@ -148,5 +151,7 @@ def run(attempt: Callable[[Attempt], T], *, nodes: int, start: int, policy: Retr
         pause = min(policy.sleep_s(rounds), deadline - clock())
         if pause <= 0:
             raise give_up(reasons, False)
+        log.info("%s: waiting %.1f s for a NameNode (%.0f s left of %s); last: %s", what, pause,
+                 deadline - clock(), RETRY_ENV, "; ".join(r for r in reasons if r))
         sleep(pause)
         rounds, tried_this_round = rounds + 1, 0
