@@ -5,6 +5,13 @@ fail with one error naming the addresses, quickly.
 The HDFS here is this module's own (a throw-away devstack home on free ports), never
 the shared ``hdfs`` fixture's: the test kills its NameNode. Every wait polls with a
 deadline.
+
+No real HA pair: the devstack's HDFS (``devstack/_hdfs.py``) runs one NameNode with its
+own metadata folder. A pair needs shared edits (a shared folder or three JournalNodes),
+``-bootstrapStandby`` of the second and ``haadmin`` transitions; not built yet. The
+failover rules (StandbyException moves on, the active one is asked first next time) are
+tested against a fake NameNode in tests/connectors/test_webhdfs.py, and here an HA
+``hdfs-site.xml`` whose first NameNode is absent.
 """
 
 from __future__ import annotations
