@@ -13,13 +13,16 @@ The tree::
     │   └── DataLossError           offsets vanished (retention, deleted topic)
     ├── SinkError                   a sink cannot continue (barrier-hbase, any checkpointed sink)
     │   ├── FencedError             another writer committed under the same sink id
-    │   └── FlushError              buffered mutations could not be written
+    │   ├── FlushError              buffered mutations could not be written
+    │   └── FileSystemError         the checkpoint's file system refused a call that cannot
+    │                               heal, or stayed unavailable past its retry bound (an OSError)
     └── DevstackError               the local Kafka/HBase dev stack cannot start/stop
 
 Every exception carries its context as attributes so callers never parse messages.
 The clients' own exceptions become these in one place per client: HBase's Thrift,
 TLS and socket errors in ``connectors/hbase/_errors.py``; Kafka's retriable and fatal
-errors (both client libraries) in ``connectors/kafka/_failover.py``.
+errors (both client libraries) in ``connectors/kafka/_failover.py``; WebHDFS answers and
+network errors in ``connectors/_webhdfs.py``.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ __all__ = [
     "DataLossError",
     "DevstackError",
     "FencedError",
+    "FileSystemError",
     "FlushError",
     "KerberosError",
     "ProtocolError",
@@ -124,6 +128,29 @@ class FencedError(SinkError):
 
 class FlushError(SinkError):
     """Buffered mutations could not be written to HBase."""
+
+
+class FileSystemError(SinkError, OSError):
+    """A call on the checkpoint's file system failed for good: the NameNodes stayed down or
+    not ready past the retry bound, or one refused what cannot heal (a permission).
+
+    Also an :class:`OSError`, as the file-system errors it replaces, so code that handles
+    "cannot reach the file system" keeps handling it. ``location`` is the path called on;
+    ``namenodes`` the addresses tried, each with where it came from; ``user`` whom the
+    NameNode was asked as; ``transient`` whether every answer could have healed (the
+    bound ran out) rather than one refusing for good.
+    """
+
+    def __init__(self, message: str, *, location: str, namenodes: tuple[str, ...] = (),
+                 user: str | None = None, transient: bool = False) -> None:
+        SinkError.__init__(self, message)
+        self.location = location
+        self.namenodes = namenodes
+        self.user = user
+        self.transient = transient
+
+    def __str__(self) -> str:  # OSError's own __str__ would show the args tuple's first item only
+        return str(self.args[0]) if self.args else ""
 
 
 class DevstackError(SparkBarrierError):

@@ -11,16 +11,22 @@ Local paths (and ``file:``) keep going through the standard library, as before.
 
 How ``hdfs://nameservice-or-host:port/path`` reaches WebHDFS, first match wins:
 
-1. ``SPARKBARRIER_WEBHDFS`` (``http[s]://host:port``): an explicit NameNode HTTP address
-   (the devstack's ``env`` prints it);
+1. ``SPARKBARRIER_WEBHDFS`` (``http[s]://host:port``, or several, comma-separated, for an
+   HA pair): explicit NameNode HTTP addresses (the devstack's ``env`` prints one);
 2. the Hadoop configuration a Spark node has (``$HADOOP_CONF_DIR``, else
    ``$HADOOP_HOME/etc/hadoop``): ``dfs.namenode.http-address`` (or ``https-address``
-   under ``dfs.http.policy=HTTPS_ONLY``), per NameNode of an HA nameservice too;
+   under ``dfs.http.policy=HTTPS_ONLY``); for an HA nameservice (``dfs.ha.namenodes.<ns>``)
+   every NameNode's ``dfs.namenode.http-address.<ns>.<nn>``, in that order;
 3. the URI's host on Hadoop's default HTTP port, 9870.
 
-WebHDFS authenticates as ``HADOOP_USER_NAME`` (else the OS user) on a cluster without
-Kerberos, and with SPNEGO (``requests-kerberos``) where ``hadoop.security.authentication``
-is ``kerberos`` in that configuration.
+Every call goes through one bounded retry loop (``_webhdfs_retry.py``, bound
+``SPARKBARRIER_WEBHDFS_RETRY_SECONDS``, default 60 s) that rides through a NameNode
+restart and follows the active NameNode of an HA pair (``_webhdfs.py``); errors name
+every address tried and where it came from.
+
+WebHDFS authenticates as ``HADOOP_USER_NAME`` (else the OS user, as Hadoop's client) on a
+cluster without Kerberos, and with SPNEGO (``requests-kerberos``) where
+``hadoop.security.authentication`` is ``kerberos`` in that configuration.
 
 :class:`Folder` is the one handle the rest of the package uses: read a file, list a
 folder, and *create* a file atomically, never replacing one (the only write HDFS,
@@ -30,6 +36,7 @@ WebHDFS and object stores all make atomic: a rename onto a free name, a PUT).
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import uuid
 import xml.etree.ElementTree as ET
@@ -38,6 +45,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from .._exceptions import ConfigError
+from ._webhdfs_retry import NameNode, RetryPolicy
 
 __all__ = ["WEBHDFS_ENV", "Folder", "folder", "is_local"]
 
@@ -172,11 +180,13 @@ def folder(location: str) -> Folder:
         raise ConfigError(f"reading {location!r} needs fsspec (pip install fsspec)", option="checkpointLocation") \
             from exc
     if scheme == "hdfs":
-        return Folder(location, _webhdfs(parts.hostname or ""), parts.path or "/")
+        return Folder(location, _webhdfs(parts.hostname or "", authority=f"hdfs://{parts.netloc}"), parts.path or "/")
     if scheme in ("webhdfs", "swebhdfs"):
-        fs = fsspec.filesystem("webhdfs", host=parts.hostname, port=parts.port or _DEFAULT_HTTP_PORT,
-                               use_https=scheme == "swebhdfs", user=_hadoop_user())
-        return Folder(location, fs, parts.path or "/")
+        http = "https" if scheme == "swebhdfs" else "http"
+        node = NameNode(f"{http}://{parts.hostname}:{parts.port or _DEFAULT_HTTP_PORT}", "the location's URL",
+                        "checkpointLocation")
+        return Folder(location, _webhdfs(parts.hostname or "", authority=f"{scheme}://{parts.netloc}",
+                                         explicit=(node,)), parts.path or "/")
     protocol = {"s3a": "s3", "s3n": "s3", "abfss": "abfs", "wasbs": "abfs"}.get(scheme, scheme)
     try:
         fs = fsspec.filesystem(protocol)
@@ -187,34 +197,64 @@ def folder(location: str) -> Folder:
     return Folder(location, fs, f"{parts.netloc}{parts.path}")
 
 
-def _hadoop_user() -> str | None:
-    return os.environ.get("HADOOP_USER_NAME") or None
+def _hadoop_user(kerberos: bool) -> str | None:
+    """Whom WebHDFS acts for without Kerberos: ``HADOOP_USER_NAME``, else the OS user (as
+    Hadoop's client); None under SPNEGO, where the ticket names the user."""
+    if kerberos:
+        return None
+    return os.environ.get("HADOOP_USER_NAME") or getpass.getuser()
 
 
-def _webhdfs(host: str) -> Any:
-    """WebHDFS of the ``hdfs://`` URL's NameNode ``host``. The URL's port is the RPC port,
-    never the HTTP one: the HTTP address comes from the environment or hdfs-site.xml."""
-    import fsspec
+def _webhdfs(host: str, *, authority: str, explicit: tuple[NameNode, ...] = ()) -> Any:
+    """The WebHDFS client of a ``hdfs://`` URL's nameservice or NameNode ``host`` (or of the
+    ``explicit`` addresses of a ``webhdfs://`` URL), retrying within the bound of
+    ``SPARKBARRIER_WEBHDFS_RETRY_SECONDS``."""
+    from ._webhdfs import WebHdfs
 
-    conf = _hadoop_conf()
+    directory, conf = _hadoop_conf()
     kerberos = conf.get("hadoop.security.authentication", "").lower() == "kerberos"
-    explicit = os.environ.get(WEBHDFS_ENV)
+    nodes = explicit or namenodes(host, directory, conf)
+    return WebHdfs(nodes, authority=authority, retry_s=RetryPolicy.from_env().total_s, kerberos=kerberos,
+                   user=_hadoop_user(kerberos))
+
+
+def namenodes(host: str, directory: str, conf: dict[str, str]) -> tuple[NameNode, ...]:
+    """The NameNode HTTP addresses of a ``hdfs://`` URL's ``host``, in the order to try them,
+    each with its origin; see the module docstring for the order of the sources."""
+    explicit = os.environ.get(WEBHDFS_ENV, "").strip()
     if explicit:
-        url = urlsplit(explicit)
-        return fsspec.filesystem("webhdfs", host=url.hostname, port=url.port or _DEFAULT_HTTP_PORT,
-                                 use_https=url.scheme == "https", kerberos=kerberos, user=_hadoop_user())
+        return tuple(_explicit(address.strip()) for address in explicit.split(",") if address.strip())
     https = conf.get("dfs.http.policy", "HTTP_ONLY").upper() == "HTTPS_ONLY"
-    key = "dfs.namenode.https-address" if https else "dfs.namenode.http-address"
-    candidates = [conf[f"{key}.{host}.{nn.strip()}"] for nn in conf.get(f"dfs.ha.namenodes.{host}", "").split(",")
-                  if f"{key}.{host}.{nn.strip()}" in conf] or [conf.get(key, "")]
-    address = next((a for a in candidates if a and not a.startswith("0.0.0.0")), "")
-    http_host, _, port = address.rpartition(":") if address else (host, "", str(_DEFAULT_HTTP_PORT))
-    return fsspec.filesystem("webhdfs", host=http_host or host, port=int(port or _DEFAULT_HTTP_PORT),
-                             use_https=https, kerberos=kerberos, user=_hadoop_user())
+    scheme, key = ("https", "dfs.namenode.https-address") if https else ("http", "dfs.namenode.http-address")
+    ids = [nn.strip() for nn in conf.get(f"dfs.ha.namenodes.{host}", "").split(",") if nn.strip()]
+    keys = [f"{key}.{host}.{nn}" for nn in ids] or [f"{key}.{host}", key]
+    found = [(k, conf[k]) for k in keys if conf.get(k)]
+    if not found and ids:
+        found = [(key, conf[key])] if conf.get(key) else []
+    nodes = []
+    for k, address in found:
+        http_host, _, port = address.rpartition(":")
+        if http_host in ("0.0.0.0", ""):  # bound to every interface: the RPC address's host names it
+            rpc = conf.get(k.replace(key, "dfs.namenode.rpc-address", 1), "")
+            http_host = rpc.rpartition(":")[0] or host
+        nodes.append(NameNode(f"{scheme}://{http_host}:{port or _DEFAULT_HTTP_PORT}",
+                              f"{k} in {directory}/hdfs-site.xml", "HADOOP_CONF_DIR"))
+    return tuple(nodes) or (NameNode(f"{scheme}://{host}:{_DEFAULT_HTTP_PORT}",
+                                     f"the hdfs:// URL's host on the default WebHDFS port {_DEFAULT_HTTP_PORT}"
+                                     + (f"; {directory}/hdfs-site.xml names none" if directory else
+                                        "; HADOOP_CONF_DIR is not set"), "HADOOP_CONF_DIR"),)
 
 
-def _hadoop_conf() -> dict[str, str]:
-    """``core-site.xml`` and ``hdfs-site.xml`` of the node's Hadoop configuration, merged."""
+def _explicit(address: str) -> NameNode:
+    url = urlsplit(address)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ConfigError(f"{WEBHDFS_ENV}={address!r}: give the NameNode's HTTP address(es) as "
+                          "http[s]://host:port[,http[s]://host2:port]", option=WEBHDFS_ENV)
+    return NameNode(f"{url.scheme}://{url.hostname}:{url.port or _DEFAULT_HTTP_PORT}", WEBHDFS_ENV, WEBHDFS_ENV)
+
+
+def _hadoop_conf() -> tuple[str, dict[str, str]]:
+    """(the folder, ``core-site.xml`` and ``hdfs-site.xml`` of the node's Hadoop configuration merged)."""
     directory = os.environ.get("HADOOP_CONF_DIR") or (
         os.path.join(os.environ["HADOOP_HOME"], "etc", "hadoop") if os.environ.get("HADOOP_HOME") else "")
     conf: dict[str, str] = {}
@@ -230,4 +270,4 @@ def _hadoop_conf() -> dict[str, str]:
             key, value = prop.findtext("name"), prop.findtext("value")
             if key and value is not None:
                 conf[key.strip()] = value.strip()
-    return conf
+    return directory, conf

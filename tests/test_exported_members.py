@@ -16,7 +16,7 @@ import pytest
 INTENDED: dict[str, list[str]] = {
     "sparkbarrier": [
         "CheckpointLogStatus", "ConfigError", "CorruptStateError", "DataLossError",
-        "FencedError", "FlushError", "GroupStatus", "KerberosError", "PartitionStatus", "ProtocolError",
+        "FencedError", "FileSystemError", "FlushError", "GroupStatus", "KerberosError", "PartitionStatus", "ProtocolError",
         "SinkError", "SinkStatus", "SourceError", "SparkBarrierError", "StateCompatibilityError",
         "__version__", "checkpoint_log_status", "checkpointed_sink", "commit_kafka_offsets",
         "group_status", "register",

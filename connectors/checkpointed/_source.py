@@ -159,6 +159,11 @@ def _warn_if_offsets_unrecordable(name: str, schema: StructType, location: str |
     Without barrier markers they come from Spark's offset log, which the commit worker
     reads on the checkpoint's file system (``connectors/_files.py``): a location it
     cannot reach would leave every commit record without offsets.
+
+    Never raises: a check that exists to warn must not fail the query (it once did, on
+    fsspec's ``RuntimeError: Namenode is in startup mode`` during a NameNode restart).
+    The listing rides through restarts and failovers within the file system's retry
+    bound; whatever still fails, of whatever type, is logged as the warning.
     """
     from ...barrier import MARKER_COLUMNS
     from .._files import folder, is_local
@@ -171,12 +176,12 @@ def _warn_if_offsets_unrecordable(name: str, schema: StructType, location: str |
         return
     try:
         folder(location).names()
-    except (OSError, ConfigError) as exc:
+    except Exception as exc:  # noqa: BLE001 -- reported as the warning, never raised: see the docstring
         log.warning("sink %r cannot record the Kafka offsets of its batches: the driver cannot read Spark's "
-                    "offset log at %r (%s). For hdfs:// set HADOOP_CONF_DIR to the cluster's Hadoop "
+                    "offset log at %r (%s: %s). For hdfs:// set HADOOP_CONF_DIR to the cluster's Hadoop "
                     "configuration (or SPARKBARRIER_WEBHDFS=http://namenode:9870); or, reading barrier-kafka, set "
                     ".option('barrierMarkers', 'true') and keep the marker columns "
-                    "(sparkbarrier.connectors.checkpointed.keep_markers)", name, location, exc)
+                    "(sparkbarrier.connectors.checkpointed.keep_markers)", name, location, type(exc).__name__, exc)
 
 
 def _checked(fn: object, name: str) -> CheckpointedSink:

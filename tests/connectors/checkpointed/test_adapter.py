@@ -109,6 +109,7 @@ def test_ledger_applies_each_batch_once_and_discards_replays(tmp_path: Path) -> 
 
 def test_state_directory_follows_the_checkpoint_location(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SPARKBARRIER_WEBHDFS", "http://127.0.0.1:1")  # no NameNode there
+    monkeypatch.setenv("SPARKBARRIER_WEBHDFS_RETRY_SECONDS", "0")  # and none is coming: one try
     assert state_directory({"checkpointLocation": f"file://{tmp_path}"}, "s") == tmp_path / "sparkbarrier" / "s"
     assert state_directory({"checkpoint.state.location": "/x"}, "s") == Path("/x")
     # On HDFS (or an object store) the ledger stays beside the checkpoint, on its file system.
@@ -117,12 +118,14 @@ def test_state_directory_follows_the_checkpoint_location(tmp_path: Path, monkeyp
     # One the driver cannot reach fails the query start, naming the option.
     with pytest.raises(ConfigError, match="HADOOP_CONF_DIR") as err:
         check_state_directory({"checkpointLocation": "hdfs://127.0.0.1:1/ckpt"}, "s", remote)
+    assert "http://127.0.0.1:1 (from SPARKBARRIER_WEBHDFS): connection refused" in str(err.value)
     assert err.value.option == "checkpointLocation"
 
 
 def test_query_start_says_when_kafka_offsets_cannot_be_learned(caplog: pytest.LogCaptureFixture,
                                                                 monkeypatch) -> None:
     monkeypatch.setenv("SPARKBARRIER_WEBHDFS", "http://127.0.0.1:1")  # no NameNode there
+    monkeypatch.setenv("SPARKBARRIER_WEBHDFS_RETRY_SECONDS", "0")  # and none is coming: one try
     from pyspark.sql.types import LongType, StructField, StructType
 
     from sparkbarrier.connectors.checkpointed._source import _warn_if_offsets_unrecordable
