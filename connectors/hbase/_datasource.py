@@ -30,6 +30,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ..checkpointed._runs import new_run_id
 from ..checkpointed._source import CheckpointedStreamWriter
 from ._commit_table import CommitRecord
 from ._connection import HBaseConnection
@@ -68,12 +69,27 @@ class BarrierHBaseDataSource(DataSource):
         cls = HBaseFilteringReader if opts.filter_pushdown else HBaseCommittedReader
         return cls(dict(self.options), record, regions, schema)
 
+    def __init__(self, options: dict[str, str]) -> None:
+        # The instance Spark creates at query start, and pickles to the commit worker, names
+        # the query run there (the commit worker's started function is kept per run).
+        super().__init__(options)
+        self.run_id = new_run_id()
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._unpickled = True
+
     def streamWriter(self, schema: StructType, overwrite: bool) -> CheckpointedStreamWriter:  # noqa: ARG002 -- Spark's
-        """Once per planned batch (pyspark builds this instance anew in the planning worker
-        for every batch): the batch's plan id is an epoch raised in the commit table."""
-        writer = CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema, "")
-        writer.validate_at_query_start()  # creates the commit table on the first batch
-        writer.run = dataclasses.replace(writer.run, run_id=new_plan_id(self.options))
+        """Called by pyspark's planning worker once per batch, on an instance it builds from
+        this class for that batch (``write_into_data_source``): the batch's plan id is an
+        epoch raised in the commit table, shipped to the tasks in the pickled writer. Also
+        called by the commit worker for every commit and abort, on an instance it
+        *unpickles* (``python_streaming_sink_runner``): that writer only commits, so it
+        raises no epoch (one round trip less on the driver's serial path)."""
+        writer = CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema, self.run_id)
+        if not getattr(self, "_unpickled", False):
+            writer.validate_at_query_start()  # creates the commit table on the first batch
+            writer.run = dataclasses.replace(writer.run, run_id=new_plan_id(self.options))
         return writer
 
 

@@ -121,3 +121,35 @@ def test_batch_read_runs_one_partition_per_region_and_pushes_row_key_filters(
         assert sorted(r.id for r in one.collect()) == ["k1", "k8"]
     finally:
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+
+
+def test_each_planned_batch_raises_one_plan_epoch_and_commits_raise_none(
+        spark, hbase_thrift, servers, unique_name: Callable[[str], str], tmp_path: Path) -> None:
+    """Pins which process makes the plan id: pyspark's planning worker builds the DataSource
+    anew for every batch and calls streamWriter once (one epoch per batch, shipped to the
+    tasks); the commit worker unpickles the query's instance for every commit and raises
+    none. Three batches: the counter rises by exactly three, and the attempts carry them."""
+    import happybase
+
+    from sparkbarrier.connectors.hbase._commit_table import PLAN_COUNTER_COLUMN, PLAN_COUNTER_ROW
+
+    table, commits = unique_name("t"), unique_name("commits")
+    _write_files(tmp_path / "in", [[{"id": f"k{i}", "v": i, "op": None}] for i in range(3)])
+    query = (spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
+             .writeStream.format("barrier-hbase").options(**_options(hbase_thrift, table))
+             .option("commit.table", commits).option("hbase.thrift2.port", str(servers.hbase_thrift2[1]))
+             .option("rowkey", "id").option("op.column", "op").option("create.table", "true")
+             .option("sink.id", table).option("checkpointLocation", str(tmp_path / "ckpt"))
+             .trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(120), "query did not finish in time"
+        assert query.exception() is None
+    finally:
+        query.stop()
+    conn = happybase.Connection(*hbase_thrift)
+    try:
+        raw = conn.table(commits).row(PLAN_COUNTER_ROW, columns=[PLAN_COUNTER_COLUMN])[PLAN_COUNTER_COLUMN]
+    finally:
+        conn.close()
+    planned = [p for p in query.recentProgress if p.numInputRows]
+    assert len(planned) == 3 and int.from_bytes(raw, "big") == 3
