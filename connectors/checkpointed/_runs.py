@@ -1,11 +1,20 @@
-"""Query-run state of a checkpointed sink inside one reused pyspark worker process.
+"""Query-run state of a checkpointed sink inside one reused pyspark worker process, and the ids.
 
-pyspark 4.3 builds a fresh stream writer for every batch (write-planning worker) and
-for every commit (commit worker), from a pickled ``DataSource``; those workers are
-pooled and reused (``spark.python.worker.reuse``, on by default). An instance cannot
-carry state from one call to the next, but a module of a reused process can. This
-module is that place, keyed by the query *run* (one ``DataSource`` instance, created
-by Spark when the query starts) and the sink:
+pyspark 4.3 builds a fresh stream writer for every batch and for every commit, in pooled,
+reused Python workers (``spark.python.worker.reuse``, on by default), and the two get
+their ``DataSource`` differently (pinned by ``tests/connectors/checkpointed/test_start_once.py``
+and ``tests/connectors/hbase/test_spark_sink.py``):
+
+* the write-planning worker (``write_into_data_source``) builds a *new* instance from the
+  class for every batch and pickles that batch's writer to its tasks: a **plan id**
+  (:func:`new_plan_id`, ``SinkContext.plan_id``) made there names one planned batch,
+  shared by its tasks, their retries and their speculative copies;
+* the commit worker (``python_streaming_sink_runner``) unpickles the instance Spark
+  created when the query started, for every commit and abort: its **run id**
+  (:func:`new_run_id`, ``RunKey.run_id``) names one query run (a restart makes another).
+
+An instance cannot carry state from one call to the next, but a module of a reused
+process can. This module is that place, keyed by the query run and the sink:
 
 * :func:`started_function` - the commit worker's function of the run: ``factory()``,
   then its ``start(options, schema)`` once, before the first notification it serves;
@@ -33,7 +42,7 @@ if TYPE_CHECKING:
 
     from ...barrier import CheckpointedSink
 
-__all__ = ["RunKey", "forget_runs", "new_run_id", "started_function", "validate_once"]
+__all__ = ["RunKey", "forget_runs", "new_plan_id", "new_run_id", "started_function", "validate_once"]
 
 _lock = threading.Lock()
 _started: dict[RunKey, CheckpointedSink] = {}
@@ -42,7 +51,8 @@ _validated: set[RunKey] = set()
 
 @dataclass(frozen=True)
 class RunKey:
-    """One query run of one sink: ``run_id`` is per ``DataSource`` instance (per query start)."""
+    """One query run of one sink: ``run_id`` is the query-start ``DataSource`` instance's (the
+    commit worker unpickles that instance for every commit)."""
 
     run_id: str
     sink: str
@@ -55,12 +65,17 @@ class RunKey:
 
 
 def new_run_id() -> str:
-    """A run id that sorts by when it was made (13-digit epoch ms, then 16 random hex digits).
-
-    Sinks order plans of one batch by it: a replay planned after a driver restart sorts
-    after the plan that died (``connectors/hbase/_attempts``).
-    """
+    """A query run's id (13-digit epoch ms, then 16 random hex digits): unique, and readable."""
     return f"{time.time_ns() // 1_000_000:013d}-{uuid.uuid4().hex[:16]}"
+
+
+def new_plan_id() -> str:
+    """A planned batch's id for a sink that orders nothing by it: unique, roughly time-ordered.
+
+    ``barrier-hbase`` orders plans and makes its own, from an epoch in its commit table
+    (``connectors/hbase/_function.raise_plan_id``): no clock decides which plan is newer.
+    """
+    return new_run_id()
 
 
 def started_function(run: RunKey, factory: Callable[[], CheckpointedSink], options: Mapping[str, str],

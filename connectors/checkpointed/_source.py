@@ -46,7 +46,7 @@ from ...barrier._sink import CheckpointedSink, SinkContext
 from .._options import OptionSpec, OptionValues, parse_bool, parse_options, parse_stripped
 from ._driver import Completion, check_state_directory, checkpoint_location, state_directory
 from ._options import DELIVERY_GUARANTEE, RENAMED_SINK_OPTIONS
-from ._runs import RunKey, new_run_id, started_function, validate_once
+from ._runs import RunKey, new_plan_id, new_run_id, started_function, validate_once
 from ._task import TaskCommitMessage, run_task
 
 log = logging.getLogger(__name__)
@@ -106,13 +106,14 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
     """
 
     def __init__(self, name: str, factory: Callable[[], CheckpointedSink], options: dict[str, str],
-                 schema: StructType, run_id: str = "") -> None:
+                 schema: StructType, run_id: str = "", plan_id: str = "") -> None:
         self.name, self.factory, self.options, self.schema = name, factory, _lower_keys(options), schema
         adapter = _adapter_options(self.options, name)
         self.guarantee = adapter.choice(DELIVERY_GUARANTEE.key, DeliveryGuarantee)
         self.allow_mismatch = adapter.flag("checkpoint.state.allowMismatch")
         self.run = RunKey(run_id or new_run_id(), name, self.options.get("sink.id", ""),
                           checkpoint_location(self.options) or "")
+        self.plan_id = plan_id or new_plan_id()  # this batch's, when built by the planning worker (``_runs``)
         self.uses_ledger = _checked(factory(), name).uses_ledger  # constructing is cheap; start is not
         self.state_dir = state_directory(self.options, name) if self.uses_ledger else None
 
@@ -137,7 +138,7 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
         if ctx is None or batch is None or query is None:
             raise SinkError(f"sink {self.name!r} is a streaming sink: no micro-batch id in the task context")
         context = SinkContext(self.name, query, int(batch), ctx.partitionId(), ctx.attemptNumber(), self.options,
-                              plan_id=self.run.run_id)
+                              plan_id=self.plan_id)
         return _Message(run_task(self.factory(), context, iterator, guarantee=self.guarantee))
 
     def _completion(self) -> Completion:
@@ -202,8 +203,9 @@ def sink_data_source(name: str, factory: Callable[[], CheckpointedSink]) -> type
 
     class CheckpointedSinkSource(DataSource):
         def __init__(self, options: dict[str, str]) -> None:
-            # Spark creates the instance once per query start and ships pickles of it to
-            # every planning and commit worker: its id names the query run.
+            # Spark creates an instance at query start and pickles it to every commit
+            # worker: its id names the query run there (the planning worker builds an
+            # instance of its own for every batch; ``_runs``).
             super().__init__(options)
             self.run_id = new_run_id()
 

@@ -87,15 +87,15 @@ class Placement:
 
 
 def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_id: str, batch_id: int,
-          plan: str, now_ms: int, flush_rows: int, flush_bytes: int, sink_id: str = "") -> Placement:
+          plan_id: str, now_ms: int, flush_rows: int, flush_bytes: int, sink_id: str = "") -> Placement:
     """The rule of the module docstring; pure (the caller reads the row and writes ``record``)."""
     if commit is not None and commit.query_id == query_id and commit.batch_id == batch_id:
         return Placement(commit.ts_lo, commit.seq - 1 if commit.seq > 1 else None, None, True,
                          commit.flush_rows, commit.flush_bytes)
-    if attempt is not None and attempt.plan > plan:
+    if attempt is not None and attempt.plan > plan_id:
         raise FencedError(
             f"sink {sink_id!r}: batch {attempt.batch_id} of query {attempt.query_id} was planned (plan "
-            f"{attempt.plan}) after this task's plan ({plan or 'none'}, batch {batch_id}); this task is a "
+            f"{attempt.plan}) after this task's plan ({plan_id or 'none'}, batch {batch_id}); this task is a "
             f"leftover (a stopped driver's, a speculative copy's or an older batch's) and writes nothing",
             batch_id=batch_id)
     if commit is not None and commit.query_id == query_id and commit.batch_id > batch_id:
@@ -108,7 +108,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
     gap = None
     if attempt is not None and not _produced(commit, attempt):
         ours = attempt.prev_seq == prev and attempt.query_id == query_id and attempt.batch_id == batch_id
-        if ours and attempt.plan == plan:
+        if ours and attempt.plan == plan_id:
             return Placement(attempt.base_ms, attempt.prev_seq, attempt.gap, False, attempt.flush_rows,
                              attempt.flush_bytes, abandoned=list(attempt.abandoned), logged=attempt.logged)
         # Abandoned: an older plan of this batch, another query's attempt (a takeover), or
@@ -125,7 +125,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
             gap = [lo, attempt.base_ms + BATCH_SPAN_MS]
         floor = max([floor, *(b + BATCH_SPAN_MS for b in abandoned), gap[1] if gap else 0])
     record = AttemptRecord(query_id, batch_id, next_base(now_ms, floor), prev, gap, flush_rows=flush_rows,
-                           flush_bytes=flush_bytes, plan=plan, abandoned=abandoned, logged=True)
+                           flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, logged=True)
     return Placement(record.base_ms, prev, gap, False, flush_rows, flush_bytes, record, abandoned=abandoned,
                      logged=True)
 

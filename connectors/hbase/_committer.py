@@ -98,7 +98,7 @@ class HBaseCommitMessage(WriterCommitMessage):
 
 
 def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
-                 batch_id: int, *, plan: str = "", fenced: bool = True, max_rows: int = 1000,
+                 batch_id: int, *, plan_id: str = "", fenced: bool = True, max_rows: int = 1000,
                  max_size: int = 2 << 20) -> Placement:
     """The timestamp base and flush limits this task writes with (executor; one get, at most one
     checkAndPut, and after a recorded attempt one put).
@@ -114,14 +114,14 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
     for _ in range(_MAX_PLAN_ROUNDS):
         state = read_state(conn, commit_table, sink_id)
         current = state.commit  # parsed once: placed on, and copied into the history below
-        placement = place(current, state.attempt, query_id=query_id, batch_id=batch_id, plan=plan,
+        placement = place(current, state.attempt, query_id=query_id, batch_id=batch_id, plan_id=plan_id,
                           now_ms=now_ms(), flush_rows=max_rows, flush_bytes=max_size,
                           sink_id=sink_id)
         if placement.record is None:
             return replace(placement, attempt_raw=None if placement.replay_of_committed else state.attempt_raw)
         if placement.abandoned or placement.gap is not None:
             log.info("sink %s batch %d: plan %s abandons the attempt it found (abandoned attempts at %s%s); the "
-                     "new attempt writes at %d", sink_id, batch_id, plan or "-", placement.abandoned,
+                     "new attempt writes at %d", sink_id, batch_id, plan_id or "-", placement.abandoned,
                      f", an earlier release's range {placement.gap}" if placement.gap else "", placement.base_ms)
         raw = placement.record.to_bytes()
         if not fenced:

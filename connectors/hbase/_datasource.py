@@ -18,7 +18,6 @@ run's started function (``connectors/checkpointed/_runs.py``).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -34,7 +33,7 @@ from ..checkpointed._runs import new_run_id
 from ..checkpointed._source import CheckpointedStreamWriter
 from ._commit_table import CommitRecord
 from ._connection import HBaseConnection
-from ._function import HBaseSinkFunction, new_plan_id
+from ._function import HBaseSinkFunction, raise_plan_id
 from ._key_ranges import FULL, KeyRange, split_by_regions
 from ._options import HBaseReadOptions, parse_read_options
 from ._pushdown import rowkey_ranges
@@ -86,10 +85,12 @@ class BarrierHBaseDataSource(DataSource):
         called by the commit worker for every commit and abort, on an instance it
         *unpickles* (``python_streaming_sink_runner``): that writer only commits, so it
         raises no epoch (one round trip less on the driver's serial path)."""
-        writer = CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema, self.run_id)
-        if not getattr(self, "_unpickled", False):
-            writer.validate_at_query_start()  # creates the commit table on the first batch
-            writer.run = dataclasses.replace(writer.run, run_id=new_plan_id(self.options))
+        if getattr(self, "_unpickled", False):  # the commit worker
+            return CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema, self.run_id)
+        writer = CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema, self.run_id,
+                                          plan_id="-")
+        writer.validate_at_query_start()  # creates the commit table on the first batch
+        writer.plan_id = raise_plan_id(self.options)
         return writer
 
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ..._exceptions import ProtocolError
 from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext
-from ..checkpointed._runs import new_run_id
+from ..checkpointed._runs import new_plan_id
 from ._admin import DeletedCellsNotice, prepare_table
 from ._commit_table import ensure_commit_table, raise_plan_epoch
 from ._committer import Committer, HBaseCommitMessage
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 from ._writer import HBaseTaskWriter, TaskIdentity
 
-__all__ = ["HBaseSinkFunction", "new_plan_id"]
+__all__ = ["HBaseSinkFunction", "raise_plan_id"]
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ class HBaseSinkFunction(CheckpointedSink):
                 committer.close(keep=True)  # its connection was not used: as clean as it came
 
 
-def new_plan_id(options: Mapping[str, str]) -> str:
+def raise_plan_id(options: Mapping[str, str]) -> str:
     """The id of a newly planned batch (planning worker, once per batch; ``_attempts``).
 
     Exactly once: an epoch raised in the commit table (``e`` and 19 digits), so a later
@@ -222,7 +222,7 @@ def new_plan_id(options: Mapping[str, str]) -> str:
     """
     opts = parse_sink_options(options)
     if not opts.exactly_once:
-        return new_run_id()
+        return new_plan_id()
     conn = connect(opts)
     epoch = raise_plan_epoch(conn, opts.commit_table)
     release(conn)

@@ -69,7 +69,7 @@ class HBaseTaskWriter:
         self._clock: TaskClock | None = None
         self._buf: MutationBuffer | None = None
         self._msg: HBaseCommitMessage | None = None
-        self._plan: Placement | None = None
+        self._placement: Placement | None = None
         self._thrift2: Thrift2Admin | None = None
 
     def begin(self) -> None:
@@ -79,16 +79,17 @@ class HBaseTaskWriter:
         same input on every retry, and a new plan writes in a new attempt (``_attempts``).
         """
         opts, ident = self._opts, self._id
-        plan = self._plan = plan_attempt(self._conn, opts.commit_table, self.sink_id, ident.query_id,
-                                         ident.batch_id, plan=ident.plan_id, fenced=opts.exactly_once,
+        placement = self._placement = plan_attempt(self._conn, opts.commit_table, self.sink_id, ident.query_id,
+                                         ident.batch_id, plan_id=ident.plan_id, fenced=opts.exactly_once,
                                          max_rows=opts.max_rows, max_size=opts.max_size)
-        self._clock = TaskClock(plan.base_ms, ident.partition_id)  # checks the partition id early
+        self._clock = TaskClock(placement.base_ms, ident.partition_id)  # checks the partition id early
         self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
-                                       plan.base_ms, plan.prev_seq, plan.gap, plan.replay_of_committed,
-                                       flush_rows=plan.flush_rows, flush_bytes=plan.flush_bytes,
-                                       kept_history=plan.kept_history, abandoned=list(plan.abandoned),
-                                       attempt_raw=plan.attempt_raw)
-        if plan.replay_of_committed:
+                                       placement.base_ms, placement.prev_seq, placement.gap,
+                                       placement.replay_of_committed,
+                                       flush_rows=placement.flush_rows, flush_bytes=placement.flush_bytes,
+                                       kept_history=placement.kept_history, abandoned=list(placement.abandoned),
+                                       attempt_raw=placement.attempt_raw)
+        if placement.replay_of_committed:
             log.info("sink %s batch %d is committed already (a replay after a restart); task %d counts its rows "
                      "and writes nothing", self.sink_id, ident.batch_id, ident.partition_id)
 

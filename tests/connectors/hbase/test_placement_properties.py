@@ -85,7 +85,7 @@ def start(table: Table, task: Task, now: int) -> bool:
         commit = CommitRecord.from_bytes(table.commit) if table.commit else None
         attempt = AttemptRecord.from_bytes(table.attempt) if table.attempt else None
         try:
-            p = place(commit, attempt, query_id=task.query, batch_id=task.batch, plan=task.plan, now_ms=now,
+            p = place(commit, attempt, query_id=task.query, batch_id=task.batch, plan_id=task.plan, now_ms=now,
                       flush_rows=10, flush_bytes=100)
         except FencedError:
             task.fenced = True
