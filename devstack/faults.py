@@ -41,7 +41,9 @@ The points (name → where it sits):
 ``checkpointed.after_store_commit_before_ledger``  driver, checkpointed sinks: the function
                                            committed the batch, the applied ledger not yet
 ``batch_write.before_flush``               executor, ``barrier-hbase`` batch write (and
-                                           ``hbase_batch_writer``): before the task's flush
+                                           ``hbase_batch_writer``): all rows buffered or
+                                           flushed at the buffer's limits, before the
+                                           task's last flush
 ``batch_write.after_flush_before_commit``  driver, batch write ``commit``: all tasks
                                            flushed, nothing committed
 ``batch_write.after_commit_before_return``  driver, batch write ``commit``: commit record
