@@ -49,8 +49,9 @@ def write_input(folder: Path, keys: int, changes: int, batches: int, seed: int =
 
 def run(spark: Any, mode: str, folder: Path, hbase: dict[str, str], work: Path) -> list[float]:
     """Seconds per micro-batch (``triggerExecution``), batch 0 first."""
-    import sparkbarrier
     from pyspark.sql import functions as F
+
+    import sparkbarrier
 
     table = f"bench_agg_{mode}_{uuid.uuid4().hex[:6]}"
     options = {**hbase, "table": table, "rowkey": "user", "sink.id": table, "create.table": "true"}
@@ -81,8 +82,9 @@ def main() -> int:
     args = cli.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    import sparkbarrier
     from pyspark.sql import SparkSession
+
+    import sparkbarrier
 
     spark = (SparkSession.builder.master("local[2]").appName("bench-aggregation")
              .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
