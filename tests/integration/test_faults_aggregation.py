@@ -9,11 +9,13 @@ sink's commit record, and the committed view == the counts of the records up to 
 record's offsets. At the end: plain scan == committed view == the counts of the whole
 topic; the as-of view of every committed batch == the counts up to its offsets; each
 key has one ``d:n`` version per committed batch that counted it (a replay that wrote
-again would add one); group offsets == end offsets.
+again would add one); group offsets == end offsets; ``starting_offsets_from_sink`` gives
+the end offsets.
 """
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -22,6 +24,7 @@ import pytest
 
 from fault_kit import PipelineConfig, Scenario, wait_for
 
+from sparkbarrier.connectors import starting_offsets_from_sink
 from sparkbarrier.connectors.hbase import read_committed
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mark.hbase]
@@ -100,3 +103,6 @@ def test_update_mode_counts_through_foreach_batch_survive_driver_kills_at_every_
     touched = Counter(key for batch in sc.batch_records(history) for key in batch)
     assert versions == dict(touched), "one d:n version per committed batch that counted the key"
     assert wait_for(lambda: sc.group_offsets() == end, 30, "group offsets == end offsets")
+    # The commit record's offsets are the batch's, whichever source: a new query resumes there.
+    resume = json.loads(starting_offsets_from_sink(*sc.cfg.thrift, sc.cfg.sink_id, bootstrap_servers=kafka_bootstrap))
+    assert {f"{topic}:{p}": o for topic, parts in resume.items() for p, o in parts.items()} == end
