@@ -99,6 +99,7 @@ class Servers:
 # Session servers that stop after the last test using them (``server_groups``).
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     server_groups.note_users(items)
+    server_groups.worker_groups(items)
 
 
 @pytest.hookimpl(trylast=True)

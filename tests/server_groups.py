@@ -7,6 +7,13 @@ a group's servers (the fault suite's private stack, the 3-node Kafka cluster, HD
 KDC and its Kerberized servers) do not share the two cores with every later group.
 Dependents stop before what they depend on (the KDC last). A fixture's own ``finally``
 calls the same stop, which runs once.
+
+Two workers (pytest-xdist, ``./dev test``): :func:`worker_groups` puts every test of a
+file, and every file that uses one of these servers (or the example sink's PostgreSQL),
+into one ``xdist_group``, so each session server starts in one worker only, a
+module-scoped server (a test file's own HDFS) once, and its last user runs where it
+started. Why two workers on two cores: most of a server test's time is waiting (a JVM
+starting, a trigger, a poll), so two queues fill the cores the suite left idle.
 """
 
 from __future__ import annotations
@@ -16,7 +23,9 @@ from collections.abc import Callable
 import pytest
 
 GROUPED_SERVERS = ("private_stack", "kafka_cluster", "hdfs", "kerberos_hbase", "kerberos_kafka", "kdc")
-_last_user: dict[str, str] = {}
+# Session servers that are not stopped early but must still run in one worker only.
+_ONE_WORKER = (*GROUPED_SERVERS, "postgres_dsn")
+_last_user: dict[str, pytest.Item] = {}  # the item itself: xdist's loadgroup renames nodeids
 _stops: dict[str, Callable[[], None]] = {}
 
 
@@ -24,12 +33,12 @@ def note_users(items: list[pytest.Item]) -> None:
     for item in items:
         for name in GROUPED_SERVERS:
             if name in getattr(item, "fixturenames", ()):
-                _last_user[name] = item.nodeid
+                _last_user[name] = item
 
 
 def stop_after(item: pytest.Item) -> None:
     for name in GROUPED_SERVERS:
-        if _last_user.get(name) == item.nodeid and name in _stops:
+        if _last_user.get(name) is item and name in _stops:
             _stops.pop(name)()
 
 
@@ -46,3 +55,25 @@ def stop_when_unused(name: str, stop: Callable[[], None]) -> Callable[[], None]:
 
     _stops[name] = once
     return once
+
+
+def worker_groups(items: list[pytest.Item]) -> None:
+    """Mark each item with the ``xdist_group`` of its file, files joined by the session
+    servers their tests use (union-find over files and server names)."""
+    parent: dict[str, str] = {}
+
+    def find(node: str) -> str:
+        while parent.setdefault(node, node) != node:
+            parent[node] = parent[parent[node]]
+            node = parent[node]
+        return node
+
+    for item in items:
+        file = item.nodeid.split("::", 1)[0]
+        find(file)
+        for name in _ONE_WORKER:
+            if name in getattr(item, "fixturenames", ()):
+                parent[find(file)] = find(f"server:{name}")
+    for item in items:
+        root = find(item.nodeid.split("::", 1)[0])
+        item.add_marker(pytest.mark.xdist_group(root.replace("/", ".")))
