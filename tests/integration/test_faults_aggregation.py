@@ -30,16 +30,16 @@ from sparkbarrier.connectors.hbase import read_committed
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mark.hbase]
 
 N_RECORDS = 360
-# Two write tasks per batch (spark.sql.shuffle.partitions=2), one commit per batch. Behind
-# barrier-kafka every point of the batch writer and the source's; behind format("kafka") the
-# writer's last point (committed, Spark's commit log not) and the listener's, where the two
-# sources differ (offsets from Spark's own offset-log format, group commits by the listener):
-# the writer's earlier points run the same code whichever source planned the batch. Each
-# run is a Spark start (~25 s here), so the matrix is kept to what differs.
+# Two write tasks per batch (spark.sql.shuffle.partitions=2), one commit per batch. Every
+# point of the batch writer behind both sources, and each source's own point where its
+# group commit happens (barrier-kafka's commit after Spark's commit log; the listener's
+# for format("kafka")). Each run is a Spark start, so a scenario's points run as one
+# crash sequence on one checkpoint and one drain at the end.
+_WRITER_POINTS = ["batch_write.before_flush@3", "batch_write.after_flush_before_commit@2",
+                  "batch_write.after_commit_before_return@2"]
 POINTS = {
-    "barrier-kafka": ["batch_write.before_flush@3", "batch_write.after_flush_before_commit@2",
-                      "batch_write.after_commit_before_return@2", "source.after_commitlog_before_kafka_commit@2"],
-    "kafka": ["batch_write.after_commit_before_return@2", "listener.before_group_commit@2"],
+    "barrier-kafka": [*_WRITER_POINTS, "source.after_commitlog_before_kafka_commit@2"],
+    "kafka": [*_WRITER_POINTS, "listener.before_group_commit@2"],
 }
 
 
