@@ -96,7 +96,10 @@ class Servers:
     hbase_tls_ca: str | None = None
 
 
-# Session servers that stop after the last test using them (``server_groups``).
+# Session servers that stop after the last test using them, and which worker runs
+# what (``server_groups``). tryfirst: xdist's worker reads the xdist_group marks in its
+# own hook of the same name, which would otherwise run before this one.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     server_groups.note_users(items)
     server_groups.worker_groups(items)
