@@ -182,7 +182,8 @@ def _render_group(g: GroupStatus) -> str:
             f"{_completed(g.last_checkpoint_id, g.last_batch_id) or '-'}, total lag {g.total_lag}")
     rows = [[p.topic, p.partition, p.committed, p.end, p.lag, _completed(p.checkpoint_id, p.batch_id),
              _when(p.checkpoint_timestamp_ms)] for p in g.partitions]
-    return head + "\n" + _table(["topic", "partition", "committed", "end", "lag", "committed for", "metadata time"], rows)
+    headers = ["topic", "partition", "committed", "end", "lag", "committed for", "metadata time"]
+    return head + "\n" + _table(headers, rows)
 
 
 def _render_sink(s: SinkStatus) -> str:
