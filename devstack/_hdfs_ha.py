@@ -27,7 +27,7 @@ client needs (``fs.defaultFS=hdfs://<ns>`` and the nameservice): it is the
 ``HADOOP_CONF_DIR`` of Spark's Hadoop client and of sparkbarrier's WebHDFS layer alike.
 
 Life cycle: a throw-away pair. ``up`` stops what its home has recorded, wipes the data
-and starts afresh on free ports (about 30 s); ``down`` stops all three. ``kill`` and
+and starts afresh on free ports (12-22 s here); ``down`` stops all three. ``kill`` and
 ``start`` crash and restart one NameNode (it comes back as the standby). Every wait
 polls with a deadline.
 """
