@@ -97,7 +97,14 @@ class HaEndpoints:
 
 class HdfsHaPair:
     """Handle on the HA pair in ``home`` (a folder of its own; nothing is shared with the
-    stack's HDFS). Creating it touches nothing."""
+    stack's HDFS). Creating it touches nothing.
+
+    A variant (``_hdfs_ha_kerberos.py``) changes what it must through the class attributes
+    and the hooks marked below (settings, JVM options, readiness), and nothing else: one
+    life cycle for both."""
+
+    component = "hdfs-ha"  # data folder, process and log names
+    http_host = "127.0.0.1"  # the host of the NameNodes' HTTP addresses (clients use it)
 
     def __init__(self, home: str | os.PathLike[str], *, environ: Mapping[str, str] | None = None,
                  start_timeout_s: float = 180.0) -> None:
@@ -110,10 +117,10 @@ class HdfsHaPair:
 
     @property
     def data(self) -> Path:
-        return self.paths.data("hdfs-ha")
+        return self.paths.data(self.component)
 
     def _name(self, daemon: str) -> str:
-        return f"hdfs-ha-{daemon}"
+        return f"{self.component}-{daemon}"
 
     def _log(self, daemon: str) -> Path:
         return self.paths.logs / f"{self._name(daemon)}.log"
@@ -122,7 +129,7 @@ class HdfsHaPair:
         """The endpoints ``up`` chose (read back from ``ports.json``)."""
         ports = json.loads((self.data / "ports.json").read_text())
         return HaEndpoints(NAMESERVICE, self.data / "conf",
-                           {nn: f"http://127.0.0.1:{ports[f'{nn}_http']}" for nn in NAMENODE_IDS},
+                           {nn: f"http://{self.http_host}:{ports[f'{nn}_http']}" for nn in NAMENODE_IDS},
                            {nn: ports[f"{nn}_rpc"] for nn in NAMENODE_IDS})
 
     # ------------------------------------------------------------------ life cycle
@@ -146,7 +153,7 @@ class HdfsHaPair:
                 self.transition_to_active("nn1")
                 self._tool("nn2", "-bootstrapStandby", "-nonInteractive", "-force")
                 self._spawn("nn2")
-                probe(HdfsEndpoints(endpoints.uri, endpoints.http["nn1"]), deadline=deadline, check=self._watch())
+                self._serves(endpoints, deadline)
                 self._wait_state("nn2", "standby", deadline, live_datanode=True)
             except BaseException:
                 log.info("hdfs ha pair start failed; stopping what it started")
@@ -211,11 +218,33 @@ class HdfsHaPair:
         beans = self._beans(nn, bean)
         return dict(beans[0]) if beans else {}
 
+    # ------------------------------------------------------------------ hooks of a variant
+    def _serves(self, endpoints: HaEndpoints, deadline: float) -> None:
+        """Return once the active NameNode serves a client (here: a probe file written and
+        read back through WebHDFS as a plain-HTTP user)."""
+        probe(HdfsEndpoints(endpoints.uri, endpoints.http["nn1"]), deadline=deadline, check=self._watch())
+
+    def _security(self) -> tuple[dict[str, object], dict[str, object], dict[str, object]]:
+        """(core-site for all, hdfs-site for clients and daemons, hdfs-site for daemons only)
+        added to the plain settings; none here."""
+        return {}, {}, {}
+
+    def _jvm_options(self) -> tuple[str, ...]:
+        """JVM options beyond ``_hdfs.jvm_options`` for every daemon and tool; none here."""
+        return ()
+
+    def _get(self, url: str) -> tuple[int, bytes]:
+        """GET ``url`` from a NameNode's HTTP server: (status, body)."""
+        status, _, body = http_request("GET", url)
+        return status, body
+
+    def _before_admin(self) -> None:
+        """Runs before every ``DFSHAAdmin`` command (a variant logs the tool in); nothing here."""
+
     # ------------------------------------------------------------------ internals
     def _beans(self, nn: str, bean: str) -> list[dict[str, object]]:
         try:
-            status, _, body = http_request("GET", f"{self.endpoints().http[nn]}/jmx?qry=Hadoop:service=NameNode,"
-                                           f"name={bean}")
+            status, body = self._get(f"{self.endpoints().http[nn]}/jmx?qry=Hadoop:service=NameNode,name={bean}")
             return list(json.loads(body).get("beans", [])) if status == 200 else []
         except (OSError, ValueError):  # refused, reset, half-written: no answer yet
             return []
@@ -250,7 +279,7 @@ class HdfsHaPair:
         java, classpath = self._runtime()
         home = self.data / daemon
         return java.command(marker=marker, heap=heap, classpath=classpath.as_arg(home / "conf"), main=main,
-                            args=args, options=jvm_options(home, self.paths.logs))
+                            args=args, options=(*jvm_options(home, self.paths.logs), *self._jvm_options()))
 
     def _spawn(self, daemon: str) -> None:
         name = self._name(daemon)
@@ -264,13 +293,14 @@ class HdfsHaPair:
 
     def _tool(self, nn: str, *args: str) -> None:
         """A NameNode one-shot command (``-format``, ``-bootstrapStandby``) with ``nn``'s config."""
-        self._run(self._command(nn, f"-Dsparkbarrier.devstack.tool=hdfs-ha-{args[0][1:]}@{self.paths.home}",
+        self._run(self._command(nn, f"-Dsparkbarrier.devstack.tool={self.component}-{args[0][1:]}@{self.paths.home}",
                                 MAINS["hdfs-namenode"], "256m", *args), self._log(nn), f"NameNode {nn} {args[0]}")
 
     def _admin(self, *args: str) -> None:
-        cmd = self._command(_ADMIN, f"-Dsparkbarrier.devstack.tool=hdfs-haadmin@{self.paths.home}",
+        self._before_admin()
+        cmd = self._command(_ADMIN, f"-Dsparkbarrier.devstack.tool={self.component}-haadmin@{self.paths.home}",
                             _ADMIN_MAIN, "128m", *args)
-        self._run(cmd, self.paths.logs / "hdfs-ha-admin.log", f"DFSHAAdmin {' '.join(args)}", stdin=b"Y\n")
+        self._run(cmd, self.paths.logs / f"{self.component}-admin.log", f"DFSHAAdmin {' '.join(args)}", stdin=b"Y\n")
 
     def _run(self, cmd: list[str], log_path: Path, what: str, stdin: bytes = b"") -> None:
         started = time.monotonic()
@@ -293,15 +323,18 @@ class HdfsHaPair:
         shared = self.data / "shared-edits"
         shared.mkdir()
         ns = NAMESERVICE
+        security_core, security_hdfs, security_daemons = self._security()
         client: dict[str, object] = {
             "dfs.nameservices": ns,
             "dfs.ha.namenodes." + ns: ",".join(NAMENODE_IDS),
             **{f"dfs.namenode.rpc-address.{ns}.{nn}": f"127.0.0.1:{ports[f'{nn}_rpc']}" for nn in NAMENODE_IDS},
-            **{f"dfs.namenode.http-address.{ns}.{nn}": f"127.0.0.1:{ports[f'{nn}_http']}" for nn in NAMENODE_IDS},
+            **{f"dfs.namenode.http-address.{ns}.{nn}": f"{self.http_host}:{ports[f'{nn}_http']}"
+               for nn in NAMENODE_IDS},
             f"dfs.client.failover.proxy.provider.{ns}": _PROVIDER,
             "dfs.replication": 1,
             "dfs.permissions.enabled": "false",
             "dfs.webhdfs.enabled": "true",
+            **security_hdfs,
         }
         servers: dict[str, object] = {
             **client,
@@ -316,8 +349,9 @@ class HdfsHaPair:
             "dfs.datanode.http.address": f"127.0.0.1:{ports['dn_http']}",
             "dfs.datanode.ipc.address": f"127.0.0.1:{ports['dn_ipc']}",
             **SHARED_SETTINGS,
+            **security_daemons,
         }
-        core = {"fs.defaultFS": f"hdfs://{ns}"}
+        core = {"fs.defaultFS": f"hdfs://{ns}", **security_core}
         # The clients' folder holds no log4j2.properties: on Spark's classpath it would
         # replace Spark's own logging configuration.
         (self.data / "conf").mkdir()
