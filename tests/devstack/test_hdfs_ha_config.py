@@ -6,11 +6,15 @@ itself runs in tests/integration/test_hdfs_ha.py.
 
 from __future__ import annotations
 
+import os
+import stat
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from sparkbarrier.connectors._files import namenodes
 from sparkbarrier.devstack._hdfs_ha import NAMESERVICE, HdfsHaPair, _free_ports
+from sparkbarrier.devstack._hdfs_ha_kerberos import KerberosHdfsHaPair
 
 
 def _site(path: Path) -> dict[str, str]:
@@ -46,3 +50,29 @@ def test_the_clients_conf_names_the_nameservice_and_each_namenode_knows_its_id(t
         assert own["dfs.ha.automatic-failover.enabled"] == "false"
     datanode = _site(pair.data / "datanode" / "conf" / "hdfs-site.xml")
     assert "dfs.ha.namenode.id" not in datanode and datanode["dfs.datanode.hostname"] == "127.0.0.1"
+
+
+def test_the_kerberized_pairs_clients_conf_asks_for_spnego_at_localhost_and_holds_no_keytab(tmp_path: Path,
+                                                                                            kdc) -> None:
+    """The secure variant (``devstack/_hdfs_ha_kerberos.py``): clients learn only that the
+    nameservice is Kerberized and where its NameNodes are, by the host their ``HTTP/``
+    principal names; keytab paths go to the daemons' folders alone, and the merged keytab
+    is private and holds both service keys. No server (tests/integration/test_hdfs_ha_kerberos.py
+    runs it)."""
+    pair = KerberosHdfsHaPair(tmp_path / "home", kdc)
+    pair._write_confs(_free_ports())
+    endpoints = pair.endpoints()
+    client = endpoints.conf_dir
+    assert _site(client / "core-site.xml")["hadoop.security.authentication"] == "kerberos"
+    hdfs = _site(client / "hdfs-site.xml")
+    assert not any("keytab" in key or pair.keytab in value for key, value in hdfs.items())
+    assert hdfs["dfs.web.authentication.kerberos.principal"] == pair.service_principal == kdc.keytab("http")[0]
+    assert [n.url for n in namenodes(NAMESERVICE, str(client), hdfs)] == [endpoints.http["nn1"], endpoints.http["nn2"]]
+    assert all(url.startswith("http://localhost:") for url in endpoints.http.values())
+    for daemon in ("nn1", "nn2", "datanode"):
+        own = _site(pair.data / daemon / "conf" / "hdfs-site.xml")
+        assert own["dfs.namenode.keytab.file"] == own["dfs.datanode.keytab.file"] == pair.keytab
+        assert own["ignore.secure.ports.for.testing"] == "true" and own["dfs.block.access.token.enable"] == "true"
+    assert stat.S_IMODE(os.stat(pair.keytab).st_mode) == 0o600
+    listed = subprocess.run(["klist", "-k", pair.keytab], capture_output=True, text=True, timeout=30, check=True).stdout
+    assert kdc.keytab("hdfs")[0] in listed and kdc.keytab("http")[0] in listed
