@@ -21,9 +21,10 @@ here once, so the two paths cannot drift. The contract is the one in
 * a leader that died: a read that gets no record for :data:`_STALLED_S` asks the
   cluster for the partition's leader (a metadata request, which moves librdkafka's
   fetcher to the leader it names), once per :data:`_STALLED_S` while it gets none, and so
-  does every lookup that found no answer. librdkafka alone asks again only while the
-  leader's broker object is down and a connection to another broker is up, and keeps a
-  leader it was told about until a response says otherwise (issue 44).
+  does every lookup that found no answer. librdkafka alone (2.16, its topic scan)
+  asks again once a second only while the leader's broker is down *and* a connection to
+  another broker is up ("no usable brokers" skips it), and its lookups keep asking the
+  cached leader (issue 44).
 
 Secrets: librdkafka's log lines and every client error go through
 :class:`SecretScrubber` before they reach a log or an exception.
