@@ -30,7 +30,7 @@ if _typing.TYPE_CHECKING:
     from pyspark.sql.datasource import DataSource
 
     from .barrier import CheckpointedSink
-    from .connectors.hbase import SinkStatus, sink_status
+    from .connectors.hbase import SinkStatus, hbase_batch_writer, sink_status
     from .connectors.kafka import (
         CheckpointLogStatus,
         GroupStatus,
@@ -61,6 +61,7 @@ _LAZY = {
     "commit_kafka_offsets": "kafka",
     "group_status": "kafka",
     "SinkStatus": "hbase",
+    "hbase_batch_writer": "hbase",
     "sink_status": "hbase",
     "starting_offsets_from_sink": "resume",
 }
@@ -131,6 +132,7 @@ __all__ = [
     "checkpointed_sink",
     "commit_kafka_offsets",
     "group_status",
+    "hbase_batch_writer",
     "register",
     "sink_status",
     "starting_offsets_from_sink",

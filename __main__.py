@@ -35,7 +35,7 @@ from ._exceptions import ConfigError, SparkBarrierError
 
 if TYPE_CHECKING:  # the connectors import pyspark and the clients: only when a command runs
     from .connectors.hbase import CellLineage, SinkStatus
-    from .connectors.kafka import CheckpointLogStatus, GroupStatus
+    from .connectors.kafka import CheckpointLogStatus, GroupStatus, SparkBatch
 
 __all__ = ["main"]
 
@@ -138,6 +138,7 @@ def as_json(obj: GroupStatus | SinkStatus | CheckpointLogStatus | CellLineage | 
 
     if isinstance(obj, GroupStatus):
         data["last_checkpoint_id"] = obj.last_checkpoint_id
+        data["last_batch_id"] = obj.last_batch_id
         data["total_lag"] = obj.total_lag
     return data
 
@@ -165,12 +166,24 @@ def _table(headers: list[str], rows: Sequence[Sequence[object]]) -> str:
     return "\n".join(lines)
 
 
+def _completed(checkpoint_id: int | None, batch_id: int | None) -> str | None:
+    """``checkpoint N`` (barrier-kafka) or ``batch N`` (Spark's batch, spark-kafka): each
+    id under its own name."""
+    named = []
+    if checkpoint_id is not None:
+        named.append(f"checkpoint {checkpoint_id}")
+    if batch_id is not None:
+        named.append(f"batch {batch_id}")
+    return ", ".join(named) or None
+
+
 def _render_group(g: GroupStatus) -> str:
-    head = (f"consumer group {g.group}: last completed checkpoint "
-            f"{g.last_checkpoint_id if g.last_checkpoint_id is not None else '-'}, total lag {g.total_lag}")
-    rows = [[p.topic, p.partition, p.committed, p.end, p.lag, p.checkpoint_id, _when(p.checkpoint_timestamp_ms)]
-            for p in g.partitions]
-    return head + "\n" + _table(["topic", "partition", "committed", "end", "lag", "checkpoint", "planned at"], rows)
+    head = (f"consumer group {g.group}: last completed "
+            f"{_completed(g.last_checkpoint_id, g.last_batch_id) or '-'}, total lag {g.total_lag}")
+    rows = [[p.topic, p.partition, p.committed, p.end, p.lag, _completed(p.checkpoint_id, p.batch_id),
+             _when(p.checkpoint_timestamp_ms)] for p in g.partitions]
+    headers = ["topic", "partition", "committed", "end", "lag", "committed for", "metadata time"]
+    return head + "\n" + _table(headers, rows)
 
 
 def _render_sink(s: SinkStatus) -> str:
@@ -183,11 +196,15 @@ def _render_sink(s: SinkStatus) -> str:
     return head + "\n" + _table(["source channel", "next offset covered"], rows)
 
 
+def _spark_batch(b: SparkBatch) -> str:
+    """``batch N (checkpoint M)``; Spark's own source plans no checkpoint, so just ``batch N``."""
+    return f"batch {b.batch_id}" + (f" (checkpoint {b.checkpoint_id})" if b.checkpoint_id is not None else "")
+
+
 def _render_log(c: CheckpointLogStatus) -> str:
     last = c.last_completed
-    head = f"Spark checkpoint {c.location}: last completed batch " + (
-        f"{last.batch_id} (checkpoint {last.checkpoint_id})" if last else "-")
-    pend = ", ".join(f"batch {b.batch_id} (checkpoint {b.checkpoint_id})" for b in c.pending) or "none"
+    head = f"Spark checkpoint {c.location}: last completed " + (_spark_batch(last) if last else "-")
+    pend = ", ".join(_spark_batch(b) for b in c.pending) or "none"
     rows = [[ch, off] for ch, off in sorted(last.offsets.items())] if last else []
     return head + f"\npending checkpoints: {pend}\n" + _table(["source channel", "completed offset"], rows)
 
@@ -269,16 +286,25 @@ def _properties(path: str, flag: str) -> dict[str, str]:
 
 
 def _group_behind(group: GroupStatus | None, log: CheckpointLogStatus | None) -> str | None:
-    """A line when the group's commits lag Spark's completed checkpoints (commits failing)."""
+    """A line when the group's commits lag Spark's completed batches (commits failing).
+
+    Compared by the id the group holds: barrier-kafka's checkpoint id against the one in
+    Spark's offset log; for Spark's own source (spark-kafka), whose offset log has no
+    checkpoint id, Spark's batch id against the last completed batch.
+    """
     if group is None or log is None or log.last_completed is None:
         return None
-    done, held = log.last_completed.checkpoint_id, group.last_checkpoint_id
-    if held is not None and done is not None and held >= done:
+    last = log.last_completed
+    if last.checkpoint_id is None:
+        what, done, held = "batch", last.batch_id, group.last_batch_id
+    else:
+        what, done, held = "checkpoint", last.checkpoint_id, group.last_checkpoint_id
+    if held is not None and held >= done:
         return None
-    return (f"group {group.group} is behind Spark's checkpoint: it holds checkpoint "
-            f"{held if held is not None else '-'}, Spark completed checkpoint {done}; commits to "
+    return (f"group {group.group} is behind Spark's checkpoint: it holds {what} "
+            f"{held if held is not None else '-'}, Spark completed {what} {done}; commits to "
             f"the group are failing or not yet made (the driver log says why: "
-            f"'committing checkpoint ... failed'; records still flow, Spark's checkpoint decides)")
+            f"'committing {what} ... failed'; records still flow, Spark's checkpoint decides)")
 
 
 def _commit_table(args: argparse.Namespace) -> str:

@@ -25,7 +25,8 @@ restart and follows the active NameNode of an HA pair (``_webhdfs.py``); errors 
 every address tried and where it came from.
 
 WebHDFS authenticates as ``HADOOP_USER_NAME`` (else the OS user, as Hadoop's client) on a
-cluster without Kerberos, and with SPNEGO (``requests-kerberos``) where
+cluster without Kerberos, and with SPNEGO as the ticket cache's principal (``kinit``;
+``_webhdfs_spnego.py``, on the ``kerberos`` extra's ``gssapi``) where
 ``hadoop.security.authentication`` is ``kerberos`` in that configuration.
 
 :class:`Folder` is the one handle the rest of the package uses: read a file, list a

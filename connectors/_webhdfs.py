@@ -2,11 +2,13 @@
 call through the one retry loop (``_webhdfs_retry.run``) and across the nameservice's NameNodes.
 
 Why a subclass of fsspec's ``WebHDFS`` and not a client of our own: fsspec keeps the
-authentication (``user.name``, SPNEGO through ``requests-kerberos``, delegation tokens)
-and the session; what it lacks is what a restart or a failover needs. Its ``_call``
-sends one request to one NameNode, with no timeout, and turns every WebHDFS exception
-into ``RuntimeError`` or ``PermissionError`` by HTTP status, where a NameNode answers 403
-both for "permission denied" and for "I am the standby". So:
+authentication by ``user.name`` and delegation tokens, and the session; SPNEGO is ours
+(``_webhdfs_spnego.py``: a header from the login the Kafka and HBase hops share, not
+fsspec's ``requests-kerberos``, which was never installed). What fsspec lacks is what a
+restart or a failover needs. Its ``_call`` sends one request to one NameNode, with no
+timeout, and turns every WebHDFS exception into ``RuntimeError`` or ``PermissionError`` by
+HTTP status, where a NameNode answers 403 both for "permission denied" and for "I am the
+standby". So:
 
 * ``_request`` is one attempt at one NameNode (``NameNode.url``), with a timeout no
   longer than the call has left. It classifies the answer by the WebHDFS exception name
@@ -43,6 +45,7 @@ from fsspec.implementations.webhdfs import WebHDFS
 
 from .._exceptions import ConfigError, FileSystemError
 from ._webhdfs_retry import RETRY_ENV, Attempt, NameNode, RetryPolicy, Transient, Unusable, run
+from ._webhdfs_spnego import check_gssapi, negotiate
 
 __all__ = ["WebHdfs"]
 
@@ -76,8 +79,11 @@ class WebHdfs(WebHDFS):
         if self._cached:
             return
         first = urlsplit(namenodes[0].url)
-        super().__init__(host=first.hostname, port=first.port, kerberos=kerberos, user=user,
+        if kerberos:
+            check_gssapi()
+        super().__init__(host=first.hostname, port=first.port, kerberos=False, user=user,
                          use_https=first.scheme == "https", **kwargs)
+        self.spnego = kerberos
         self.namenodes = namenodes
         self.authority = authority
         self.policy = RetryPolicy(total_s=retry_s)
@@ -132,8 +138,9 @@ class WebHdfs(WebHDFS):
         not_ready = _NO_DATANODE if not redirect and op in ("CREATE", "OPEN") else frozenset()
         stripped = self._strip_protocol(path) if path is not None else ""
         url = self._apply_proxy(f"{self.namenodes[at.node].url}/webhdfs/v1{quote(stripped, safe='/=')}")
+        headers = {"Authorization": negotiate(urlsplit(url).hostname or "")} if self.spnego else {}
         return self._send(at, method, url, path, params={**params, **self.pars, "op": op.upper()}, data=data,
-                          allow_redirects=redirect, not_ready=not_ready)
+                          allow_redirects=redirect, not_ready=not_ready, headers=headers)
 
     def _send(self, at: Attempt, method: str, url: str, path: str | None, *, datanode: bool = False,
               not_ready: frozenset[str] = frozenset(), **kwargs: Any) -> requests.Response:

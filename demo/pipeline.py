@@ -167,12 +167,12 @@ class Progress:
         self._seen = -1
         self.rows: list[dict[str, Any]] = []
 
-    def _group(self) -> tuple[int | None, int | None]:
+    def _group(self) -> tuple[str, int | None]:
         try:
             group = group_status(self._bootstrap, self._names.group, [self._names.topic])
         except SourceError:  # nothing committed yet
-            return None, None
-        return group.last_checkpoint_id, group.total_lag
+            return "-", None
+        return _group_holds(group), group.total_lag
 
     def poll(self, query: Any) -> None:
         for p in query.recentProgress:
@@ -182,17 +182,17 @@ class Progress:
             src = p.sources[0]
             end = json.loads(src.endOffset) if src.endOffset else None
             # barrier-kafka's offset has a checkpoint id; Spark's own source's has none
-            # (commit_kafka_offsets writes batch id + 1 as the group's checkpoint id).
+            # (commit_kafka_offsets commits the batch id to the group).
             ckpt = (SourceOffset.from_json(end).checkpoint_id
-                    if isinstance(end, dict) and "checkpointId" in end else p.batchId + 1)
-            group_ckpt, lag = self._group()
+                    if isinstance(end, dict) and "checkpointId" in end else None)
+            group_holds, lag = self._group()
             row = {"batch": p.batchId, "checkpoint": ckpt, "rows": p.numInputRows,
                    "rps": p.processedRowsPerSecond, "ms": p.durationMs.get("triggerExecution", 0),
-                   "lag": lag, "group_ckpt": group_ckpt}
+                   "lag": lag, "group_holds": group_holds}
             self.rows.append(row)
-            print(f"  batch {row['batch']:>3}  checkpoint {row['checkpoint']!s:>3}  "
+            print(f"  batch {row['batch']:>3}  checkpoint {'-' if row['checkpoint'] is None else row['checkpoint']:>3}  "
                   f"{row['rows']:>6} rows  {row['rps']:>7.0f} rec/s  {row['ms']:>5} ms   "
-                  f"group: checkpoint {row['group_ckpt']!s:>4}, lag {row['lag']!s:>5}", flush=True)
+                  f"group: {row['group_holds']:>15}, lag {row['lag']!s:>5}", flush=True)
 
 
 class Checks:
@@ -217,9 +217,16 @@ def _wait_idle(query: Any, timeout: float) -> None:
         time.sleep(0.05)
 
 
-def _group_view(bootstrap: str, names: Names) -> tuple[int | None, dict[str, int]]:
+def _group_holds(group: Any) -> str:
+    """``checkpoint N`` (barrier-kafka) or ``batch N`` (commit_kafka_offsets: Spark's batch id)."""
+    if group.last_checkpoint_id is not None:
+        return f"checkpoint {group.last_checkpoint_id}"
+    return f"batch {group.last_batch_id}" if group.last_batch_id is not None else "-"
+
+
+def _group_view(bootstrap: str, names: Names) -> tuple[Any, dict[str, int]]:
     group = group_status(bootstrap, names.group, [names.topic])
-    return group.last_checkpoint_id, group.offsets()
+    return group, group.offsets()
 
 
 def _committed_view(hbase: tuple[str, int], names: Names) -> dict[str, dict[str, Any]]:
@@ -308,13 +315,16 @@ def run(args: argparse.Namespace) -> int:
 
         last = checkpoint_log_status(str(ckpt)).last_completed
         try:
-            group_ckpt, group_offsets = _group_view(bootstrap, names)
+            stopped_group, group_offsets = _group_view(bootstrap, names)
         except SourceError:  # no checkpoint completed-and-committed yet: nothing committed
-            group_ckpt, group_offsets = None, {}
-        done_ckpt, done_offsets = (_checkpoint_id(last), last.offsets) if last else (0, {})
+            stopped_group, group_offsets = None, {}
+        what, done_id = _completed_id(last) if last else ("checkpoint", None)
+        held = _held_id(stopped_group, what) if stopped_group is not None else None
+        done_offsets = last.offsets if last else {}
         print("\nafter stop (before the final drain):", flush=True)
-        checks.check("group checkpoint <= last completed checkpoint", (group_ckpt or 0) <= done_ckpt,
-                     f"group {group_ckpt}, Spark's last completed {done_ckpt}")
+        checks.check(f"group {what} <= last completed {what}",
+                     held is None or (done_id is not None and held <= done_id),
+                     f"group {held}, Spark's last completed {done_id}")
         checks.check("group offsets <= last completed offsets",
                      all(off <= done_offsets.get(ch, -1) for ch, off in group_offsets.items()),
                      f"group {group_offsets}, completed {done_offsets}")
@@ -345,10 +355,18 @@ def run(args: argparse.Namespace) -> int:
             shutil.rmtree(ckpt, ignore_errors=True)
 
 
-def _checkpoint_id(batch: Any) -> int:
-    """barrier-kafka's checkpoint id, or for Spark's own source batch id + 1 (what
-    commit_kafka_offsets writes as ``checkpointId``)."""
-    return batch.checkpoint_id if batch.checkpoint_id is not None else batch.batch_id + 1
+def _completed_id(batch: Any) -> tuple[str, int]:
+    """The id the group is committed with for Spark's completed ``batch``: barrier-kafka's
+    checkpoint id, or for Spark's own source (no checkpoint id) the batch id, which
+    commit_kafka_offsets commits as ``batchId``."""
+    if batch.checkpoint_id is not None:
+        return "checkpoint", batch.checkpoint_id
+    return "batch", batch.batch_id
+
+
+def _held_id(group: Any, what: str) -> int | None:
+    """The group's newest id of that kind (``checkpoint`` or ``batch``)."""
+    return group.last_checkpoint_id if what == "checkpoint" else group.last_batch_id
 
 
 _LISTENERS: list[Any] = []  # commit_kafka_offsets handles of this run (--source kafka)
@@ -373,9 +391,9 @@ def _verify(bootstrap: str, hbase: tuple[str, int], names: Names, ckpt: str, eve
                  f"{[b.batch_id for b in log_status.pending]}" if log_status.pending else "")
     checks.check("group offsets == last completed checkpoint's offsets",
                  last is not None and group.offsets() == last.offsets, f"{group.offsets()}")
-    checks.check("group checkpoint id == last completed checkpoint id",
-                 last is not None and group.last_checkpoint_id == _checkpoint_id(last),
-                 f"{group.last_checkpoint_id}")
+    what, done_id = _completed_id(last) if last is not None else ("checkpoint", None)
+    checks.check(f"group {what} id == last completed {what} id",
+                 last is not None and _held_id(group, what) == done_id, _group_holds(group))
     checks.check("sink commit covers the same offsets", sink.offsets == group.offsets(),
                  f"sink {sink.offsets}")
     checks.check("everything produced was consumed (lag 0)", group.offsets() == produced_end

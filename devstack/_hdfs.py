@@ -74,7 +74,7 @@ NAME = "hdfs"
 NAMENODE = "hdfs-namenode"
 DATANODE = "hdfs-datanode"
 NAMES = (NAMENODE, DATANODE)
-_MAINS = {NAMENODE: "org.apache.hadoop.hdfs.server.namenode.NameNode",
+MAINS = {NAMENODE: "org.apache.hadoop.hdfs.server.namenode.NameNode",
           DATANODE: "org.apache.hadoop.hdfs.server.datanode.DataNode"}
 _HEAPS = {NAMENODE: "512m", DATANODE: "384m"}
 # What Hadoop 3.5's own launcher passes on Java 17 (hadoop_finalize_jpms_opts, the list
@@ -254,7 +254,7 @@ class Hdfs:
             for name in NAMES:  # side by side: the DataNode retries until the NameNode listens
                 marker = marker_for(name, self.paths.home)
                 cmd = java.command(marker=marker, heap=_HEAPS[name], classpath=classpath.as_arg(conf),
-                                   main=_MAINS[name], options=_options(self.data, self.paths.logs))
+                                   main=MAINS[name], options=jvm_options(self.data, self.paths.logs))
                 log.info("starting %s (log: %s)", name, self._log(name))
                 procs[name] = spawn(cmd, log_path=self._log(name), cwd=self.data, env=self._environ)
                 record = ProcessRecord(name=name, pid=procs[name].pid, marker=marker, log=str(self._log(name)),
@@ -285,20 +285,18 @@ class Hdfs:
         conf.mkdir(parents=True, exist_ok=True)
         (self.data / "tmp").mkdir(exist_ok=True)
         core, hdfs = _site(self.data, ports)
-        (conf / "core-site.xml").write_text(_site_xml(core))
-        (conf / "hdfs-site.xml").write_text(_site_xml(hdfs))
-        log4j = write_log4j_config(conf)
-        with open(log4j, "a") as out:
-            for n, logger in enumerate(_QUIET_LOGGERS):
-                out.write(f"logger.hdfs{n}.name = {logger}\nlogger.hdfs{n}.level = WARN\n")
+        (conf / "core-site.xml").write_text(site_xml(core))
+        (conf / "hdfs-site.xml").write_text(site_xml(hdfs))
+        write_log4j(conf)
         return conf
 
     def _format(self, java: Java, classpath: Classpath, conf: Path) -> None:
         log_path = self._log(NAMENODE)
         log.info("formatting the hdfs namenode (first start)")
         cmd = java.command(marker=f"-Dsparkbarrier.devstack.tool=hdfs-format@{self.paths.home}", heap="256m",
-                           classpath=classpath.as_arg(conf), main=_MAINS[NAMENODE],
-                           args=("-format", "-nonInteractive", "-force"), options=_options(self.data, self.paths.logs))
+                           classpath=classpath.as_arg(conf), main=MAINS[NAMENODE],
+                           args=("-format", "-nonInteractive", "-force"),
+                           options=jvm_options(self.data, self.paths.logs))
         with open(log_path, "ab") as out:
             try:
                 code = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -320,15 +318,43 @@ class Hdfs:
         return check
 
 
+def write_log4j(conf: Path) -> None:
+    """``conf/log4j2.properties``: the devstack's, with Hadoop's chattiest loggers at WARN."""
+    log4j = write_log4j_config(conf)
+    with open(log4j, "a") as out:
+        for n, logger in enumerate(_QUIET_LOGGERS):
+            out.write(f"logger.hdfs{n}.name = {logger}\nlogger.hdfs{n}.level = WARN\n")
+
+
 def _endpoints(rpc: int, http: int) -> HdfsEndpoints:
     return HdfsEndpoints(uri=f"hdfs://127.0.0.1:{rpc}", webhdfs=f"http://127.0.0.1:{http}")
 
 
-def _options(data: Path, logs: Path) -> tuple[str, ...]:
+def jvm_options(data: Path, logs: Path) -> tuple[str, ...]:
     """JVM options of both daemons and the format tool. ``java.io.tmpdir`` is the data's
     ``tmp/`` because Jetty unpacks the web apps there (the system /tmp otherwise)."""
     return (*_JAVA17_OPTIONS, *_JVM_OPTIONS, f"-Dlog4j2.configurationFile={data / 'conf' / 'log4j2.properties'}",
             f"-Dhadoop.log.dir={logs}", f"-Djava.io.tmpdir={data / 'tmp'}")
+
+
+SHARED_SETTINGS: Mapping[str, object] = {
+    # The DataNode is 127.0.0.1 to everyone: its registration, WebHDFS redirects,
+    # the block locations Spark's client gets. No DNS lookup of the machine's name.
+    "dfs.datanode.hostname": "127.0.0.1",
+    "dfs.client.use.datanode.hostname": "false",
+    "dfs.datanode.use.datanode.hostname": "false",
+    "dfs.namenode.datanode.registration.ip-hostname-check": "false",
+    # Ready in seconds: no 30 s safe-mode extension, heartbeats and the first
+    # block report at once.
+    "dfs.namenode.safemode.extension": 0,
+    "dfs.heartbeat.interval": 1,
+    "dfs.blockreport.initialDelay": 0,
+    # No background work a test never needs: metrics log lines, block scanning.
+    "dfs.namenode.metrics.logger.period.seconds": 0,
+    "dfs.datanode.metrics.logger.period.seconds": 0,
+    "dfs.block.scanner.volume.bytes.per.second": 0,
+}
+"""hdfs-site settings of every devstack HDFS (this one and the HA pair of ``_hdfs_ha.py``)."""
 
 
 def _site(data: Path, ports: Mapping[HdfsPort, int]) -> tuple[dict[str, object], dict[str, object]]:
@@ -351,26 +377,12 @@ def _site(data: Path, ports: Mapping[HdfsPort, int]) -> tuple[dict[str, object],
         "dfs.datanode.address": at(HdfsPort.DATANODE),
         "dfs.datanode.http.address": at(HdfsPort.DATANODE_HTTP),
         "dfs.datanode.ipc.address": at(HdfsPort.DATANODE_IPC),
-        # The DataNode is 127.0.0.1 to everyone: its registration, WebHDFS redirects,
-        # the block locations Spark's client gets. No DNS lookup of the machine's name.
-        "dfs.datanode.hostname": "127.0.0.1",
-        "dfs.client.use.datanode.hostname": "false",
-        "dfs.datanode.use.datanode.hostname": "false",
-        "dfs.namenode.datanode.registration.ip-hostname-check": "false",
-        # Ready in seconds: no 30 s safe-mode extension, heartbeats and the first
-        # block report at once.
-        "dfs.namenode.safemode.extension": 0,
-        "dfs.heartbeat.interval": 1,
-        "dfs.blockreport.initialDelay": 0,
-        # No background work a test never needs: metrics log lines, block scanning.
-        "dfs.namenode.metrics.logger.period.seconds": 0,
-        "dfs.datanode.metrics.logger.period.seconds": 0,
-        "dfs.block.scanner.volume.bytes.per.second": 0,
+        **SHARED_SETTINGS,
     }
     return core, hdfs
 
 
-def _site_xml(settings: Mapping[str, object]) -> str:
+def site_xml(settings: Mapping[str, object]) -> str:
     props = "".join(f"  <property><name>{escape(k)}</name><value>{escape(str(v))}</value></property>\n"
                     for k, v in settings.items())
     return f'<?xml version="1.0"?>\n<configuration>\n{props}</configuration>\n'
@@ -406,10 +418,10 @@ def probe(endpoints: HdfsEndpoints, *, deadline: float, check: Callable[[], None
 
 def _not_ready(webhdfs: str) -> str | None:
     """What is missing for the HDFS to serve, or None."""
-    status, _, body = _http("GET", f"{webhdfs}/webhdfs/v1/?op=GETFILESTATUS")
+    status, _, body = http_request("GET", f"{webhdfs}/webhdfs/v1/?op=GETFILESTATUS")
     if status != 200:
         return f"GETFILESTATUS / answered {status}: {body[:200]!r}"
-    status, _, body = _http("GET", f"{webhdfs}/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState")
+    status, _, body = http_request("GET", f"{webhdfs}/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState")
     beans = json.loads(body).get("beans", []) if status == 200 else []
     if not beans:
         return f"no FSNamesystemState bean (HTTP {status})"
@@ -428,13 +440,13 @@ def _roundtrip(webhdfs: str) -> str | None:
         ("PUT", "&op=CREATE&overwrite=true", content, 201), ("GET", "&op=OPEN", None, 200))
     try:
         for method, query, body, wanted in steps:
-            status, location, answer = _http(method, url + query)
+            status, location, answer = http_request(method, url + query)
             if status != 307 or not location:
                 return f"{method} {query[1:]} answered {status}, not a redirect: {answer[:200]!r}"
             if urlsplit(location).hostname != "127.0.0.1":
                 raise DevstackError(f"hdfs redirects WebHDFS clients to {location}, not to 127.0.0.1",
                                     fix="check dfs.datanode.hostname in <home>/data/hdfs/conf/hdfs-site.xml")
-            status, _, answer = _http(method, location, body)
+            status, _, answer = http_request(method, location, body)
             if status != wanted:
                 return f"{method} {query[1:]} at the datanode answered {status}: {answer[:200]!r}"
         if answer != content:
@@ -442,10 +454,10 @@ def _roundtrip(webhdfs: str) -> str | None:
         return None
     finally:
         with contextlib.suppress(OSError):
-            _http("DELETE", url + "&op=DELETE")
+            http_request("DELETE", url + "&op=DELETE")
 
 
-def _http(method: str, url: str, body: bytes | None = None) -> tuple[int, str | None, bytes]:
+def http_request(method: str, url: str, body: bytes | None = None) -> tuple[int, str | None, bytes]:
     """One request, redirects not followed: (status, Location, body)."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=_HTTP_TIMEOUT_S)

@@ -72,6 +72,7 @@ PRINCIPALS: Mapping[str, str] = {
     "kafka": "kafka/localhost",
     "hbase": "hbase/localhost",
     "http": "HTTP/localhost",
+    "hdfs": "hdfs/localhost",  # the Kerberized HDFS HA pair's NameNodes and DataNode
     "client": "sparkbarrier-client",
     "stale": "sparkbarrier-stale-client",
     "unknown": "sparkbarrier-unknown-client",

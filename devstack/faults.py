@@ -40,13 +40,23 @@ The points (name → where it sits):
                                            in the commit log, the group not yet committed
 ``checkpointed.after_store_commit_before_ledger``  driver, checkpointed sinks: the function
                                            committed the batch, the applied ledger not yet
+``batch_write.before_flush``               executor, ``barrier-hbase`` batch write (and
+                                           ``hbase_batch_writer``): all rows buffered or
+                                           flushed at the buffer's limits, before the
+                                           task's last flush
+``batch_write.after_flush_before_commit``  driver, batch write ``commit``: all tasks
+                                           flushed, nothing committed
+``batch_write.after_commit_before_return``  driver, batch write ``commit``: commit record
+                                           written; in ``foreachBatch``, Spark's commit log
+                                           not yet
 =========================================  ===============================================
 
 Each point has one owner, so ``@N`` counts real hits: the ``sink.*`` points and
 ``checkpointed.*`` sit in the checkpointed-sink adapter
 (``sparkbarrier.connectors.checkpointed``) that runs every sink, ``barrier-hbase``
 included: ``sink.before_flush`` before each ``snapshot_state``, the driver points
-before the function's ``notify_checkpoint_complete`` and after the ledger.
+before the function's ``notify_checkpoint_complete`` and after the ledger. The
+``batch_write.*`` points sit in ``barrier-hbase``'s batch writer, which no adapter runs.
 """
 
 from __future__ import annotations

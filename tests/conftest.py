@@ -42,6 +42,9 @@ from sparkbarrier._endpoints import (
 )
 from sparkbarrier._exceptions import ConfigError
 
+import server_groups
+from server_groups import stop_when_unused as _stop_when_unused
+
 HBASE_IMAGE = os.environ.get("SPARKBARRIER_HBASE_IMAGE", "dajobe/hbase:latest")
 KAFKA_IMAGE = os.environ.get("SPARKBARRIER_KAFKA_IMAGE", "apache/kafka:4.1.0")
 
@@ -91,6 +94,16 @@ class Servers:
     hbase_gateways: tuple[tuple[str, int], ...] = ()  # every Thrift1 gateway of the HBase
     hbase_tls: tuple[str, int] | None = None  # a Thrift1 gateway over HTTPS, and its CA file
     hbase_tls_ca: str | None = None
+
+
+# Session servers that stop after the last test using them (``server_groups``).
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    server_groups.note_users(items)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    server_groups.stop_after(item)
 
 
 def _split_hostport(value: str, env: str) -> tuple[str, int]:
@@ -178,12 +191,16 @@ def kafka_cluster() -> Iterator[object]:
     except DevstackError as exc:
         tail = f"\n--- last lines of {exc.log_path} ---\n{exc.log_tail}" if exc.log_tail else ""
         pytest.fail(f"the devstack's 3-node Kafka cluster did not start: {exc}{tail}", pytrace=False)
-    try:
-        yield cluster
-    finally:
+    def stop() -> None:
         cluster.close()
         if started_here:
             cluster.down()
+
+    stop_once = _stop_when_unused("kafka_cluster", stop)
+    try:
+        yield cluster
+    finally:
+        stop_once()
 
 
 @pytest.fixture(autouse=True)
@@ -217,11 +234,11 @@ def hdfs() -> Iterator[object]:
     except DevstackError as exc:
         tail = f"\n--- last lines of {exc.log_path} ---\n{exc.log_tail}" if exc.log_tail else ""
         pytest.fail(f"the devstack's HDFS did not start: {exc}{tail}", pytrace=False)
+    stop_once = _stop_when_unused("hdfs", cluster.down if started_here else lambda: None)
     try:
         yield endpoints
     finally:
-        if started_here:
-            cluster.down()
+        stop_once()
 
 
 # Kerberos (issue 19): the session's private KDC and Kerberized servers live in
@@ -246,13 +263,18 @@ def kdc() -> Iterator[object]:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPARKBARRIER_DEVSTACK_")}
     kdc = Kdc(KERBEROS_HOME, environ=env)
+
+    def stop() -> None:
+        kdc.down()
+        shutil.rmtree(KERBEROS_HOME, ignore_errors=True)
+
+    stop_once = _stop_when_unused("kdc", stop)
     try:
         manifest = kdc.up()
         assert manifest.krb5_conf == os.environ["KRB5_CONFIG"], (manifest.krb5_conf, os.environ["KRB5_CONFIG"])
         yield manifest
     finally:
-        kdc.down()
-        shutil.rmtree(KERBEROS_HOME, ignore_errors=True)
+        stop_once()
 
 
 @pytest.fixture(scope="session")
@@ -318,10 +340,11 @@ def kerberos_hbase(kdc) -> Iterator[object]:
     from sparkbarrier.devstack._hbase_kerberos import KerberosHBase
 
     hbase = KerberosHBase(KERBEROS_HOME, kdc, environ=_kerberos_env())
+    stop_once = _stop_when_unused("kerberos_hbase", hbase.down)
     try:
         yield hbase.up()
     finally:
-        hbase.down()
+        stop_once()
 
 
 @pytest.fixture(scope="session")
@@ -332,7 +355,8 @@ def kerberos_kafka(kdc) -> Iterator[object]:  # noqa: ANN001 -- the session's Kd
     from sparkbarrier.devstack._kafka_kerberos import KerberosKafka
 
     broker = KerberosKafka(KERBEROS_HOME, kdc, environ=_kerberos_env())
+    stop_once = _stop_when_unused("kerberos_kafka", broker.down)
     try:
         yield broker.up()
     finally:
-        broker.down()
+        stop_once()

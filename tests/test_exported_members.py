@@ -19,7 +19,7 @@ INTENDED: dict[str, list[str]] = {
         "FencedError", "FileSystemError", "FlushError", "GroupStatus", "KerberosError", "PartitionStatus", "ProtocolError",
         "SinkError", "SinkStatus", "SourceError", "SparkBarrierError", "StateCompatibilityError",
         "__version__", "checkpoint_log_status", "checkpointed_sink", "commit_kafka_offsets",
-        "group_status", "register",
+        "group_status", "hbase_batch_writer", "register",
         "sink_status", "starting_offsets_from_sink",
     ],
     "sparkbarrier.barrier": [
@@ -43,7 +43,7 @@ INTENDED: dict[str, list[str]] = {
     "sparkbarrier.connectors.hbase": [
         "BarrierHBaseDataSource", "CellLineage", "DEFAULT_COMMIT_TABLE", "DeliveryGuarantee",
         "HBaseConnectionOptions", "HBaseSinkOptions", "KerberosError", "KerberosSettings", "Qop", "SinkStatus",
-        "hbase_options_table", "hbase_read_options_table", "hbase_kerberos_options_table",
+        "hbase_batch_writer", "hbase_options_table", "hbase_read_options_table", "hbase_kerberos_options_table",
         "keep_markers", "lineage", "parse_connection_options", "parse_sink_options", "read_committed", "register",
         "sink_status",
     ],

@@ -24,12 +24,14 @@ def _generators() -> dict[str, Callable[[], str]]:
         hbase_read_options_table,
     )
     from sparkbarrier.connectors._options import options_table
+    from sparkbarrier.connectors.hbase._batch_options import BATCH_WRITE_OPTION_SPECS
     from sparkbarrier.connectors.hbase._options import GATEWAY_OPTION_SPECS
     from sparkbarrier.connectors.kafka import kafka_options_table
 
     return {"kafka": kafka_options_table, "hbase": hbase_options_table,
             "hbase-read": hbase_read_options_table, "hbase-kerberos": hbase_kerberos_options_table,
             "hbase-gateways": lambda: options_table(GATEWAY_OPTION_SPECS),
+            "hbase-batch": lambda: options_table(BATCH_WRITE_OPTION_SPECS),
             "checkpointed": checkpointed_options_table}
 
 

@@ -115,8 +115,9 @@ def test_status_json_shape(kafka_bootstrap, hbase_thrift, group_with_checkpoint,
     assert out["group_behind_checkpoint"] is None  # the group holds checkpoint 3, Spark 1
     g = out["group"]
     assert g["group"] == group and g["last_checkpoint_id"] == 3 and g["total_lag"] == 3 + 0
-    assert [(p["partition"], p["committed"], p["end"], p["lag"], p["checkpoint_id"]) for p in g["partitions"]] == [
-        (0, 7, 10, 3, 3), (1, 5, 5, 0, 3)]
+    assert g["last_batch_id"] is None  # a barrier-kafka group holds checkpoint ids only
+    assert [(p["partition"], p["committed"], p["end"], p["lag"], p["checkpoint_id"], p["batch_id"])
+            for p in g["partitions"]] == [(0, 7, 10, 3, 3, None), (1, 5, 5, 0, 3, None)]
     assert g["partitions"][0]["checkpoint_timestamp_ms"] == 1_700_000_000_123
     s = out["sink"]
     assert (s["sink_id"], s["table"], s["seq"], s["batch_id"], s["committed_at_ms"]) == (
@@ -136,11 +137,33 @@ def test_status_table_shows_lag_commit_and_pending_not_available(
                  *_endpoint_args(kafka_bootstrap, hbase_thrift)]) == 0
     text = capsys.readouterr().out
     assert f"consumer group {group}: last completed checkpoint 3, total lag 3" in text
+    assert any(line.split()[5:7] == ["checkpoint", "3"] for line in text.splitlines() if line.startswith(topic))
     assert f"sink {committed_sink} -> table orders_t" in text and "Spark batch 4" in text
     assert "in flight: batch 5" in text
     assert "pending checkpoints: not available" in text
     assert any(line.split()[:5] == [topic, "0", "7", "10", "3"] for line in text.splitlines())
 
+
+
+def test_status_names_spark_kafkas_batch_id_as_a_batch(kafka_bootstrap, unique_name, capsys) -> None:
+    """A group commit_kafka_offsets filled holds Spark's batch id: shown as "batch N", never a checkpoint."""
+    topic, group = unique_name("spark"), unique_name("group")
+    admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+    admin.create_topics({topic: {"num_partitions": 1, "replication_factor": 1}}, wait_for_metadata=True)
+    admin.close()
+    committer = OffsetCommitter({"bootstrap_servers": kafka_bootstrap}, group, SourceMetrics(),
+                                query_id="q", source="spark-kafka")
+    assert committer.commit(4, 1_700_000_000_123, {TopicPartition(topic, 0): 0})
+    committer.close()
+    assert main(["status", "--group", group, "--topic", topic, "--bootstrap", kafka_bootstrap, "--json"]) == 0
+    g = json.loads(capsys.readouterr().out)["group"]
+    assert (g["last_batch_id"], g["last_checkpoint_id"]) == (4, None)
+    assert [(p["batch_id"], p["checkpoint_id"]) for p in g["partitions"]] == [(4, None)]
+    assert main(["status", "--group", group, "--topic", topic, "--bootstrap", kafka_bootstrap]) == 0
+    text = capsys.readouterr().out
+    assert f"consumer group {group}: last completed batch 4, total lag 0" in text
+    assert any(line.split()[5:7] == ["batch", "4"] for line in text.splitlines() if line.startswith(topic))
+    assert "checkpoint 4" not in text
 
 def test_unknown_group_is_a_clear_error(kafka_bootstrap, hbase_thrift, unique_name) -> None:
     env = dict(os.environ, **{KAFKA_ENV: kafka_bootstrap})

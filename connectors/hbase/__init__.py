@@ -2,6 +2,7 @@
 
 ``df.writeStream.format("barrier-hbase")`` works without registration (the
 ``pyspark_barrier_hbase`` shim); :func:`register` registers explicitly.
+:func:`hbase_batch_writer` is the ``foreachBatch`` route (update-mode aggregations, joins);
 :func:`sink_status` reads the last commit of a ``sink.id`` back from the commit table.
 Internals (the commit-table records, option spec lists) stay in the private modules.
 """
@@ -12,6 +13,7 @@ import typing as _typing
 
 from ..checkpointed._markers import keep_markers
 from ._datasource import BarrierHBaseDataSource
+from ._foreach_batch import hbase_batch_writer
 from ._lineage import CellLineage, lineage
 from ._options import (
     DEFAULT_COMMIT_TABLE,
@@ -42,6 +44,7 @@ __all__ = [
     "KerberosSettings",
     "Qop",
     "SinkStatus",
+    "hbase_batch_writer",
     "hbase_kerberos_options_table",
     "hbase_options_table",
     "hbase_read_options_table",

@@ -221,8 +221,8 @@ class FlushLog:
             raise ProtocolError(f"flush note {column!r} has no rounds")
         out: dict[int, list[bytes]] = {}
         for r, keys in rounds.items():
-            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-                raise ProtocolError(f"flush note {column!r} round {r} is not a list of keys")
+            if not r.isdigit() or not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+                raise ProtocolError(f"flush note {column!r} round {r!r} is not a round with a list of keys")
             out[int(r)] = [k.encode("latin-1") for k in keys if isinstance(k, str)]
         return cls(base, partition, flush, out)
 

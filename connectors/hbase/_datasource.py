@@ -1,7 +1,7 @@
-"""The ``barrier-hbase`` data source: exactly-once streaming sink + committed-view batch reader.
+"""The ``barrier-hbase`` data source: exactly-once streaming sink, batch writer, committed-view reader.
 
-Sink (``df.writeStream.format("barrier-hbase")``) and batch reader
-(``spark.read.format("barrier-hbase")``). Their options are declared once, in
+Sink (``df.writeStream.format("barrier-hbase")``), batch writer (``df.write``: one committed
+batch, ``_batch_writer``) and batch reader (``spark.read.format("barrier-hbase")``). Their options are declared once, in
 :data:`~sparkbarrier.connectors.hbase._options.SINK_OPTION_SPECS` and
 :data:`~sparkbarrier.connectors.hbase._options.READ_OPTION_SPECS`; the tables in
 docs/options.md are generated from them (``hbase_options_table()``,
@@ -24,6 +24,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceWriter,
     Filter,
     InputPartition,
 )
@@ -77,6 +78,13 @@ class BarrierHBaseDataSource(DataSource):
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
         self._unpickled = True
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """``df.write``: one committed batch of a write series (``_batch_writer``); planning
+        worker, once per ``save()``."""
+        from ._batch_writer import plan_batch_write
+
+        return plan_batch_write(dict(self.options), schema, overwrite)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> CheckpointedStreamWriter:  # noqa: ARG002 -- Spark's
         """Called by pyspark's planning worker once per batch, on an instance it builds from

@@ -23,9 +23,10 @@ The :class:`~._offset_committer.OffsetCommitter` it drives stays the only code t
 group offsets, and is created on the thread on first use (a listener must stay
 picklable until then).
 
-``completed`` is the writer's own count of what has completed, positive and only
-growing: barrier-kafka's checkpoint id; for ``commit_kafka_offsets``, the number of
-Spark's completed batches (batch id + 1). This queue only orders and compares it.
+``completed_id`` is the id of what completed, as its writer names it: barrier-kafka's
+checkpoint id; for ``commit_kafka_offsets``, Spark's batch id (0 is a batch like any
+other). One queue carries one writer's ids, which only grow; this queue only orders and
+compares them, and the committer's ``source`` says which id it stores.
 """
 
 from __future__ import annotations
@@ -52,45 +53,47 @@ class BackgroundCommits:
     """Commits submitted checkpoints on one daemon thread (driver process)."""
 
     def __init__(self, make_committer: Callable[[], OffsetCommitter], *, name: str,
-                 metrics: SourceMetrics,
+                 metrics: SourceMetrics, id_name: str = "checkpoint",
                  before_commit: Callable[[], None] | None = None) -> None:
+        """``id_name`` names the ids in log lines: ``checkpoint`` or ``batch``."""
         self._make = make_committer
+        self._id_name = id_name
         self._metrics = metrics
         self._name = name
         self._before_commit = before_commit
         self._cond = threading.Condition()
         self._pending: tuple[int, int, dict[TopicPartition, int]] | None = None
-        self._submitted = 0
-        self._committed = 0
+        self._submitted: int | None = None
+        self._committed: int | None = None
         self._closed = False
         self._thread: threading.Thread | None = None
         self._committer: OffsetCommitter | None = None
         self._unexpected = ""
 
     @property
-    def committed(self) -> int:
-        """The newest ``completed`` known to be in the group (0: none yet)."""
+    def committed(self) -> int | None:
+        """The newest ``completed_id`` known to be in the group (None: none yet)."""
         with self._cond:
             return self._committed
 
-    def submit(self, completed: int, timestamp_ms: int,
+    def submit(self, completed_id: int, timestamp_ms: int,
                offsets: Mapping[TopicPartition, int]) -> None:
-        """Queue completed ``completed`` for commit; returns at once."""
+        """Queue ``completed_id``'s offsets for commit; returns at once."""
         with self._cond:
-            if self._closed or completed <= self._submitted:
+            if self._closed or (self._submitted is not None and completed_id <= self._submitted):
                 return
-            self._submitted = completed
-            self._pending = (completed, timestamp_ms, dict(offsets))
+            self._submitted = completed_id
+            self._pending = (completed_id, timestamp_ms, dict(offsets))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
                 self._thread.start()
             self._cond.notify_all()
 
-    def wait_for(self, completed: int, timeout_s: float) -> bool:
-        """True once ``completed`` (or a later one) is in the group."""
+    def wait_for(self, completed_id: int, timeout_s: float) -> bool:
+        """True once ``completed_id`` (or a later one) is in the group."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            while self._committed < completed:
+            while self._committed is None or self._committed < completed_id:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -98,13 +101,13 @@ class BackgroundCommits:
             return True
 
     def close(self, timeout_s: float = 30.0) -> bool:
-        """Let the last submitted checkpoint land (``timeout_s`` at most), then stop.
+        """Let the last submitted id land (``timeout_s`` at most), then stop.
 
         True when nothing submitted is left uncommitted. Idempotent.
         """
         with self._cond:
             target = self._submitted
-        landed = self.wait_for(target, timeout_s) if self._thread is not None else True
+        landed = target is None or self._thread is None or self.wait_for(target, timeout_s)
         with self._cond:
             self._closed = True
             self._cond.notify_all()
@@ -112,9 +115,9 @@ class BackgroundCommits:
         if thread is not None:
             thread.join(timeout_s)
         if not landed:
-            log.warning("%s: checkpoint %d was not committed to the group within %g s of "
+            log.warning("%s: %s %d was not committed to the group within %g s of "
                         "stopping; the next run commits it (the group stays behind, never "
-                        "ahead)", self._name, target, timeout_s)
+                        "ahead)", self._name, self._id_name, target, timeout_s)
         return landed
 
     def _run(self) -> None:
@@ -131,7 +134,7 @@ class BackgroundCommits:
                 with self._cond:
                     if self._pending is job:
                         self._pending = None
-                    self._committed = max(self._committed, job[0])
+                    self._committed = job[0] if self._committed is None else max(self._committed, job[0])
                     self._cond.notify_all()
                 continue
             with self._cond:  # failed: retry after a pause, unless replaced or closed
@@ -144,14 +147,14 @@ class BackgroundCommits:
             self._committer.close()
             self._committer = None
 
-    def _commit(self, completed: int, timestamp_ms: int,
+    def _commit(self, completed_id: int, timestamp_ms: int,
                 offsets: Mapping[TopicPartition, int]) -> bool:
         if self._before_commit is not None:
             self._before_commit()
         try:
             if self._committer is None:
                 self._committer = self._make()
-            return self._committer.commit(completed, timestamp_ms, offsets)
+            return self._committer.commit(completed_id, timestamp_ms, offsets)
         except Exception:  # logged and retried, see below
             # The committer handles Kafka's errors itself; anything else (a client
             # setting kafka-python rejects, a bug) would end this thread, and with it
@@ -159,8 +162,9 @@ class BackgroundCommits:
             self._metrics.add("commits_failed")
             if self._unexpected != (failure := traceback.format_exc(limit=1)):
                 self._unexpected = failure  # one stack trace per problem, not per retry
-                log.exception("%s: committing checkpoint %d failed", self._name, completed)
+                log.exception("%s: committing %s %d failed", self._name, self._id_name,
+                              completed_id)
             else:
-                log.debug("%s: committing checkpoint %d failed again", self._name,
-                          completed)
+                log.debug("%s: committing %s %d failed again", self._name, self._id_name,
+                          completed_id)
             return False

@@ -13,9 +13,9 @@ Burrow, exporters) see nothing. :func:`commit_kafka_offsets` adds a
   batches that skip a source commit the right partitions. If two sources read the
   same partition, the smaller offset wins (the group never claims more than both read);
 * **how:** through :class:`~._offset_committer.OffsetCommitter`, the one owner of group
-  commits, with the same versioned metadata as ``barrier-kafka`` (``src`` is
-  ``spark-kafka``, ``checkpointId`` is Spark's batch id + 1, i.e. the number of
-  completed batches, and ``queryId``);
+  commits, with versioned metadata as ``barrier-kafka``'s, naming its own id: ``src`` is
+  ``spark-kafka``, ``batchId`` the batch id of the batch whose offsets are committed
+  (version 2; version 1 stored batch id + 1 as ``checkpointId``), and ``queryId``;
 * **failures:** logged and counted by the committer, never raised into Spark; the
   next completed batch commits again with newer offsets;
 * **cost:** the listener only parses the event and hands the offsets to a
@@ -160,7 +160,7 @@ class KafkaOffsetCommits(StreamingQueryListener):
         self._committer: OffsetCommitter | None = None
         self._metrics = SourceMetrics()
         self._commits = BackgroundCommits(
-            self._make_committer, name="spark-kafka-commits",
+            self._make_committer, name="spark-kafka-commits", id_name="batch",
             before_commit=lambda: fault_point("listener.before_group_commit"),
             metrics=self._metrics)
         self._last_progress = -1
@@ -253,8 +253,8 @@ class KafkaOffsetCommits(StreamingQueryListener):
             return
         offsets = kafka_source_offsets([(s.description, s.endOffset) for s in progress.sources])
         if offsets:
-            # Not a checkpoint id: the count of completed batches (Spark's batch id + 1).
-            self._commits.submit(progress.batchId + 1, int(time.time() * 1000), offsets)
+            batch_id = progress.batchId  # the batch whose end offsets these are
+            self._commits.submit(batch_id, int(time.time() * 1000), offsets)
         with self._cond:
             self._last_progress = max(self._last_progress, progress.batchId)
             spent = time.perf_counter() - started
@@ -277,15 +277,15 @@ class KafkaOffsetCommits(StreamingQueryListener):
 
     def wait_for(self, batch_id: int, timeout_s: float) -> bool:
         """True once ``batch_id`` (or a later batch) is committed to the group."""
-        return self._commits.wait_for(batch_id + 1, timeout_s)
+        return self._commits.wait_for(batch_id, timeout_s)
 
     def stats(self) -> dict[str, float]:
-        """Commits succeeded/failed, last committed batch, listener time per event."""
+        """Commits succeeded/failed, last committed batch id (-1: none yet), listener time per event."""
         with self._cond:
             snap = self._metrics.snapshot()
             return {"commits_succeeded": snap["commits_succeeded"],
                     "commits_failed": snap["commits_failed"],
-                    "last_committed_batch": self._commits.committed - 1,
+                    "last_committed_batch": -1 if (done := self._commits.committed) is None else done,
                     "events": self._events,
                     "listener_s_total": self._listener_s_total,
                     "listener_s_max": self._listener_s_max}

@@ -14,9 +14,9 @@ Contract:
 - monotonic: a partition's committed offset never moves backwards (the group's
   current offsets are read once before the first commit, then tracked), so a
   replayed or older checkpoint is a no-op;
-- ``completed`` is the writer's count of what has completed: barrier-kafka's checkpoint
-  id, or for ``commit_kafka_offsets`` Spark's completed batches (batch id + 1);
-- the commit metadata carries ``completed`` and the timestamp, never an option
+- ``completed_id`` is the id of what completed, as ``source`` names it: barrier-kafka's
+  checkpoint id, or for ``commit_kafka_offsets`` (``spark-kafka``) Spark's batch id;
+- the commit metadata carries ``completed_id`` under that name and the timestamp, never an option
   value (so no secret can leak into ``__consumer_offsets``); its format is owned by
   ``_group`` (``commit_metadata`` / ``parse_commit_metadata``), which also reads it back.
 """
@@ -32,7 +32,7 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from ._failover import ProblemLog, describe, kafka_python_retriable
-from ._group import commit_metadata, committed_offsets
+from ._group import commit_metadata, committed_offsets, completed_id_name
 from ._metrics import SourceMetrics
 from ._positions import TopicPartition
 from ._secrets import install_client_log_redaction
@@ -60,13 +60,15 @@ class OffsetCommitter:
         self._metrics = metrics
         self._admin: KafkaAdminClient | None = None
         self._committed: dict[TopicPartition, int] | None = None
-        self._last_checkpoint = 0
+        self._id_name = completed_id_name(source)
+        self._last_committed_id: int | None = None
         self._last_error: Exception | None = None
         self._problems = ProblemLog(log, source)
 
     @property
-    def last_committed_checkpoint(self) -> int:
-        return self._last_checkpoint
+    def last_committed_id(self) -> int | None:
+        """The newest id committed through this committer (None: none yet)."""
+        return self._last_committed_id
 
     def _client(self) -> KafkaAdminClient:
         if self._admin is None:
@@ -78,17 +80,17 @@ class OffsetCommitter:
         found = committed_offsets(self._client(), self._group_id)
         return {tp: c.offset for tp, c in found.items()}
 
-    def commit(self, completed: int, timestamp_ms: int,
+    def commit(self, completed_id: int, timestamp_ms: int,
                offsets: Mapping[TopicPartition, int]) -> bool:
-        """Commit ``offsets`` of ``completed``; True if nothing is left to do.
+        """Commit ``offsets`` of ``completed_id``; True if nothing is left to do.
 
         Idempotent: an id at or below the last committed one is a no-op.
         """
-        if completed <= self._last_checkpoint:
+        if self._last_committed_id is not None and completed_id <= self._last_committed_id:
             return True
         for attempt in range(_ATTEMPTS):
             try:
-                return self._commit_once(completed, timestamp_ms, offsets)
+                return self._commit_once(completed_id, timestamp_ms, offsets)
             except (KafkaError, OSError) as exc:
                 self._last_error = exc
                 retriable = kafka_python_retriable(exc)
@@ -102,7 +104,7 @@ class OffsetCommitter:
                     break
                 self._committed = None
                 time.sleep(_BACKOFF_S * (attempt + 1))
-        return self._commit_failed(completed)
+        return self._commit_failed(completed_id)
 
     def _reset_client(self) -> None:
         if self._admin is not None:
@@ -112,13 +114,13 @@ class OffsetCommitter:
                 log.debug("%s: closing the admin client failed", self._source, exc_info=True)
             self._admin = None
 
-    def _commit_once(self, completed: int, timestamp_ms: int,
+    def _commit_once(self, completed_id: int, timestamp_ms: int,
                      offsets: Mapping[TopicPartition, int]) -> bool:
         if self._committed is None:
             self._committed = self.group_offsets()
         ahead = {tp: off for tp, off in offsets.items() if off > self._committed.get(tp, -1)}
         if ahead:
-            meta = commit_metadata(completed, timestamp_ms, query_id=self._query_id,
+            meta = commit_metadata(completed_id, timestamp_ms, query_id=self._query_id,
                                    source=self._source)
             request = {KafkaTP(tp.topic, tp.partition): OffsetAndMetadata(off, meta, -1)
                        for tp, off in ahead.items()}
@@ -131,21 +133,22 @@ class OffsetCommitter:
                     retriable=all(getattr(err, "retriable", False) for err in rejected.values()),
                 )
             self._committed.update(ahead)
-        self._last_checkpoint = completed
+        self._last_committed_id = completed_id
         self._metrics.add("commits_succeeded")
-        self._metrics.set("last_committed_checkpoint", completed)
+        if self._id_name == "checkpoint":  # the source's metric; a batch id is not one
+            self._metrics.set("last_committed_checkpoint", completed_id)
         self._problems.healed(f"commit to group {self._group_id!r}")
-        log.info("%s: checkpoint %d committed to group %r: %s", self._source, completed,
+        log.info("%s: %s %d committed to group %r: %s", self._source, self._id_name, completed_id,
                  self._group_id, {str(tp): off for tp, off in sorted(offsets.items())})
         return True
 
-    def _commit_failed(self, completed: int) -> bool:
+    def _commit_failed(self, completed_id: int) -> bool:
         self._metrics.add("commits_failed")
         # Force a fresh read next time: our view of the group may be stale.
         self._committed = None
         self._problems.failing(f"commit to group {self._group_id!r}",
                                describe(self._last_error) if self._last_error else "unknown",
-                               f"committing checkpoint {completed} failed; it (or a newer "
+                               f"committing {self._id_name} {completed_id} failed; it (or a newer "
                                f"one) is retried, the group stays behind, never ahead, and the "
                                f"query goes on")
         return False

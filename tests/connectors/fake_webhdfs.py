@@ -43,6 +43,7 @@ class FakeNameNode:
     script: list[object] = field(default_factory=list)
     requests: list[tuple[str, str, str]] = field(default_factory=list)
     drop_after: set[str] = field(default_factory=set)  # ops done, then the connection dropped (once each)
+    authorizations: list[tuple[str, str | None]] = field(default_factory=list)  # (op, Authorization header)
     url: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -70,6 +71,9 @@ def _handler(nn: FakeNameNode) -> type[BaseHTTPRequestHandler]:
             query = {k: v[0] for k, v in parse_qs(parts.query).items()}
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
+            with nn.lock:
+                op_seen = ("DATA-" if parts.path.startswith("/data") else "") + query.get("op", "")
+                nn.authorizations.append((op_seen, self.headers.get("Authorization")))
             if parts.path.startswith("/data"):  # the "DataNode"
                 path = parts.path[len("/data"):]
                 with nn.lock:

@@ -107,9 +107,11 @@ def test_a_namenode_down_past_the_bound_is_one_error_naming_every_address_and_it
 def test_the_default_port_is_named_as_the_origin(monkeypatch) -> None:
     monkeypatch.delenv(WEBHDFS_ENV, raising=False)
     monkeypatch.setenv(RETRY_ENV, "0")
-    with pytest.raises(FileSystemError, match=r"http://127\.0\.0\.1:9870 \(from the hdfs:// URL's host on the "
+    # 127.0.0.9: a loopback host nothing listens on, whether or not the devstack's HDFS
+    # (127.0.0.1:9870) runs.
+    with pytest.raises(FileSystemError, match=r"http://127\.0\.0\.9:9870 \(from the hdfs:// URL's host on the "
                                               r"default WebHDFS port 9870; HADOOP_CONF_DIR is not set\)"):
-        folder("hdfs://127.0.0.1:1/ckpt").exists()
+        folder("hdfs://127.0.0.9:1/ckpt").exists()
 
 
 def test_exists_says_false_only_for_not_found(nn, monkeypatch) -> None:

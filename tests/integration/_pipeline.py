@@ -1,5 +1,8 @@
 """The fault-suite pipeline, run as its own process: Kafka source → parse → barrier-hbase.
 
+``sink`` ``aggregate``: counts per key in update mode through ``foreachBatch`` and
+``sparkbarrier.hbase_batch_writer`` instead of the streaming sink.
+
 ``python _pipeline.py '<json config>'`` -- the config keys are those of
 :class:`fault_kit.PipelineConfig`. ``source`` is ``barrier-kafka`` (commits its group
 itself) or ``kafka``: Spark's own source (its jars on the session's classpath), whose
@@ -111,6 +114,8 @@ def main(raw: str) -> int:
                  .option("sink.id", cfg["sink_id"]).option("checkpointLocation", cfg["checkpoint"])
                  .trigger(availableNow=True).start())
         return _finish(query, commits, spark)
+    if cfg.get("sink") == "aggregate":  # update-mode counts per key through foreachBatch
+        return _aggregate(cfg, rows, commits, spark)
     host, port = cfg["thrift"]
     writer = rows.writeStream.format("barrier-hbase")
     if cfg.get("thrift2"):
@@ -135,6 +140,22 @@ def main(raw: str) -> int:
         .trigger(availableNow=True)
         .start()
     )
+    return _finish(query, commits, spark)
+
+
+def _aggregate(cfg, rows, commits, spark) -> int:  # noqa: ANN001 -- Spark's objects
+    """``groupBy(id).count()`` in update mode, into HBase by ``hbase_batch_writer`` (2 write tasks a batch)."""
+    import sparkbarrier
+    from pyspark.sql import functions as F
+
+    host, port = cfg["thrift"]
+    counts = rows.groupBy("id").agg(F.count("*").alias("n"))
+    writer = sparkbarrier.hbase_batch_writer({
+        "hbase.thrift.host": host, "hbase.thrift.port": str(port), "hbase.thrift2.port": str(cfg["thrift2"][1]),
+        "table": cfg["table"], "rowkey": "id", "create.table": "true", "sink.id": cfg["sink_id"],
+        "sink.buffer-flush.max-rows": "5"})
+    query = (counts.writeStream.outputMode("update").foreachBatch(writer)
+             .option("checkpointLocation", cfg["checkpoint"]).trigger(availableNow=True).start())
     return _finish(query, commits, spark)
 
 

@@ -82,7 +82,8 @@ class PipelineConfig:
     # Every driver-local directory (temp dirs, Spark's local dirs, working directory) of a
     # run: a test wipes it between runs, as a driver rescheduled on another node finds it.
     local_dir: str = ""
-    # "barrier-hbase", or "notify": tests/integration/notify_sink.py records its notifications
+    # "barrier-hbase", "notify" (tests/integration/notify_sink.py records its notifications), or
+    # "aggregate": counts per key in update mode through foreachBatch(hbase_batch_writer)
     sink: str = "barrier-hbase"
     record: str = ""  # the notify sink's record file
     # spark.speculation=true, tuned so that copies start; the first attempt of write task 0

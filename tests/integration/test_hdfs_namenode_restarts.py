@@ -6,12 +6,12 @@ The HDFS here is this module's own (a throw-away devstack home on free ports), n
 the shared ``hdfs`` fixture's: the test kills its NameNode. Every wait polls with a
 deadline.
 
-No real HA pair: the devstack's HDFS (``devstack/_hdfs.py``) runs one NameNode with its
-own metadata folder. A pair needs shared edits (a shared folder or three JournalNodes),
-``-bootstrapStandby`` of the second and ``haadmin`` transitions; not built yet. The
-failover rules (StandbyException moves on, the active one is asked first next time) are
-tested against a fake NameNode in tests/connectors/test_webhdfs.py, and here an HA
-``hdfs-site.xml`` whose first NameNode is absent.
+What runs where: here, one NameNode (``devstack/_hdfs.py``) restarted under calls, a
+bound that runs out, and an HA ``hdfs-site.xml`` whose first NameNode is absent; a real
+HA pair (``devstack/_hdfs_ha.py``: two NameNodes with shared edits, ``DFSHAAdmin``
+transitions) and its failovers under folder calls and under a running Spark query in
+tests/integration/test_hdfs_ha.py; the failover rules answer by answer (standby,
+startup, safe mode, 503) against a fake NameNode in tests/connectors/test_webhdfs.py.
 """
 
 from __future__ import annotations

@@ -27,11 +27,11 @@ class _Committer:
         self.closed = False
         self.entered = threading.Event()
 
-    def commit(self, completed: int, timestamp_ms: int,
+    def commit(self, completed_id: int, timestamp_ms: int,
                offsets: Mapping[TP, int]) -> bool:
         self.entered.set()
         self.gate.wait(30)
-        self.calls.append(completed)
+        self.calls.append(completed_id)
         return not self.failing
 
     def close(self) -> None:
@@ -84,4 +84,15 @@ def test_close_waits_a_bounded_time_for_the_last_checkpoint() -> None:
     started = time.monotonic()
     assert commits.close(0.3) is False
     assert time.monotonic() - started < 5
-    assert commits.committed == 0
+    assert commits.committed is None
+
+
+def test_id_0_is_an_id_like_any_other() -> None:
+    """Spark's first batch is batch 0: nothing may read 0 as "none committed yet"."""
+    committer = _Committer()
+    commits = _queue(committer)
+    assert commits.committed is None
+    commits.submit(0, 0, {TP("t", 0): 3})
+    assert commits.wait_for(0, 10) and commits.committed == 0
+    commits.submit(0, 0, {TP("t", 0): 3})  # the same id again: ignored
+    assert commits.close(5) and committer.calls == [0]

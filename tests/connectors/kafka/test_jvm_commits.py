@@ -68,7 +68,7 @@ def test_two_sources_and_two_queries_commit_completed_batches_to_own_groups(
         wait_for(lambda: kafka.group_offsets(g2) == {(b, 0): 2, (b, 1): 2}, 60, "g2 committed")
         meta = json.loads(kafka.group_metadata(g1)[(a, 0)])
         assert meta["src"] == "spark-kafka" and meta["queryId"] == str(q1.id)
-        assert meta["checkpointId"] == q1.lastProgress["batchId"] + 1
+        assert meta["v"] == 2 and meta["batchId"] == q1.lastProgress["batchId"] and "checkpointId" not in meta
         # A second run in which only b has data: a's batch is skipped, a keeps its offsets.
         kafka.produce(b, 2, start=100)
         h1b, q1b = _query(spark, kafka, [a, b], g1, q1.name, tmp_path / "c1")
@@ -104,7 +104,10 @@ def _status_shows_group_and_checkpoint(kafka: KafkaTool, group: str, topic: str,
                      kafka.bootstrap, "--checkpoint-location", str(ckpt), "--json"])
     assert code == 0
     got = json.loads(out.getvalue())
-    assert got["group"]["last_checkpoint_id"] == last_batch + 1
+    assert got["group"]["last_batch_id"] == last_batch  # Spark's batch id, under its name
+    assert got["group"]["last_checkpoint_id"] is None  # no barrier-kafka checkpoint here
+    assert {p["batch_id"] for p in got["group"]["partitions"]} == {last_batch}
+    assert got["group_behind_checkpoint"] is None
     assert got["group"]["total_lag"] == 0
     assert got["checkpoint_log"]["last_completed"]["batch_id"] == last_batch
     assert got["checkpoint_log"]["last_completed"]["offsets"][f"{topic}:0"] == 3
@@ -149,8 +152,8 @@ class _FlakyCommitter:
     def __init__(self) -> None:
         self.calls: list[int] = []
 
-    def commit(self, completed: int, timestamp_ms: int, offsets) -> bool:
-        self.calls.append(completed)
+    def commit(self, completed_id: int, timestamp_ms: int, offsets) -> bool:
+        self.calls.append(completed_id)
         if len(self.calls) == 1:
             raise RuntimeError("not a Kafka error")
         return True
@@ -168,7 +171,7 @@ def test_unexpected_commit_error_is_counted_and_the_next_batch_commits() -> None
         assert not listener.wait_for(0, 0.1)
         listener.onQueryProgress(_Progress(1, '{"t":{"0":5}}'))
         assert listener.wait_for(1, 10), "the worker thread died with the first error"
-        assert committer.calls == [1, 2]
+        assert committer.calls == [0, 1]  # batch ids, batch 0 included
     finally:
         listener.close()
 

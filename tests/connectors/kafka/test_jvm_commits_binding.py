@@ -38,8 +38,8 @@ class _Recorder:
     def __init__(self) -> None:
         self.commits: list[tuple[int, dict[TP, int]]] = []
 
-    def commit(self, completed: int, timestamp_ms: int, offsets: Mapping[TP, int]) -> bool:
-        self.commits.append((completed, dict(offsets)))
+    def commit(self, completed_id: int, timestamp_ms: int, offsets: Mapping[TP, int]) -> bool:
+        self.commits.append((completed_id, dict(offsets)))
         return True
 
     def close(self) -> None:
@@ -67,7 +67,7 @@ def test_an_unnamed_listener_binds_to_the_query_started_after_it_not_the_first_t
         listener.onQueryProgress(_Progress("second", 0, 77))
         listener.onQueryStarted(_Started("third"))
         assert listener.close(10) is None
-        assert recorder.commits == [(1, {TP("t", 0): 3})]
+        assert recorder.commits == [(0, {TP("t", 0): 3})]  # batch 0, by its id
         errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
         assert len(errors) == 1 and "query_name=" in errors[0] and "second" in errors[0]
     finally:
@@ -88,7 +88,7 @@ def test_a_named_listener_binds_by_name_on_any_event() -> None:
     listener.onQueryProgress(_Progress("q-id", 3, 4, name="q"))
     assert listener.wait_for(3, 10)
     listener.close()
-    assert recorder.commits == [(4, {TP("t", 0): 4})]
+    assert recorder.commits == [(3, {TP("t", 0): 4})]
 
 
 def test_finish_waits_for_the_last_batch_that_ran_not_an_idle_progress() -> None:
@@ -109,7 +109,7 @@ def test_finish_waits_for_the_last_batch_that_ran_not_an_idle_progress() -> None
         assert listener.finish(_Query(), timeout_s=10) is True
     finally:
         late.join()
-    assert recorder.commits[-1] == (3, {TP("t", 0): 6})
+    assert recorder.commits[-1] == (2, {TP("t", 0): 6})
 
 
 class _QueryHandle:
@@ -128,7 +128,7 @@ def test_finish_waits_for_a_query_whose_start_event_the_listener_has_not_seen_ye
         assert listener.finish(_QueryHandle("q"), timeout_s=10) is True
     finally:
         late.join()
-    assert recorder.commits == [(1, {TP("t", 0): 5})]
+    assert recorder.commits == [(0, {TP("t", 0): 5})]
 
 
 def test_finish_on_a_query_the_listener_does_not_commit_says_so(caplog: pytest.LogCaptureFixture) -> None:
@@ -139,4 +139,4 @@ def test_finish_on_a_query_the_listener_does_not_commit_says_so(caplog: pytest.L
     assert listener.finish(_QueryHandle("other"), timeout_s=10) is True
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert len(errors) == 1 and "query other" in errors[0] and "commits query m" in errors[0]
-    assert recorder.commits == [(1, {TP("t", 0): 5})]
+    assert recorder.commits == [(0, {TP("t", 0): 5})]

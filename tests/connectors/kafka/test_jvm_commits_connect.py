@@ -122,8 +122,8 @@ def test_connect_queries_commit_completed_batches_to_own_groups(
         assert kafka.group_offsets(g2) == {(b, 0): 2, (b, 1): 2}
         for group, query, last in ((g1, q1, last1), (g2, q2, last2)):
             meta = json.loads(kafka.group_metadata(group)[(b, 0)])
-            assert meta["v"] == 1 and meta["src"] == "spark-kafka"
-            assert meta["queryId"] == str(query.id) and meta["checkpointId"] == last + 1
+            assert meta["v"] == 2 and meta["src"] == "spark-kafka"
+            assert meta["queryId"] == str(query.id) and meta["batchId"] == last
         # The group follows completed batches: a second run commits the new end offsets.
         kafka.produce(a, 4, start=100)
         h1b, q1b = _start(spark, kafka, [a, b], g1, q1.name, tmp_path / "c1")
@@ -132,7 +132,7 @@ def test_connect_queries_commit_completed_batches_to_own_groups(
             last = q1b.lastProgress["batchId"]
             assert last > last1 and h1b.wait_for(last, 60)
             assert kafka.group_offsets(g1) == {(a, 0): 7, (a, 1): 7, (b, 0): 2, (b, 1): 2}
-            assert json.loads(kafka.group_metadata(g1)[(a, 0)])["checkpointId"] == last + 1
+            assert json.loads(kafka.group_metadata(g1)[(a, 0)])["batchId"] == last
             stats = h1b.stats()
             assert stats["commits_failed"] == 0 and stats["events"] >= 1
         finally:

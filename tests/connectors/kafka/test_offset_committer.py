@@ -55,5 +55,5 @@ def test_commit_failure_is_counted_not_raised_and_leaks_no_secret(
     caplog.set_level(logging.DEBUG)
     assert c.commit(1, 1, {TP("t", 0): 5}) is False
     assert metrics.snapshot()["commits_failed"] == 1
-    assert c.last_committed_checkpoint == 0  # retried by the next completion
+    assert c.last_committed_id is None  # retried by the next completion
     assert "failed" in caplog.text and secret not in caplog.text
