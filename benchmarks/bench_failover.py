@@ -70,8 +70,17 @@ def _spark():
             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
 
 
+def _paths(args: argparse.Namespace) -> tuple[str, ...]:
+    if args.paths:
+        chosen = tuple(p for p in args.paths.split(",") if p)
+        if "jvm" not in chosen:
+            raise SystemExit("--paths must include jvm: every stall is reported against it")
+        return chosen
+    return PATHS + ((NO_POOL,) if args.no_pool_path else ())
+
+
 def _round(spark, cluster, workdir: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]:
-    paths = PATHS + ((NO_POOL,) if args.no_pool_path else ())
+    paths = _paths(args)
     run = FailoverRun(spark, cluster, workdir, f"bench_failover_{uuid.uuid4().hex[:8]}",
                       paths=paths, partitions=args.partitions,
                       offsets_partitions=cluster.offsets_partitions, rate=args.rate,
@@ -151,6 +160,10 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"a fifth query, {NO_POOL}: the compiled reader without its pool")
     parser.add_argument("--faults", default=",".join(FAULTS),
                         help=f"which of {','.join(FAULTS)}, in that order")
+    parser.add_argument("--paths", default=None,
+                        help=f"comma-separated queries to run (of {','.join(PATHS + (NO_POOL,))}; "
+                             "default: all four, and the no-pool one where asked); fewer queries "
+                             "share the two cores with less")
     parser.add_argument("--issue44", action="store_true",
                         help="issue 44's setup (see the module docstring)")
     args = parser.parse_args(argv)
@@ -187,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                 cluster.down()
 
     profile = "Kafka's default broker settings" if args.broker_defaults else "the devstack's settings"
-    paths = PATHS + ((NO_POOL,) if args.no_pool_path else ())
+    paths = _paths(args)
     print(f"\nstall per fault (longest gap between completed batches, s), {args.rounds} rounds, "
           f"{profile}, {args.partitions} partitions, {args.rate} records/s, "
           f"maxOffsetsPerTrigger {args.max_offsets}, {args.sink} sink:")
