@@ -1,6 +1,9 @@
 """How long a broker failure stalls a query, per read path, beside Spark's JVM source.
 
     .venv/bin/python benchmarks/bench_failover.py [--rounds 2] [--broker-defaults] [--down-s 20]
+        [--partitions 2] [--rate 200] [--max-offsets N] [--sink parquet|foreachBatch]
+        [--kill-after-s S] [--no-pool-path] [--faults leader,coordinator,rolling]
+    .venv/bin/python benchmarks/bench_failover.py --issue44 [--rounds 2]
 
 Why: on a multi-broker cluster a leader kill, a coordinator kill or a rolling restart
 must not fail a query (tests/integration/test_kafka_failover.py asserts that); what is
@@ -26,6 +29,14 @@ dead broker for longer than the devstack's 4 s fencing hides behind it (issue 33
 lives in its own home under the run's temporary directory, so the tests' devstack
 cluster is left alone, and it is stopped at the end. ``--down-s 20``: a killed broker
 comes back 20 s after the kill, inside the measured window.
+
+``--issue44``: issue 44's setup, where the default reader stalled for about a minute:
+Kafka's default broker settings, a 4-partition topic, ~250 records/s, every query
+with ``maxOffsetsPerTrigger`` 1000 into a ``foreachBatch`` sink, the leader SIGKILLed
+30 s into the queries' life (``--kill-after-s``: counted from their start, so the pool
+is young) and back after 20 s, then the coordinator, same; and a fifth query, the
+compiled reader with its consumer pool off (``--no-pool-path``), beside the four.
+Without ``--kill-after-s`` the leader dies once every query completed 3 batches.
 """
 
 from __future__ import annotations
@@ -42,7 +53,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "tests" / "integration"), str(HERE.parent / "tests")]
 
-from failover_kit import PATHS, FailoverRun  # noqa: E402
+from failover_kit import NO_POOL, PATHS, FailoverRun  # noqa: E402
+
+FAULTS = ("leader", "coordinator", "rolling")
 
 
 def _spark():
@@ -57,10 +70,23 @@ def _spark():
             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
 
 
-def _round(spark, cluster, workdir: Path, down_s: float | None) -> dict[str, dict[str, float]]:
+def _paths(args: argparse.Namespace) -> tuple[str, ...]:
+    if args.paths:
+        chosen = tuple(p for p in args.paths.split(",") if p)
+        if "jvm" not in chosen:
+            raise SystemExit("--paths must include jvm: every stall is reported against it")
+        return chosen
+    return PATHS + ((NO_POOL,) if args.no_pool_path else ())
+
+
+def _round(spark, cluster, workdir: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    paths = _paths(args)
     run = FailoverRun(spark, cluster, workdir, f"bench_failover_{uuid.uuid4().hex[:8]}",
-                      offsets_partitions=cluster.offsets_partitions)
+                      paths=paths, partitions=args.partitions,
+                      offsets_partitions=cluster.offsets_partitions, rate=args.rate,
+                      max_offsets_per_trigger=args.max_offsets, sink=args.sink)
     stalls: dict[str, dict[str, float]] = {}
+    down_s = args.down_s
 
     def back_after(node: int, seconds: float | None) -> None:
         """A crashed broker that comes back: its restart falls inside the window."""
@@ -74,31 +100,40 @@ def _round(spark, cluster, workdir: Path, down_s: float | None) -> dict[str, dic
         stalls[fault] = {p: run.stall_s(p, since, until) for p in run.queries}
 
     try:
+        started = time.monotonic()
         run.start()
         run.wait_batches(3)
-        leader = cluster.leader(run.topic, 0)
-        since = time.monotonic()
-        cluster.kill(leader)
-        back_after(leader, down_s)
-        measure("leader SIGKILL", since)
-        cluster.start(leader)
-        cluster.wait_healthy()
-        run.wait_batches(2)
-
-        coordinator = cluster.coordinator(run.queries["native"].group)
-        since = time.monotonic()
-        cluster.kill(coordinator)
-        back_after(coordinator, down_s)
-        measure("coordinator SIGKILL", since)
-        cluster.start(coordinator)
-        cluster.wait_healthy()
-        run.wait_batches(2)
-
-        since = time.monotonic()
-        for node in cluster.node_ids:
-            cluster.restart(node)
+        if "leader" in args.faults:
+            if args.kill_after_s is not None:  # the fault's schedule, not a wait for a condition
+                time.sleep(max(0.0, started + args.kill_after_s - time.monotonic()))
+            leader = cluster.leader(run.topic, 0)
+            since = time.monotonic()
+            cluster.kill(leader)
+            back_after(leader, down_s)
+            measure("leader SIGKILL", since)
+            stalls["leader SIGKILL"]["at query age (s)"] = since - started
+            cluster.start(leader)
             cluster.wait_healthy()
-        measure("rolling restart (3 brokers)", since)
+            run.wait_batches(2)
+
+        if "coordinator" in args.faults:
+            coordinator = cluster.coordinator(run.queries["native"].group)
+            since = time.monotonic()
+            cluster.kill(coordinator)
+            back_after(coordinator, down_s)
+            measure("coordinator SIGKILL", since)
+            stalls["coordinator SIGKILL"]["at query age (s)"] = since - started
+            cluster.start(coordinator)
+            cluster.wait_healthy()
+            run.wait_batches(2)
+
+        if "rolling" in args.faults:
+            since = time.monotonic()
+            for node in cluster.node_ids:
+                cluster.restart(node)
+                cluster.wait_healthy()
+            measure("rolling restart (3 brokers)", since)
+            stalls["rolling restart (3 brokers)"]["at query age (s)"] = since - started
         failed = run.exceptions()
         if failed:
             raise SystemExit(f"queries failed: {failed}")
@@ -115,7 +150,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--down-s", type=float, default=None,
                         help="start a killed broker again after this many seconds, inside the "
                              "measured window (default: after it)")
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--rate", type=int, default=200, help="records a second")
+    parser.add_argument("--max-offsets", type=int, default=None, help="maxOffsetsPerTrigger")
+    parser.add_argument("--sink", choices=("parquet", "foreachBatch"), default="parquet")
+    parser.add_argument("--kill-after-s", type=float, default=None,
+                        help="SIGKILL the leader this long after the queries started")
+    parser.add_argument("--no-pool-path", action="store_true",
+                        help=f"a fifth query, {NO_POOL}: the compiled reader without its pool")
+    parser.add_argument("--faults", default=",".join(FAULTS),
+                        help=f"which of {','.join(FAULTS)}, in that order")
+    parser.add_argument("--paths", default=None,
+                        help=f"comma-separated queries to run (of {','.join(PATHS + (NO_POOL,))}; "
+                             "default: all four, and the no-pool one where asked); fewer queries "
+                             "share the two cores with less")
+    parser.add_argument("--issue44", action="store_true",
+                        help="issue 44's setup (see the module docstring)")
     args = parser.parse_args(argv)
+    if args.issue44:
+        args.broker_defaults, args.partitions, args.rate, args.max_offsets = True, 4, 250, 1000
+        args.sink, args.no_pool_path = "foreachBatch", True
+        args.down_s = 20.0 if args.down_s is None else args.down_s
+        args.kill_after_s = 30.0 if args.kill_after_s is None else args.kill_after_s
+        if args.faults == ",".join(FAULTS):
+            args.faults = "leader,coordinator"
+    args.faults = [f for f in args.faults.split(",") if f]
+    unknown = set(args.faults) - set(FAULTS)
+    if unknown:
+        parser.error(f"unknown faults {sorted(unknown)}; choose from {','.join(FAULTS)}")
 
     from sparkbarrier.devstack._kafka_cluster import KafkaCluster
 
@@ -130,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
             spark = _spark()
             for i in range(args.rounds):
                 cluster.heal()  # every broker back and in sync before a round
-                rounds.append(_round(spark, cluster, Path(tmp) / f"r{i}", args.down_s))
+                rounds.append(_round(spark, cluster, Path(tmp) / f"r{i}", args))
                 print(f"round {i + 1}: {rounds[-1]}", flush=True)
             spark.stop()
         finally:
@@ -138,15 +200,18 @@ def main(argv: list[str] | None = None) -> int:
                 cluster.down()
 
     profile = "Kafka's default broker settings" if args.broker_defaults else "the devstack's settings"
+    paths = _paths(args)
     print(f"\nstall per fault (longest gap between completed batches, s), {args.rounds} rounds, "
-          f"{profile}:")
-    print("| fault | " + " | ".join(PATHS) + " | path / JVM (median) |")
-    print("| --- |" + " ---: |" * (len(PATHS) + 1))
+          f"{profile}, {args.partitions} partitions, {args.rate} records/s, "
+          f"maxOffsetsPerTrigger {args.max_offsets}, {args.sink} sink:")
+    print("| fault | at query age (s) | " + " | ".join(paths) + " | path / JVM (median) |")
+    print("| --- | ---: |" + " ---: |" * (len(paths) + 1))
     for fault in rounds[0]:
-        cells = [" / ".join(f"{r[fault][p]:.1f}" for r in rounds) for p in PATHS]
+        ages = " / ".join(f"{r[fault]['at query age (s)']:.0f}" for r in rounds)
+        cells = [" / ".join(f"{r[fault][p]:.1f}" for r in rounds) for p in paths]
         ratios = [statistics.median(r[fault][p] / r[fault]["jvm"] for r in rounds)
-                  for p in PATHS if p != "jvm"]
-        print(f"| {fault} | " + " | ".join(cells) + " | "
+                  for p in paths if p != "jvm"]
+        print(f"| {fault} | {ages} | " + " | ".join(cells) + " | "
               + " / ".join(f"{x:.2f}" for x in ratios) + " |")
     return 0
 

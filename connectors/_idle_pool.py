@@ -10,7 +10,9 @@ connections (``hbase._connection_pool``); each package sets its own time and cap
 A client is keyed by everything that shapes it (settings, credentials included, kept
 in memory only and never logged), so a changed option never reaches an old client.
 Callers give a client back only after it finished its work cleanly; anything that
-failed is closed, so the next task starts clean. Beyond the capacity the longest idle
+failed is closed, so the next task starts clean. What happened to a client while it
+idled (its server died, say) is judged at :meth:`IdlePool.take` by the caller's
+``usable`` check: a client that fails it is closed, never handed out. Beyond the capacity the longest idle
 goes first; a client idle past its time is closed at the next take or give.
 """
 
@@ -20,7 +22,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, Protocol, TypeVar
 
 __all__ = ["Closable", "IdlePool"]
@@ -49,22 +51,36 @@ class IdlePool(Generic[C]):
         self._serial = 0
         self.hits = 0
         self.misses = 0
+        self.rejected = 0  # idle clients ``usable`` turned away at take
 
-    def take(self, key: Hashable) -> C | None:
-        """An idle client made for ``key`` (now the caller's), or None."""
-        with self._lock:
-            expired = self._expire(time.monotonic())
-            found = None
-            for slot in reversed(self._idle):  # the most recently used first: its connections are warmest
-                if slot[0] == key:
-                    found = self._idle.pop(slot)[0]
-                    break
-            if found is None:
-                self.misses += 1
-            else:
-                self.hits += 1
-        _close_all(expired, self._what)
-        return found
+    def take(self, key: Hashable, usable: Callable[[C], bool] | None = None) -> C | None:
+        """An idle client made for ``key`` (now the caller's), or None.
+
+        ``usable`` (called outside the lock, on a client already taken out) judges what
+        happened to a client while it idled; one it rejects is closed and the next
+        candidate tried, so a rejected client is never handed out (counted in
+        :attr:`rejected`).
+        """
+        while True:
+            with self._lock:
+                expired = self._expire(time.monotonic())
+                found = None
+                for slot in reversed(self._idle):  # the most recently used first: its connections are warmest
+                    if slot[0] == key:
+                        found = self._idle.pop(slot)[0]
+                        break
+            _close_all(expired, self._what)
+            if found is not None and usable is not None and not usable(found):
+                with self._lock:
+                    self.rejected += 1
+                _close_all([found], self._what)
+                continue
+            with self._lock:
+                if found is None:
+                    self.misses += 1
+                else:
+                    self.hits += 1
+            return found
 
     def give(self, key: Hashable, client: C, idle_s: float | None = None) -> None:
         """Keep ``client`` for the next :meth:`take` of ``key``, for at most ``idle_s``."""

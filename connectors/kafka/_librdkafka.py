@@ -17,7 +17,14 @@ here once, so the two paths cannot drift. The contract is the one in
   (``auto.offset.reset=error``) and go through the same data-loss policy;
 * memory: at most ``arrowBatchSize`` records are buffered before a batch is handed to
   Spark; librdkafka's prefetch is capped by ``queued.max.messages.kbytes``
-  (:data:`DEFAULTS`).
+  (:data:`DEFAULTS`);
+* a leader that died: a read that gets no record for :data:`_STALLED_S` asks the
+  cluster for the partition's leader (a metadata request, which moves librdkafka's
+  fetcher to the leader it names), once per :data:`_STALLED_S` while it gets none, and so
+  does every lookup that found no answer. librdkafka alone (2.16, its topic scan)
+  asks again once a second only while the leader's broker is down *and* a connection to
+  another broker is up ("no usable brokers" skips it), and its lookups keep asking the
+  cached leader (issue 44).
 
 Secrets: librdkafka's log lines and every client error go through
 :class:`SecretScrubber` before they reach a log or an exception.
@@ -74,6 +81,12 @@ _WAIT_S = 0.1
 _LOOKUP_SLICE_S = 0.5
 # How long the metadata request that tells a deleted topic from a hidden one may take.
 _METADATA_S = 10.0
+# A read that got no record for this long asks for the partition's leader afresh, and
+# again at this interval while it gets none: the Java consumer's pace (it refreshes
+# metadata on every failed connection to a leader, reconnecting at most a second apart).
+_STALLED_S = 1.0
+# How long that metadata request may take before the read goes on fetching.
+_REFRESH_S = 0.5
 
 
 def settings(options: KafkaSourceOptions) -> dict[str, object]:
@@ -231,6 +244,7 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
             return
         fetcher.assign(pos)
         deadline = time.monotonic() + options.poll_timeout_ms / 1000
+        refresh_at = time.monotonic() + _STALLED_S
         done = False
         while not done:
             batch = None
@@ -242,6 +256,10 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
                     pos = next_offset
                     errors.problems.healed(f"read {part.channel}")
                     deadline = time.monotonic() + options.poll_timeout_ms / 1000
+                    refresh_at = time.monotonic() + _STALLED_S
+                elif not done and time.monotonic() >= refresh_at:
+                    _refresh_leader(fetcher, part)
+                    refresh_at = time.monotonic() + _STALLED_S
                 if events:
                     ended, pos = _handle_events(events, fetcher, options, part, pos, lookup_s)
                     done = done or ended
@@ -293,15 +311,25 @@ def earliest(fetcher: Fetcher, part: KafkaRangePartition, timeout_s: float) -> i
             fetcher.errors.problems.failing(what, fetcher.errors.last,
                                             f"retrying for up to {timeout_s:g} s "
                                             f"({FAILOVER_OPTION})")
-            # librdkafka asks the leader it has cached, and a lookup failing does not
-            # refresh that cache (a fetch would): after the leader's broker died it kept
-            # asking the dead one. A metadata request for the topic learns the new leader.
-            fetcher.topic_error(max(min(_LOOKUP_SLICE_S, deadline - time.monotonic()), 0.01))
+        # librdkafka asks the leader it has cached, and a lookup failing does not refresh
+        # that cache: after the leader's broker died it kept asking the dead one, with no
+        # client error to say so when the consumer had idled in the pool (issue 44). A
+        # metadata request for the topic learns the new leader.
+        fetcher.topic_error(max(min(_LOOKUP_SLICE_S, deadline - time.monotonic()), 0.01))
         if time.monotonic() >= deadline:
             reason = fetcher.errors.last or "timed out"
             raise SourceError(f"cannot look up the earliest offset of {part.channel} within "
                               f"{timeout_s:g} s ({FAILOVER_OPTION}): {reason}",
                               topic_partition=part.channel)
+
+
+def _refresh_leader(fetcher: Fetcher, part: KafkaRangePartition) -> None:
+    """Ask the cluster for the partition's leader: a read that gets nothing may be
+    waiting on a leader whose broker died. Errors in the answer are left to the read's
+    own events (a deleted topic arrives there too)."""
+    code, text = fetcher.topic_error(_REFRESH_S)
+    log.debug("barrier-kafka: no record from %s for %g s; asked for its leader (%s)",
+              part.channel, _STALLED_S, fetcher.errors.scrub(text) if code else "answered")
 
 
 def gone_or_unauthorised(fetcher: Fetcher, part: KafkaRangePartition) -> Exception | None:

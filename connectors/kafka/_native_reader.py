@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 # The compiled consumers idle in this Python worker between tasks (see ._fetcher_pool).
 POOL: ConsumerPool[CompiledFetcher] = ConsumerPool()
 
+# librdkafka's log facilities that report a broker connection failing or lost.
+_BROKER_FAILED = frozenset({"FAIL", "BROKERFAIL"})
+_DROPPED = "client events dropped"  # the compiled module's line when its buffer overflowed
+
 # syslog severities (librdkafka's log levels) -> logging levels
 _LOG_LEVELS = {0: logging.CRITICAL, 1: logging.CRITICAL, 2: logging.CRITICAL, 3: logging.ERROR,
                4: logging.WARNING, 5: logging.INFO, 6: logging.INFO, 7: logging.DEBUG}
@@ -101,9 +105,11 @@ class _NativeFetcher:
         config = [(k, _setting(v)) for k, v in settings(options).items()]
         self._key = (tuple(config), part.topic, part.partition, options.include_headers)
         self._idle_s = options.cache_timeout_ms / 1000
-        pooled = POOL.take(self._key)
+        self._idle_events: list[tuple[str, int, str]] = []
+        pooled = POOL.take(self._key, self._usable)
         if pooled is not None:
             self._fetcher = pooled
+            self._log_events(self._idle_events)
             return
         try:
             self._fetcher = Fetcher(config, part.topic, part.partition,
@@ -112,8 +118,30 @@ class _NativeFetcher:
             raise ConfigError(f"librdkafka rejected the consumer settings mapped from the "
                               f"kafka.* options: {self._scrub(exc)}") from None
 
+    def _usable(self, idle: CompiledFetcher) -> bool:
+        """Whether a pooled consumer may serve this range: not if a broker connection of
+        it failed while it idled (issue 44).
+
+        Why: its cached metadata may still name the dead broker as the partition's
+        leader; nobody polled it meanwhile, so it was never told. A fresh consumer costs
+        5-25 ms; a trusted stale one cost the next tasks up to a minute. What the idle
+        consumer logged is kept and logged by :meth:`_log_events` if it is used.
+        """
+        idle.serve(0)  # the client errors (error_cb) queued while it idled
+        events = idle.client_events()
+        trouble = _idle_trouble(events)
+        if trouble is not None:
+            log.debug("barrier-kafka: a pooled consumer of %s:%d is closed, not reused: %s",
+                      self._part.topic, self._part.partition, self._scrub(trouble))
+            return False
+        self._idle_events = events
+        return True
+
     def _drain_client_events(self) -> None:
-        for kind, code, text in self._fetcher.client_events():
+        self._log_events(self._fetcher.client_events())
+
+    def _log_events(self, events: list[tuple[str, int, str]]) -> None:
+        for kind, code, text in events:
             if kind == "error":  # a fatal error arrives here too, as Err.FATAL
                 self.errors.record(code, text)
             else:
@@ -197,6 +225,15 @@ class _NativeFetcher:
             self._fetcher.close()
             return
         POOL.give(self._key, self._fetcher, self._idle_s)
+
+
+def _idle_trouble(events: list[tuple[str, int, str]]) -> str | None:
+    """The first sign in a pooled consumer's idle events that a broker connection failed
+    (a client error, a FAIL/BROKERFAIL log line, or lines lost to a full buffer), or None."""
+    for kind, _, text in events:
+        if kind == "error" or text.split(":", 1)[0] in _BROKER_FAILED or _DROPPED in text:
+            return text
+    return None
 
 
 def read_records(options: KafkaSourceOptions, part: KafkaRangePartition,

@@ -8,7 +8,13 @@ consumer group:
 
 * ``native``, ``confluent``, ``kafka-python`` -- ``barrier-kafka`` with that executor
   client (group commits built in);
-* ``jvm`` -- Spark's own ``format("kafka")`` with ``commit_kafka_offsets``.
+* ``jvm`` -- Spark's own ``format("kafka")`` with ``commit_kafka_offsets``;
+* ``native-nopool`` (optional, :data:`NO_POOL`) -- the compiled reader with its consumer
+  pool off (``kafkaConsumer.cacheTimeoutMs=0``): every task makes a fresh consumer.
+
+The shape of the load is the run's: partitions, the producer's rate,
+``maxOffsetsPerTrigger`` and the sink (Parquet, or a ``foreachBatch`` that counts the
+batch, as issue 44's user ran).
 
 The groups are named so that one broker coordinates all of them (the same partition
 of ``__consumer_offsets``), so killing that broker moves every group's coordinator.
@@ -36,10 +42,12 @@ from sparkbarrier.connectors._checkpoint_log import checkpoint_log_status, plann
 from sparkbarrier.connectors.kafka import commit_kafka_offsets
 from polling import wait_for
 
-__all__ = ["PATHS", "FailoverRun", "same_coordinator_groups"]
+__all__ = ["NO_POOL", "PATHS", "FailoverRun", "same_coordinator_groups"]
 
 PATHS = ("native", "confluent", "kafka-python", "jvm")
+NO_POOL = "native-nopool"
 TRIGGER = "1 second"
+SINKS = ("parquet", "foreachBatch")
 
 
 def _java_hash(text: str) -> int:
@@ -112,6 +120,11 @@ class _Producer(threading.Thread):
         self.producer.close(30)
 
 
+def _count_batch(frame: Any, _batch_id: int) -> None:
+    """A ``foreachBatch`` sink that reads every record of the batch and keeps nothing."""
+    frame.count()
+
+
 @dataclass
 class _Query:
     path: str
@@ -128,13 +141,20 @@ class FailoverRun:
 
     def __init__(self, spark: Any, cluster: Any, workdir: Path, name: str,
                  paths: Iterable[str] = PATHS, partitions: int = 2,
-                 offsets_partitions: int = 6) -> None:
+                 offsets_partitions: int = 6, rate: int = 200,
+                 max_offsets_per_trigger: int | None = None, sink: str = "parquet") -> None:
+        """``rate``: records a second the producer writes (in ticks of 0.1 s);
+        ``max_offsets_per_trigger``: that option on every query (None: unset);
+        ``sink``: one of :data:`SINKS`."""
+        if sink not in SINKS:
+            raise ValueError(f"sink must be one of {SINKS}, got {sink!r}")
         self.spark, self.cluster, self.workdir, self.name = spark, cluster, workdir, name
+        self.max_offsets_per_trigger, self.sink = max_offsets_per_trigger, sink
         self.topic = cluster.create_topic(name, partitions)
         groups = same_coordinator_groups(f"{name}-g", paths, offsets_partitions)
         self.queries = {p: _Query(p, groups[p], workdir / p / "checkpoint", workdir / p / "sink")
                         for p in paths}
-        self.producer = _Producer(cluster.bootstrap, self.topic)
+        self.producer = _Producer(cluster.bootstrap, self.topic, per_tick=max(1, rate // 10))
         self.violations: list[str] = []
         self.samples = 0
         self._halt = threading.Event()
@@ -164,12 +184,19 @@ class FailoverRun:
             reader = (self.spark.readStream.format("barrier-kafka")
                       .option("kafka.bootstrap.servers", bootstrap)
                       .option("kafka.group.id", q.group)
-                      .option("kafkaConsumer.client", q.path))
+                      .option("kafkaConsumer.client", "native" if q.path == NO_POOL else q.path))
+            if q.path == NO_POOL:
+                reader = reader.option("kafkaConsumer.cacheTimeoutMs", "0")
+        if self.max_offsets_per_trigger is not None:
+            reader = reader.option("maxOffsetsPerTrigger", str(self.max_offsets_per_trigger))
         frame = (reader.option("subscribe", self.topic).option("startingOffsets", "earliest")
                  .load().selectExpr("CAST(value AS STRING) AS v", "partition", "offset"))
-        q.query = (frame.writeStream.format("parquet").queryName(qname)
-                   .option("path", str(q.sink)).option("checkpointLocation", str(q.checkpoint))
-                   .trigger(processingTime=TRIGGER).start())
+        writer = frame.writeStream.queryName(qname).option("checkpointLocation", str(q.checkpoint))
+        if self.sink == "foreachBatch":
+            writer = writer.foreachBatch(_count_batch)
+        else:
+            writer = writer.format("parquet").option("path", str(q.sink))
+        q.query = writer.trigger(processingTime=TRIGGER).start()
 
     def _watch_batches(self) -> None:
         while not self._halt.is_set():

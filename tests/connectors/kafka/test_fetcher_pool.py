@@ -54,6 +54,37 @@ def test_beyond_capacity_and_after_the_idle_time_the_oldest_are_closed() -> None
     assert second.closed and third.closed and len(pool) == 0
 
 
+def test_a_consumer_the_check_rejects_is_closed_and_the_next_one_handed_out() -> None:
+    """Issue 44: a consumer whose broker died while it idled is never handed out."""
+    pool: ConsumerPool[_Consumer] = ConsumerPool()
+    healthy, stale = _Consumer("healthy"), _Consumer("stale")
+    pool.give("a", healthy)
+    pool.give("a", stale)  # the most recent: asked first
+    assert pool.take("a", lambda c: c.name != "stale") is healthy
+    assert stale.closed and not healthy.closed and len(pool) == 0
+    assert (pool.hits, pool.misses, pool.rejected) == (1, 0, 1)
+    pool.give("a", healthy)
+    assert pool.take("a", lambda c: False) is None and healthy.closed
+    assert (pool.misses, pool.rejected) == (1, 2)
+
+
+@pytest.mark.parametrize(("events", "trouble"), [
+    ([], None),
+    ([("log", 7, "METADATA: Topic t partition count is 4")], None),
+    ([("log", 6, "FAIL: 127.0.0.1:9092/1: Disconnected (after 5012ms in state UP)")],
+     "FAIL: 127.0.0.1:9092/1: Disconnected (after 5012ms in state UP)"),
+    ([("log", 3, "BROKERFAIL: 127.0.0.1:9092/1: failed: err: Local: Broker transport failure")],
+     "BROKERFAIL: 127.0.0.1:9092/1: failed: err: Local: Broker transport failure"),
+    ([("error", -187, "1/1 brokers are down")], "1/1 brokers are down"),
+    ([("log", 4, "12 client events dropped")], "12 client events dropped"),
+])
+def test_a_pooled_consumer_is_unusable_after_a_broker_connection_failed_while_it_idled(
+        events: list[tuple[str, int, str]], trouble: str | None) -> None:
+    from sparkbarrier.connectors.kafka._native_reader import _idle_trouble
+
+    assert _idle_trouble(events) == trouble
+
+
 # ----------------------------------------------------------------------------- real Kafka
 @pytest.fixture
 def pool():
