@@ -111,8 +111,8 @@ class Servers:
 # own hook of the same name, which would otherwise run before this one.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    server_groups.worker_groups(items)  # reorders: the last user of a server is known after
     server_groups.note_users(items)
-    server_groups.worker_groups(items)
 
 
 @pytest.hookimpl(trylast=True)

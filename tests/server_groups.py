@@ -59,7 +59,13 @@ def stop_when_unused(name: str, stop: Callable[[], None]) -> Callable[[], None]:
 
 def worker_groups(items: list[pytest.Item]) -> None:
     """Mark each item with the ``xdist_group`` of its file, files joined by the session
-    servers their tests use (union-find over files and server names)."""
+    servers their tests use (union-find over files and server names); then move the
+    groups that hold a slow test (``slow``, or under tests/integration or tests/examples)
+    ahead of the rest, each group's own order kept.
+
+    Why the order: xdist hands out groups in collection order, so slow groups collected
+    last left one worker running them alone at the end while the other idled; started
+    first, the many short groups fill in around them (longest first)."""
     parent: dict[str, str] = {}
 
     def find(node: str) -> str:
@@ -74,6 +80,10 @@ def worker_groups(items: list[pytest.Item]) -> None:
         for name in _ONE_WORKER:
             if name in getattr(item, "fixturenames", ()):
                 parent[find(file)] = find(f"server:{name}")
+    slow_groups = set()
     for item in items:
         root = find(item.nodeid.split("::", 1)[0])
         item.add_marker(pytest.mark.xdist_group(root.replace("/", ".")))
+        if item.get_closest_marker("slow") or item.nodeid.startswith(("tests/integration/", "tests/examples/")):
+            slow_groups.add(root)
+    items.sort(key=lambda item: find(item.nodeid.split("::", 1)[0]) not in slow_groups)

@@ -33,7 +33,7 @@ from sparkbarrier.connectors import starting_offsets_from_sink
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mark.hbase]
 
-N_RECORDS = 300
+N_RECORDS = 360
 
 
 def _scenario(tmp_path: Path, unique_name, bootstrap: str, thrift: tuple[str, int],
@@ -46,9 +46,10 @@ def _scenario(tmp_path: Path, unique_name, bootstrap: str, thrift: tuple[str, in
     return Scenario(config, tmp_path)
 
 
-# Hit numbers put each crash mid-stream (after at least one committed batch where the
-# point allows it): each point fires once per hit, in the checkpointed-sink adapter;
-# two write tasks per batch (one snapshot each), one sink commit per batch.
+# Hit numbers put each crash mid-stream, after at least one more committed batch: each
+# point fires once per hit (per run), in the checkpointed-sink adapter; two write tasks per
+# batch (one snapshot each), one sink commit per batch. 30 offsets per batch: 12 batches,
+# room for every point in one crash sequence.
 KILL_POINTS = [
     "sink.before_flush@3",
     "sink.after_flush_before_commit@2",
@@ -57,14 +58,13 @@ KILL_POINTS = [
 ]
 
 
-@pytest.mark.timeout(200)
-@pytest.mark.parametrize("fault", KILL_POINTS, ids=[p.split("@")[0] for p in KILL_POINTS])
-def test_driver_killed_at_fault_point_resumes_exactly_once(
-        fault: str, tmp_path: Path, unique_name, kafka_bootstrap: str,
+@pytest.mark.timeout(300)
+def test_driver_killed_at_every_fault_point_in_turn_resumes_exactly_once(
+        tmp_path: Path, unique_name, kafka_bootstrap: str,
         hbase_thrift: tuple[str, int], hbase_thrift2: tuple[str, int]) -> None:
-    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2)
+    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2, max_offsets=30)
     sc.fill_topic(N_RECORDS)
-    sc.crash_then_resume(fault)
+    sc.crash_sequence(KILL_POINTS)
     sc.check_complete()
 
 

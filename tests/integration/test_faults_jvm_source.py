@@ -29,6 +29,7 @@ from fault_kit import PipelineConfig, Scenario
 pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mark.hbase]
 
 N_RECORDS = 300
+SEQUENCE_RECORDS = 360  # the kill-point sequence: 12 batches of 30
 
 
 def _scenario(tmp_path: Path, unique_name, bootstrap: str, thrift: tuple[str, int],
@@ -41,11 +42,11 @@ def _scenario(tmp_path: Path, unique_name, bootstrap: str, thrift: tuple[str, in
     return Scenario(config, tmp_path)
 
 
-# Hit numbers put each crash in the second of three batches (300 records, 100 per
-# trigger), after one committed batch: each point fires once per hit (one owner, the
-# checkpointed-sink adapter); two write tasks per batch pass sink.before_flush once each
-# (hit 3 is the second batch's first), the driver each other sink.* point once per batch,
-# the listener commits once per batch.
+# Hit numbers put each crash mid-stream, after at least one more committed batch: each
+# point fires once per hit (per run; one owner, the checkpointed-sink adapter); two write
+# tasks per batch pass sink.before_flush once each (hit 3 is the run's second batch's
+# first), the driver each other sink.* point once per batch, the listener commits once
+# per batch. One crash sequence on one checkpoint (30 offsets per batch: room for all).
 KILL_POINTS = [
     "sink.before_flush@3",
     "sink.after_flush_before_commit@2",
@@ -54,14 +55,13 @@ KILL_POINTS = [
 ]
 
 
-@pytest.mark.timeout(240)
-@pytest.mark.parametrize("fault", KILL_POINTS, ids=[p.split("@")[0] for p in KILL_POINTS])
-def test_jvm_source_driver_killed_at_fault_point_resumes_exactly_once(
-        fault: str, tmp_path: Path, unique_name, kafka_bootstrap: str,
+@pytest.mark.timeout(300)
+def test_jvm_source_driver_killed_at_every_fault_point_in_turn_resumes_exactly_once(
+        tmp_path: Path, unique_name, kafka_bootstrap: str,
         hbase_thrift: tuple[str, int], hbase_thrift2: tuple[str, int]) -> None:
-    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2)
-    sc.fill_topic(N_RECORDS)
-    sc.crash_then_resume(fault, timeout=180, mid_stream=True)
+    sc = _scenario(tmp_path, unique_name, kafka_bootstrap, hbase_thrift, hbase_thrift2, max_offsets=30)
+    sc.fill_topic(SEQUENCE_RECORDS)
+    sc.crash_sequence(KILL_POINTS, timeout=180)
     sc.check_complete()
 
 
