@@ -43,6 +43,7 @@ from sparkbarrier._endpoints import (
 from sparkbarrier._exceptions import ConfigError
 
 import server_groups
+import spark_class_archive
 from server_groups import stop_when_unused as _stop_when_unused
 
 HBASE_IMAGE = os.environ.get("SPARKBARRIER_HBASE_IMAGE", "dajobe/hbase:latest")
@@ -84,6 +85,19 @@ _BACKEND = _choose_backend()
 _TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 if _TEST_JVM_OPTS not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
     os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {_TEST_JVM_OPTS}".strip()
+_class_archive_checked = False
+
+
+def _use_class_archive() -> None:
+    """Before the first test that starts Spark: the drivers map a class archive
+    (``spark_class_archive``; built once per virtualenv), so unit-only runs never build it."""
+    global _class_archive_checked
+    if _class_archive_checked:
+        return
+    _class_archive_checked = True
+    flags = spark_class_archive.driver_flags(_TEST_JVM_OPTS)
+    if flags and flags not in os.environ["SPARK_SUBMIT_OPTS"]:
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ['SPARK_SUBMIT_OPTS']} {flags}"
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -113,6 +127,12 @@ class Servers:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     server_groups.worker_groups(items)  # reorders: the last user of a server is known after
     server_groups.note_users(items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("spark"):
+        _use_class_archive()
 
 
 @pytest.hookimpl(trylast=True)
