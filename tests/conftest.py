@@ -120,6 +120,10 @@ class Servers:
     hbase_tls_ca: str | None = None
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    server_groups.configure_xdist(config)
+
+
 # Session servers that stop after the last test using them, and which worker runs
 # what (``server_groups``). tryfirst: xdist's worker reads the xdist_group marks in its
 # own hook of the same name, which would otherwise run before this one.

@@ -29,6 +29,46 @@ _last_user: dict[str, pytest.Item] = {}  # the item itself: xdist's loadgroup re
 _stops: dict[str, Callable[[], None]] = {}
 
 
+# Seconds each file's tests took in a two-worker run (setup included; 2026-11-27, two
+# cores), for the order of the groups only: a stale or missing figure can only make the
+# run's end less even, never change what runs. Files under 20 s are left out; a slow test
+# of a file not listed counts as _UNMEASURED_SLOW_S.
+_MEASURED_S = {
+    "tests/integration/test_hdfs_checkpoints.py": 380,
+    "tests/integration/test_faults.py": 365,
+    "tests/integration/test_faults_jvm_source.py": 276,
+    "tests/integration/test_faults_aggregation.py": 269,
+    "tests/examples/test_postgres_sink.py": 248,
+    "tests/connectors/kafka/test_secured_source.py": 100,
+    "tests/integration/test_demo.py": 98,
+    "tests/integration/test_kafka_failover.py": 93,
+    "tests/connectors/hbase/test_attempts.py": 85,
+    "tests/devstack/test_stack.py": 74,
+    "tests/connectors/kafka/test_source_edges.py": 72,
+    "tests/integration/test_cluster.py": 72,
+    "tests/integration/test_speculation.py": 65,
+    "tests/connectors/kafka/test_jvm_commits.py": 60,
+    "tests/connectors/kafka/test_jvm_commits_connect.py": 54,
+    "tests/examples/test_kafka_to_hbase_example.py": 54,
+    "tests/integration/test_hdfs_ha.py": 52,
+    "tests/integration/test_gateway_failover.py": 51,
+    "tests/connectors/hbase/test_kerberos_sink.py": 50,
+    "tests/devstack/test_hdfs.py": 44,
+    "tests/examples/test_kafka_counts_example.py": 43,
+    "tests/connectors/kafka/test_source_reads.py": 43,
+    "tests/test_notebook.py": 41,
+    "tests/integration/test_kafka_leader_kill_liveness.py": 31,
+    "tests/connectors/hbase/test_aggregations.py": 28,
+    "tests/connectors/kafka/test_partition_reader.py": 28,
+    "tests/connectors/kafka/test_kerberos_source.py": 28,
+    "tests/devstack/test_kafka_cluster.py": 27,
+    "tests/integration/test_hdfs_namenode_restarts.py": 26,
+    "tests/integration/test_kerberos_pipeline.py": 25,
+    "tests/devstack/test_hbase_kerberos.py": 20,
+}
+_UNMEASURED_SLOW_S = 10.0
+
+
 def note_users(items: list[pytest.Item]) -> None:
     for item in items:
         for name in GROUPED_SERVERS:
@@ -61,11 +101,12 @@ def worker_groups(items: list[pytest.Item]) -> None:
     """Mark each item with the ``xdist_group`` of its file, files joined by the session
     servers their tests use (union-find over files and server names); then move the
     groups that hold a slow test (``slow``, or under tests/integration or tests/examples)
-    ahead of the rest, each group's own order kept.
+    ahead of the rest, the longest first (``_MEASURED_S``), each group's own order kept.
 
-    Why the order: xdist hands out groups in collection order, so slow groups collected
-    last left one worker running them alone at the end while the other idled; started
-    first, the many short groups fill in around them (longest first)."""
+    Why the order: xdist hands out groups in this order (``configure_xdist`` turns off its
+    own reordering by test count, which put the few-test slow groups last), so the slow
+    groups run while the many short ones fill in around them and end the run: longest
+    first, no worker left alone with a slow group at the end."""
     parent: dict[str, str] = {}
 
     def find(node: str) -> str:
@@ -80,10 +121,21 @@ def worker_groups(items: list[pytest.Item]) -> None:
         for name in _ONE_WORKER:
             if name in getattr(item, "fixturenames", ()):
                 parent[find(file)] = find(f"server:{name}")
-    slow_groups = set()
+    weight: dict[str, float] = {}
+    for file in {item.nodeid.split("::", 1)[0] for item in items}:
+        weight[find(file)] = weight.get(find(file), 0.0) + _MEASURED_S.get(file, 0.0)
     for item in items:
-        root = find(item.nodeid.split("::", 1)[0])
+        file = item.nodeid.split("::", 1)[0]
+        root = find(file)
         item.add_marker(pytest.mark.xdist_group(root.replace("/", ".")))
-        if item.get_closest_marker("slow") or item.nodeid.startswith(("tests/integration/", "tests/examples/")):
-            slow_groups.add(root)
-    items.sort(key=lambda item: find(item.nodeid.split("::", 1)[0]) not in slow_groups)
+        if file not in _MEASURED_S and (item.get_closest_marker("slow")
+                                        or file.startswith(("tests/integration/", "tests/examples/"))):
+            weight[root] += _UNMEASURED_SLOW_S
+    items.sort(key=lambda item: -weight[find(item.nodeid.split("::", 1)[0])])
+
+
+def configure_xdist(config: pytest.Config) -> None:
+    """Keep the group order :func:`worker_groups` chose: xdist's loadgroup otherwise
+    sorts groups by their number of tests, most first."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
