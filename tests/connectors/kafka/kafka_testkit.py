@@ -37,9 +37,11 @@ class KafkaTool:
         wait_for(lambda: len(self.producer().partitions_for(topic) or ()) == total, 30,
                  f"{total} partitions of {topic}")
 
-    def create_topic(self, name: str, partitions: int = 2) -> str:
-        self.admin.create_topics({name: {"num_partitions": partitions, "replication_factor": 1}},
-                                 wait_for_metadata=True)
+    def create_topic(self, name: str, partitions: int = 2, configs: dict[str, str] | None = None) -> str:
+        spec: dict[str, object] = {"num_partitions": partitions, "replication_factor": 1}
+        if configs:
+            spec["configs"] = configs
+        self.admin.create_topics({name: spec}, wait_for_metadata=True)
         return name
 
     def produce(self, topic: str, count: int, partitions: int = 2, start: int = 0,

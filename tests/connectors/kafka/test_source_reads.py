@@ -93,7 +93,9 @@ def _run_once(spark, options, path) -> list[bytes]:
 
 
 def test_starting_offsets_forms(spark, kafka: KafkaTool, unique_name, tmp_path) -> None:
-    topic = kafka.create_topic(unique_name("t"))
+    # Records stamped in 1970 are past any time retention: without retention.ms=-1 the
+    # broker's retention check (every 5 min) may delete them while the test reads.
+    topic = kafka.create_topic(unique_name("t"), configs={"retention.ms": "-1"})
     old = kafka.produce(topic, 10, timestamp_ms=1_000_000)
     new = kafka.produce(topic, 10, start=10, timestamp_ms=2_000_000)
     opts = base(kafka, topic, unique_name("g"), commitOffsets="false")
