@@ -286,9 +286,18 @@ class ClusterQuestions(abc.ABC):
         node just killed); return it."""
         return self._admin_client().wait_leader(topic, partition, not_on=not_on, timeout_s=timeout_s)
 
-    def isr(self, topic: str, partition: int) -> list[int]:
-        """The partition's in-sync replicas now, sorted."""
-        return sorted(self._admin_client().partition(topic, partition).isr)
+    def isr(self, topic: str, partition: int, *, timeout_s: float = 10.0) -> list[int]:
+        """The partition's in-sync replicas now, sorted. A broker that has not yet heard
+        of a topic just created (its metadata reaches the three nodes one by one) is
+        asked again, for ``timeout_s`` at most."""
+        found: list[int] = []
+
+        def ask() -> str | None:
+            found[:] = sorted(self._admin_client().partition(topic, partition).isr)
+            return None
+
+        poll(ask, timeout_s=timeout_s, what=f"the ISR of {topic}-{partition}", fix=_FIX_NODES)
+        return found
 
     def wait_isr(self, topic: str, size: int, *, timeout_s: float = 60.0) -> None:
         """Wait until every partition of ``topic`` has exactly ``size`` in-sync replicas
