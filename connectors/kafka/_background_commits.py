@@ -17,7 +17,9 @@ Contract:
   a coordinator move even when no new batch completes;
 * :meth:`close` gives the last submitted checkpoint a bounded time to land (an
   AvailableNow query's last batch is submitted just before Spark stops the source),
-  then closes the client. Idempotent.
+  then closes the client; it stops waiting at once when the broker refused that
+  commit with an error retrying cannot fix (no rights on the group: every stop of such
+  a query used to wait the whole bound). Idempotent.
 
 The :class:`~._offset_committer.OffsetCommitter` it drives stays the only code that writes
 group offsets, and is created on the thread on first use (a listener must stay
@@ -68,6 +70,7 @@ class BackgroundCommits:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._committer: OffsetCommitter | None = None
+        self._refused: int | None = None  # the newest id the broker refused for good
         self._unexpected = ""
 
     @property
@@ -90,12 +93,13 @@ class BackgroundCommits:
             self._cond.notify_all()
 
     def wait_for(self, completed_id: int, timeout_s: float) -> bool:
-        """True once ``completed_id`` (or a later one) is in the group."""
+        """True once ``completed_id`` (or a later one) is in the group; False after
+        ``timeout_s``, or as soon as the broker refused it (or a later one) for good."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while self._committed is None or self._committed < completed_id:
                 left = deadline - time.monotonic()
-                if left <= 0:
+                if left <= 0 or (self._refused is not None and self._refused >= completed_id):
                     return False
                 self._cond.wait(left)
             return True
@@ -115,9 +119,10 @@ class BackgroundCommits:
         if thread is not None:
             thread.join(timeout_s)
         if not landed:
-            log.warning("%s: %s %d was not committed to the group within %g s of "
-                        "stopping; the next run commits it (the group stays behind, never "
-                        "ahead)", self._name, self._id_name, target, timeout_s)
+            log.warning("%s: %s %d was not committed to the group %s; the next run commits "
+                        "it (the group stays behind, never ahead)", self._name, self._id_name, target,
+                        "(refused, see above)" if self._refused == target else
+                        f"within {timeout_s:g} s of stopping")
         return landed
 
     def _run(self) -> None:
@@ -135,9 +140,14 @@ class BackgroundCommits:
                     if self._pending is job:
                         self._pending = None
                     self._committed = job[0] if self._committed is None else max(self._committed, job[0])
+                    self._refused = None
                     self._cond.notify_all()
                 continue
             with self._cond:  # failed: retry after a pause, unless replaced or closed
+                # getattr: a committer without the flag (a test's stand-in) is retried as before
+                if getattr(self._committer, "refused", False):
+                    self._refused = job[0]
+                    self._cond.notify_all()
                 if self._closed:
                     break
                 if self._pending is job:

@@ -63,7 +63,14 @@ class OffsetCommitter:
         self._id_name = completed_id_name(source)
         self._last_committed_id: int | None = None
         self._last_error: Exception | None = None
+        self._refused = False
         self._problems = ProblemLog(log, source)
+
+    @property
+    def refused(self) -> bool:
+        """The last commit failed with an error retrying cannot fix (no group or topic
+        rights, say), not with a coordinator in motion; False again after a success."""
+        return self._refused
 
     @property
     def last_committed_id(self) -> int | None:
@@ -94,6 +101,7 @@ class OffsetCommitter:
             except (KafkaError, OSError) as exc:
                 self._last_error = exc
                 retriable = kafka_python_retriable(exc)
+                self._refused = not retriable
                 if retriable:
                     # The coordinator moved (NOT_COORDINATOR), is not elected yet, or its
                     # broker died: kafka-python caches the coordinator per client and never
@@ -134,6 +142,7 @@ class OffsetCommitter:
                 )
             self._committed.update(ahead)
         self._last_committed_id = completed_id
+        self._refused = False
         self._metrics.add("commits_succeeded")
         if self._id_name == "checkpoint":  # the source's metric; a batch id is not one
             self._metrics.set("last_committed_checkpoint", completed_id)

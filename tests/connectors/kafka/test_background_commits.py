@@ -26,6 +26,7 @@ class _Committer:
         self.calls: list[int] = []
         self.closed = False
         self.entered = threading.Event()
+        self.refused = False  # OffsetCommitter.refused: the last failure cannot heal by retrying
 
     def commit(self, completed_id: int, timestamp_ms: int,
                offsets: Mapping[TP, int]) -> bool:
@@ -96,3 +97,24 @@ def test_id_0_is_an_id_like_any_other() -> None:
     assert commits.wait_for(0, 10) and commits.committed == 0
     commits.submit(0, 0, {TP("t", 0): 3})  # the same id again: ignored
     assert commits.close(5) and committer.calls == [0]
+
+
+def test_close_stops_waiting_once_the_broker_refused_the_last_commit_for_good() -> None:
+    """No rights on the group: retrying cannot help, so stopping must not wait its bound."""
+    committer = _Committer()
+    committer.failing = committer.refused = True
+    commits = _queue(committer)
+    commits.submit(1, 0, {TP("t", 0): 10})
+    started = time.monotonic()
+    assert commits.close(30) is False
+    assert time.monotonic() - started < 10 and committer.calls[:1] == [1] and committer.closed
+
+
+def test_a_retriable_failure_still_gets_the_whole_bound_and_lands() -> None:
+    committer = _Committer()
+    committer.failing = True  # the coordinator is moving: retried
+    commits = _queue(committer)
+    commits.submit(1, 0, {TP("t", 0): 10})
+    assert not commits.wait_for(1, 0.5)
+    committer.failing = False
+    assert commits.close(30) and committer.calls[-1] == 1
