@@ -89,8 +89,9 @@ _class_archive_checked = False
 
 
 def _use_class_archive() -> None:
-    """Before the first test that starts Spark: the drivers map a class archive
-    (``spark_class_archive``; built once per virtualenv), so unit-only runs never build it."""
+    """Before the first Spark driver of this process: the drivers map a class archive
+    (``spark_class_archive``; built once per virtualenv, in the background from the start
+    of a run that has Spark tests)."""
     global _class_archive_checked
     if _class_archive_checked:
         return
@@ -122,6 +123,17 @@ class Servers:
 
 def pytest_configure(config: pytest.Config) -> None:
     server_groups.configure_xdist(config)
+    # The controller (or the only process): build the Spark class archive while the
+    # first groups start their servers; not for a run that deselects the Spark tests.
+    if not hasattr(config, "workerinput") and "not spark" not in (config.option.markexpr or ""):
+        config._class_archive_build = spark_class_archive.build_in_background(_TEST_JVM_OPTS)  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    build = getattr(config, "_class_archive_build", None)
+    if build is not None and build.poll() is None:  # the run ended first (say, -x)
+        build.kill()
+        build.wait()
 
 
 # Session servers that stop after the last test using them, and which worker runs
@@ -134,7 +146,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_runtest_setup(item: pytest.Item) -> None:
+def pytest_runtest_call(item: pytest.Item) -> None:
+    # At the test body, not its setup: the servers its fixtures start come up meanwhile.
     if item.get_closest_marker("spark"):
         _use_class_archive()
 
@@ -325,6 +338,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
     from sparkbarrier.devstack.jvm_kafka import jvm_kafka_jars
     from pyspark.sql import SparkSession
 
+    _use_class_archive()
     warehouse = tmp_path_factory.mktemp("spark-warehouse")
     session = (
         SparkSession.builder.master("local[2]")

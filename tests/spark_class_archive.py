@@ -9,7 +9,9 @@ and 5.1-5.2 s with it (wall 8.4 s -> 4.4 s); one fault-pipeline run, driver and 
 workers together, 24.4 s -> 20.8 s of CPU.
 
 :func:`driver_flags` builds the archive once per virtualenv, Java and flag set (under the
-virtualenv, beside the Spark jars it describes), checks that a driver started through
+virtualenv, beside the Spark jars it describes; the suite starts that in the background
+at its start, :func:`build_in_background`, and waits for it before the first Spark test's
+body), checks that a driver started through
 pyspark's own launcher maps it (``-Xshare:on`` fails the start otherwise), and returns the
 flag that uses it. Anything that goes wrong leaves the drivers as they were (no archive,
 one line on stderr): the archive makes the suite faster, never different. At run time
@@ -103,6 +105,15 @@ def driver_flags(base_flags: str) -> str:
         print(f"tests: Spark drivers run without a class archive ({problem})", file=sys.stderr)
         return ""
     return use
+
+
+def build_in_background(base_flags: str) -> subprocess.Popen[bytes]:
+    """Run :func:`driver_flags` in a child process, so the archive is built while the
+    first tests start their servers; a later :func:`driver_flags` call waits on the
+    lock for it (or, if it comes first, builds it and the child finds it there)."""
+    return subprocess.Popen([sys.executable, "-c", f"import spark_class_archive; "
+                             f"spark_class_archive.driver_flags({base_flags!r})"],
+                            cwd=Path(__file__).parent, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
 
 
 def _build(archive: Path, base_flags: str, home: Path) -> str | None:
