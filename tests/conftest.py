@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import uuid
@@ -132,7 +133,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     build = getattr(config, "_class_archive_build", None)
     if build is not None and build.poll() is None:  # the run ended first (say, -x)
-        build.kill()
+        try:
+            os.killpg(build.pid, signal.SIGKILL)  # the builder and the Spark job it runs
+        except ProcessLookupError:
+            pass
         build.wait()
 
 

@@ -113,7 +113,8 @@ def build_in_background(base_flags: str) -> subprocess.Popen[bytes]:
     lock for it (or, if it comes first, builds it and the child finds it there)."""
     return subprocess.Popen([sys.executable, "-c", f"import spark_class_archive; "
                              f"spark_class_archive.driver_flags({base_flags!r})"],
-                            cwd=Path(__file__).parent, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+                            cwd=Path(__file__).parent, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            start_new_session=True)  # its own group: a stop ends its Spark job too
 
 
 def _build(archive: Path, base_flags: str, home: Path) -> str | None:
