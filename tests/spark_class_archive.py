@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
@@ -91,6 +92,7 @@ def driver_flags(base_flags: str) -> str:
     home = Path(sys.prefix) / "sparkbarrier-class-archive"
     archive = home / f"spark-{key}.jsa"
     use = f"-XX:SharedArchiveFile={archive} -Xshare:auto {_QUIET}"
+    failed = archive.with_suffix(".failed")  # a build that failed within the hour: not again
     if archive.exists():
         return use
     home.mkdir(parents=True, exist_ok=True)
@@ -98,9 +100,13 @@ def driver_flags(base_flags: str) -> str:
         fcntl.flock(lock, fcntl.LOCK_EX)  # the other xdist worker waits for this one's archive
         if archive.exists():
             return use
+        if failed.exists() and time.time() - failed.stat().st_mtime < 3600:
+            return ""
         for old in home.glob("spark-*.jsa"):  # built for another Java, jar set or flags
             old.unlink()
         problem = _build(archive, base_flags, home)
+        if problem:
+            failed.write_text(problem + "\n")
     if problem:
         print(f"tests: Spark drivers run without a class archive ({problem})", file=sys.stderr)
         return ""
