@@ -218,8 +218,14 @@ def _kill_sockets_to(port: int) -> int:
 
     from thriftpy2.transport import TSocket
 
-    live = [o for o in gc.get_objects() if isinstance(o, TSocket) and o.sock is not None
-            and o.sock.fileno() >= 0 and o.sock.getpeername()[1] == port]
+    def to_port(o: object) -> bool:
+        try:
+            return (isinstance(o, TSocket) and o.sock is not None and o.sock.fileno() >= 0
+                    and o.sock.getpeername()[1] == port)
+        except ReferenceError:  # gc also lists weak proxies whose object is gone
+            return False
+
+    live = [o for o in gc.get_objects() if to_port(o)]
     for tsock in live:
         tsock.sock.shutdown(socket.SHUT_RDWR)
     return len(live)
