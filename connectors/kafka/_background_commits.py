@@ -144,8 +144,7 @@ class BackgroundCommits:
                     self._cond.notify_all()
                 continue
             with self._cond:  # failed: retry after a pause, unless replaced or closed
-                # getattr: a committer without the flag (a test's stand-in) is retried as before
-                if getattr(self._committer, "refused", False):
+                if self._committer is not None and self._committer.refused:
                     self._refused = job[0]
                     self._cond.notify_all()
                 if self._closed:

@@ -151,6 +151,7 @@ class _Progress:
 class _FlakyCommitter:
     def __init__(self) -> None:
         self.calls: list[int] = []
+        self.refused = False  # OffsetCommitter.refused: its failure is one a retry can heal
 
     def commit(self, completed_id: int, timestamp_ms: int, offsets) -> bool:
         self.calls.append(completed_id)
