@@ -84,8 +84,15 @@ _BACKEND = _choose_backend()
 # start and five small aggregations took 17.0 s of JVM CPU with the defaults and 8.4-8.8 s
 # with these (wall 11 s -> 7.7 s). Tests only: benchmarks/ run Spark's defaults.
 _TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-if _TEST_JVM_OPTS not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
-    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {_TEST_JVM_OPTS}".strip()
+
+
+def _add_spark_submit_opts(opts: str) -> None:
+    current = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    if opts not in current:
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{current} {opts}".strip()
+
+
+_add_spark_submit_opts(_TEST_JVM_OPTS)
 _class_archive_checked = False
 
 
@@ -98,8 +105,8 @@ def _use_class_archive() -> None:
         return
     _class_archive_checked = True
     flags = spark_class_archive.driver_flags(_TEST_JVM_OPTS)
-    if flags and flags not in os.environ["SPARK_SUBMIT_OPTS"]:
-        os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ['SPARK_SUBMIT_OPTS']} {flags}"
+    if flags:
+        _add_spark_submit_opts(flags)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -29,6 +29,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparkbarrier.devstack._jvm import Java
 
 _QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 _TIMEOUT_S = 240
@@ -84,8 +88,12 @@ def driver_flags(base_flags: str) -> str:
         import pyspark
     except ImportError:
         return ""
-    java = _java()
-    if java is None:
+    from sparkbarrier._exceptions import DevstackError
+    from sparkbarrier.devstack._jvm import find_java
+
+    try:
+        java = find_java()  # the one pyspark's launcher runs: $JAVA_HOME/bin/java, else PATH's
+    except DevstackError:
         return ""
     jars = Path(pyspark.__file__).parent / "jars"
     key = _key(java, jars, base_flags)
@@ -129,12 +137,14 @@ def _build(archive: Path, base_flags: str, home: Path) -> str | None:
     partial.unlink(missing_ok=True)
     work = home / "job"
     shutil.rmtree(work, ignore_errors=True)
-    dump = _run_job(f"{base_flags} -XX:ArchiveClassesAtExit={partial}", work / "dump")
-    if dump is not None or not partial.exists():
-        partial.unlink(missing_ok=True)
-        return f"dump: {dump or 'no archive written'}"
-    check = _run_job(f"{base_flags} -XX:SharedArchiveFile={partial} -Xshare:on", work / "check")
-    shutil.rmtree(work, ignore_errors=True)
+    try:
+        dump = _run_job(f"{base_flags} -XX:ArchiveClassesAtExit={partial}", work / "dump")
+        if dump is not None or not partial.exists():
+            partial.unlink(missing_ok=True)
+            return f"dump: {dump or 'no archive written'}"
+        check = _run_job(f"{base_flags} -XX:SharedArchiveFile={partial} -Xshare:on", work / "check")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     if check is not None:
         partial.unlink(missing_ok=True)
         return f"a driver could not map it: {check}"
@@ -155,18 +165,11 @@ def _run_job(flags: str, checkpoint: Path) -> str | None:
     return None
 
 
-def _java() -> str | None:
-    """The java pyspark's launcher runs: $JAVA_HOME/bin/java, else the one on PATH."""
-    home = os.environ.get("JAVA_HOME")
-    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    return os.path.realpath(java) if java and os.path.exists(java) else None
-
-
-def _key(java: str, jars: Path, flags: str) -> str:
+def _key(java: Java, jars: Path, flags: str) -> str:
     """Changes with the Java build, the Spark jars (names and sizes) and the flags."""
     digest = hashlib.sha256()
-    digest.update(f"{java}|{flags}|{jars}".encode())
-    for part in (Path(java), Path(java).parent.parent / "lib" / "server" / "libjvm.so"):
+    digest.update(f"{java.executable.resolve()}|{flags}|{jars}".encode())
+    for part in (java.executable.resolve(), java.home / "lib" / "server" / "libjvm.so"):
         if part.exists():
             digest.update(f"|{part.stat().st_size}:{part.stat().st_mtime_ns}".encode())
     for jar in sorted(jars.glob("*.jar")):

@@ -29,7 +29,8 @@ def test_a_failed_build_gives_no_flags_and_is_not_retried_within_the_hour(
 
 
 def test_the_key_follows_the_flags(tmp_path: Path) -> None:
-    java = spark_class_archive._java()
-    assert java is not None
+    from sparkbarrier.devstack._jvm import find_java
+
+    java = find_java()
     assert spark_class_archive._key(java, tmp_path, "-XX:+UseSerialGC") != spark_class_archive._key(
         java, tmp_path, "-XX:+UseParallelGC")
