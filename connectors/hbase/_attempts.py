@@ -42,10 +42,13 @@ markers (HBase cannot take them back) mask only versions below that range, which
 committing attempt's own deletes of the same rows mask too, the batch's input being the
 same. Nothing here looks at the rows.
 
-A clock only chooses a new attempt's base (``max(now, everything written before)``): a
-clock behind another makes that base the floor, never a lower one, and plans are
-ordered by epochs, not clocks. Plan ids of earlier releases (none, or wall-clock ids
-that start with a digit) sort before every epoch (``e...``).
+A clock only chooses a new attempt's base (``max(now, everything written before)``), and
+that clock is the planning driver's, carried in the plan id (``e<epoch>@<ms>``,
+:func:`plan_clock`): one clock per batch, chosen by the protocol, so an executor whose
+clock runs ahead or behind changes nothing. A clock behind another makes the base the
+floor, never a lower one, and plans are ordered by epochs, not clocks. Plan ids of
+earlier releases (none, or wall-clock ids that start with a digit) sort before every
+epoch (``e...``); for them the placing executor's clock is used, as before.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ from ..._exceptions import FencedError
 from ._commit_table import AttemptRecord, CommitRecord
 from ._timestamps import BATCH_SPAN_MS, next_base
 
-__all__ = ["Placement", "place"]
+__all__ = ["Placement", "place", "plan_clock"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,12 @@ class Placement:
     # Set by ``_committer.plan_attempt``, never by :func:`place`: the sequence of the commit
     # this task copied into the sink's history after recording its new attempt.
     kept_history: int | None = None
+
+
+def plan_clock(plan_id: str) -> int | None:
+    """The planning driver's clock (epoch ms) a plan id carries after ``@``; None for older ids."""
+    _, at, ms = plan_id.partition("@")
+    return int(ms) if at and ms.isdigit() else None
 
 
 def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_id: str, batch_id: int,

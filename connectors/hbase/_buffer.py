@@ -1,73 +1,71 @@
-"""Mutation buffer and flush policy (executor, one per write task): net per key, rounds per key.
+"""A write task's net change per row key, spilled to local disk past a memory bound, written once.
 
-Rows are *netted* per row key while buffered, as Flink's reduced-buffer executors do:
-the buffer keeps, per key, whether the row was deleted, which cells were deleted and
-the last value of every put cell. Ten thousand updates of a hot key leave one put; a
-delete followed by puts leaves one delete marker (at the round's delete slot) and
-newer puts (at its put slot), see ``_timestamps``. A flush sends, per round in use, at
-most two ``mutateRowsTs`` calls: the deletes at the round's delete slot (Thrift1 turns
-``family:qualifier`` into a DeleteColumns marker masking versions at or below the slot;
-a row delete is one per column of this sink, so another writer's columns in the same
-family are never touched), then the puts at its put slot.
+Why this shape. Exactly once needs every try of a task (a retry, a speculative copy, an
+executor declared lost that still runs) to write the *same cells at the same timestamps
+with the same values*, whatever order its rows arrive in: after a shuffle Spark gives a
+retry the same rows, but interleaves the keys differently (remote blocks arrive in any
+order; each key's own rows keep their order). Anything that depends on where in the
+input a row sits -- flush boundaries, a key's "round" -- differs between tries. So the
+task nets its *whole* input per key and writes each key once, at the end of its input:
 
-Rounds are per key, and each (row, column, timestamp) is written by at most one flush of
-a task, with one value. A key whose put already went out in its round moves to the next
-round when it is written again (a put at the next put slot sorts above it; a delete at
-the next delete slot masks it); a key whose round so far only deleted stays in it (its
-put slot is still unused, and a delete marker written twice is the same marker). Why:
-two copies of one task (speculation, an executor declared lost that still runs, a
-mutation retried through another gateway whose first try lands late) send the same
-flushes in any interleaving; were a slot written twice with two values, HBase would
-keep whichever arrived last. With one value per slot, every interleaving leaves what
-one copy leaves. A key that reaches the last round is held in memory until the end of
-the task and written once there, so it can never need a fifth round (the task reports
-how many in its commit message; the driver warns once).
+* the net change of a key is a function of that key's own rows alone (``_RowChange``:
+  whether the row was deleted, which of the sink's cells were deleted, the last value
+  of every put cell; a null with ``sink.ignore-null-value`` leaves the cell as it was,
+  whatever came before it in the batch);
+* every key of the task is written at the task's one pair of timestamps
+  (``TaskClock``: the delete slot, then the put slot one millisecond above it), so a
+  delete followed by puts is a marker below the new values, and two tries write the
+  same markers and the same values;
+* the writes go out in calls of at most ``max_rows`` rows or ``max_size`` bytes
+  (``sink.buffer-flush.*``), each call one ``mutateRowsTs``: a call's rows are
+  independent, so the calls of two tries may land in any interleaving.
 
-A key's puts of an earlier round that a later round supersedes are *retired* after the
-flush: ``retire`` (when given: ``_writer``, through Thrift2) deletes exactly those
-versions ``(row, column, timestamp)``, so a key still ends with one version per batch
-and task. A version delete masks its version whenever that put lands, so copies of a
-task still converge. Without Thrift2 nothing is retired: a key written in several
-flushes then keeps a version per round.
+Memory. Past ``max_memory`` bytes (an estimate of the netted changes held, values and
+per-key overhead) the netted changes are sorted by key and spilled to a run file in the
+executor's local temporary directory; at the end the runs merge by key (equal keys in
+run order, which is input order for that key), so a task's memory is bounded by
+``sink.buffer.max-memory`` and the merge, not by its number of distinct keys.
 
-Before a flush's mutations are sent, ``note`` (when given) records which keys it puts
-in which round (``_writer``: a write-ahead note in the commit table, refused once the
-task's attempt was replaced, so the flush is then never sent). Flush points are
-deterministic, so a replay writes the same cells at the same timestamps: the row limit
-(input rows since the last flush), the byte limit (both recorded with the attempt, so a
-replay under changed options still flushes where the first attempt did), every
-barrier, and the end of the task.
+Before anything is sent, ``note`` (when given, exactly once: ``_writer``) receives the
+keys whose puts the task sends, as a stream: it records them in the commit table and is
+refused once the task's attempt was replaced, and then nothing is sent.
 
 Any write failure raises :class:`FlushError`: Spark fails the task and retries it, and
-the retry rewrites the same cells at the same timestamps.
+the retry writes the same cells at the same timestamps.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
-from collections.abc import Callable
-from typing import Any
+import os
+import pickle
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from typing import IO, Any
 
 from ..._exceptions import FlushError, SinkError
 from ..._faults import fault_point
 from ._connection import HBaseConnection
 from ._errors import refusals
-from ._timestamps import ROUNDS, TaskClock
+from ._timestamps import TaskClock
 
-__all__ = ["FAULT_AFTER_PARTIAL_FLUSH", "FLUSHED_KEYS_LIMIT", "MutationBuffer"]
+__all__ = ["FAULT_AFTER_PARTIAL_FLUSH", "KEY_OVERHEAD_BYTES", "MutationBuffer", "net"]
 
 log = logging.getLogger(__name__)
 
 FAULT_AFTER_PARTIAL_FLUSH = "hbase.after_partial_flush"
-# The round of every key already written is remembered; past this many keys they are
-# forgotten and every key starts one round higher (a later write of any of them then
-# sorts above what it wrote before), bounding that memory.
-FLUSHED_KEYS_LIMIT = 1_000_000
-_LAST = ROUNDS - 1
+# What one held key costs besides its bytes (the change object, its dict and set, the
+# key's own object): the memory estimate that decides when to spill.
+KEY_OVERHEAD_BYTES = 400
+_RUN_CHUNK = 2048  # changes per pickled chunk of a run file (the merge reads one chunk per run at a time)
+
+# A net change as it travels through runs and the merge: (deleted, cell deletes, puts).
+Change = tuple[bool, frozenset[bytes], dict[bytes, bytes]]
 
 
 class _RowChange:
-    """The net effect of a task's buffered rows on one row key."""
+    """The net effect of the task's rows so far on one row key."""
 
     __slots__ = ("cell_deletes", "deleted", "puts")
 
@@ -76,128 +74,146 @@ class _RowChange:
         self.cell_deletes: set[bytes] = set()
         self.puts: dict[bytes, bytes] = {}
 
+    def frozen(self) -> Change:
+        return self.deleted, frozenset(self.cell_deletes), self.puts
+
+
+def net(earlier: Change, later: Change) -> Change:
+    """The change of ``earlier`` then ``later`` on one key (the merge of two runs).
+
+    A row delete in ``later`` replaces everything before it; otherwise ``later``'s cell
+    deletes remove ``earlier``'s puts of those cells and its puts overwrite them. A cell
+    delete after a row delete is masked by it already (as ``MutationBuffer.upsert`` keeps it).
+    """
+    deleted, cell_deletes, puts = later
+    if deleted:
+        return later
+    e_deleted, e_cells, e_puts = earlier
+    merged = {c: v for c, v in e_puts.items() if c not in cell_deletes}
+    merged.update(puts)
+    return e_deleted, (e_cells if e_deleted else e_cells | cell_deletes), merged
+
 
 class MutationBuffer:
-    """Netted row changes of one task with Flink's row/byte flush limits."""
+    """One task's netted row changes: held, spilled past ``max_memory``, written once by :meth:`flush`."""
 
     def __init__(self, conn: HBaseConnection, table: str, clock: TaskClock, *, delete_columns: tuple[bytes, ...],
-                 max_rows: int, max_size: int, batch_id: int | None = None,
-                 note: Callable[[dict[int, list[bytes]]], None] | None = None,
-                 retire: Callable[[list[tuple[bytes, bytes, int]]], None] | None = None) -> None:
+                 max_rows: int, max_size: int, max_memory: int = 64 << 20, batch_id: int | None = None,
+                 note: Callable[[Iterator[bytes]], None] | None = None) -> None:
         self._conn = conn
         self._table = table.encode()
         self.clock = clock
         self._delete_columns = delete_columns  # what a row delete clears (``SinkLayout.delete_columns``)
-        self.max_rows, self.max_size = max_rows, max_size
+        self.max_rows, self.max_size, self.max_memory = max_rows, max_size, max_memory
         self.batch_id = batch_id
         self._note = note
-        self._retire = retire
         self._changes: dict[bytes, _RowChange] = {}
-        self._held: dict[bytes, _RowChange] = {}  # keys in the last round, written at the end
-        # key -> (round, the columns of its puts that went out in that round)
-        self._written: dict[bytes, tuple[int, frozenset[bytes]]] = {}
-        self._floor = 0  # round of keys not in _written
-        self._rows = 0
-        self._bytes = 0
-        self.max_round: int | None = None  # highest round written so far
-        self.held_keys = 0  # keys held back for the end of the task (each counted once)
+        self._held = 0  # estimated bytes of _changes
+        self._runs: list[IO[bytes]] = []  # spilled runs, oldest first
+        self.written = False  # something was sent (the task's timestamps are in use)
+        self.keys_written = 0
+        self.spilled_runs = 0
 
     def delete_row(self, key: bytes, nbytes: int) -> None:
-        change = self._change(key)
+        change = self._change(key, nbytes)
         change.deleted = True
         change.cell_deletes.clear()
         change.puts.clear()
-        self._count(nbytes)
 
     def upsert(self, key: bytes, puts: list[tuple[bytes, bytes]], deletes: list[bytes], nbytes: int) -> None:
-        change = self._change(key)
+        change = self._change(key, nbytes)
         for column in deletes:
             change.puts.pop(column, None)
-            if not change.deleted:  # a row delete in this round already masks the cell
+            if not change.deleted:  # a row delete of this task already masks the cell
                 change.cell_deletes.add(column)
         change.puts.update(puts)
-        self._count(nbytes)
 
-    def _change(self, key: bytes) -> _RowChange:
-        change = self._held.get(key) or self._changes.get(key)
+    def _change(self, key: bytes, nbytes: int) -> _RowChange:
+        change = self._changes.get(key)
         if change is None:
+            if self._held >= self.max_memory:
+                self._spill()
             change = self._changes[key] = _RowChange()
+            self._held += KEY_OVERHEAD_BYTES + len(key)
+        self._held += nbytes
         return change
 
-    def _count(self, nbytes: int) -> None:
-        self._rows += 1
-        self._bytes += nbytes
-        if self._rows >= self.max_rows or self._bytes >= self.max_size:
-            self.flush()
+    def _spill(self) -> None:
+        """Write the held changes, sorted by key, to a run file in the local temporary directory."""
+        # Kept open until the task ends (closed in flush/close); the file vanishes when closed.
+        run = tempfile.TemporaryFile(prefix="sparkbarrier-hbase-run-")  # noqa: SIM115
+        items = sorted(self._changes.items())
+        for i in range(0, len(items), _RUN_CHUNK):
+            pickle.dump([(k, c.frozen()) for k, c in items[i:i + _RUN_CHUNK]], run, protocol=pickle.HIGHEST_PROTOCOL)
+        run.flush()
+        self._runs.append(run)
+        self.spilled_runs += 1
+        log.debug("spilled %d netted key(s) (~%d bytes) to run %d", len(items), self._held, len(self._runs))
+        self._changes, self._held = {}, 0
 
-    def _round_of(self, key: bytes) -> int:
-        written = self._written.get(key)
-        if written is None:
-            return self._floor
-        round_, put_out = written
-        return round_ + 1 if put_out else round_
+    def _merged(self) -> Iterator[tuple[bytes, Change]]:
+        """Every key once, in key order, with its net change over the whole input."""
+        held = iter(sorted((k, c.frozen()) for k, c in self._changes.items()))
+        if not self._runs:
+            yield from held
+            return
+        # (key, run index) orders equal keys oldest run first: input order for that key.
+        streams = [((k, i, c) for k, c in _read_run(run)) for i, run in enumerate(self._runs)]
+        streams.append((k, len(self._runs), c) for k, c in held)
+        current: tuple[bytes, Change] | None = None
+        for key, _, change in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
+            if current is not None and current[0] == key:
+                current = (key, net(current[1], change))
+                continue
+            if current is not None:
+                yield current
+            current = (key, change)
+        if current is not None:
+            yield current
 
     def flush(self, *, final: bool = False) -> None:
-        """Send the netted changes (a limit or barrier; ``final`` at the end of the task)."""
-        changes = self._changes
-        if final:
-            changes.update(self._held)
-            self._held = {}
-        if not changes:
-            return
-        self._changes, self._rows, self._bytes = {}, 0, 0
-        rounds: dict[int, list[tuple[bytes, _RowChange]]] = {}
-        for key, change in changes.items():
-            round_ = self._round_of(key)
-            if round_ >= _LAST and not final:
-                # Written once, at the end of the task. Counted, not warned about here: the
-                # driver's commit sums the tasks' counts and warns once per query.
-                self.held_keys += 1
-                log.debug("key %r reached the last round; held until the end of the task", key[:64])
-                self._held[key] = change
-                continue
-            rounds.setdefault(round_, []).append((key, change))
-        if self._note is not None and rounds:
-            self._note({r: [k for k, c in rows if c.puts] for r, rows in rounds.items()})
-        retired: list[tuple[bytes, bytes, int]] = []
-        for round_ in sorted(rounds):
-            self._write(round_, rounds[round_], retired)
-        if retired and self._retire is not None:
-            self._retire(retired)
-        if len(self._written) >= FLUSHED_KEYS_LIMIT:
-            self._floor = min(_LAST, max(r for r, _ in self._written.values()) + 1)
-            self._written = {}
-        fault_point(FAULT_AFTER_PARTIAL_FLUSH, fail=lambda m: FlushError(m, batch_id=self.batch_id))
+        """Write everything at the end of the task's input (``final``); a barrier inside a task writes nothing.
 
-    def _write(self, round_: int, changes: list[tuple[bytes, _RowChange]],
-               retired: list[tuple[bytes, bytes, int]]) -> None:
+        A barrier inside one Spark task is not a commit point (the batch commits as a whole
+        on the driver), and writing there would split a key's rows by their position in
+        the input: the one thing two tries of a task do not share.
+        """
+        if not final or self.written or (not self._changes and not self._runs):
+            return
+        if self._note is not None:
+            self._note(key for key, (_, _, puts) in self._merged() if puts)
+        self.written = True
+        self._write(self._merged())
+        for run in self._runs:
+            run.close()
+        self._runs, self._changes, self._held = [], {}, 0
+
+    def _write(self, changes: Iterable[tuple[bytes, Change]]) -> None:
+        """Send the changes in calls bounded by the flush limits: deletes at the delete slot, then puts."""
         Mutation, BatchMutation = _thrift_types()
         deletes: list[object] = []  # happybase's generated BatchMutation structs
         puts: list[object] = []
-        for key, change in changes:
-            if change.deleted:
-                deletes.append(BatchMutation(row=key, mutations=[
-                    Mutation(isDelete=True, column=c) for c in self._delete_columns]))
-            elif change.cell_deletes:
-                deletes.append(BatchMutation(row=key, mutations=[
-                    Mutation(isDelete=True, column=c) for c in change.cell_deletes]))
-            if change.puts:
-                puts.append(BatchMutation(row=key, mutations=[
-                    Mutation(column=c, value=v) for c, v in change.puts.items()]))
-            before = self._written.get(key)
-            if before is not None and before[0] < round_ and before[1]:
-                # Its earlier round's puts are superseded: retired (exact versions), so the
-                # batch leaves one version per key and task. A delete marker of this round
-                # masks them anyway; retiring them too is harmless and keeps this simple.
-                old_ts = self.clock.put_ts(before[0])
-                retired.extend((key, column, old_ts) for column in before[1])
-            kept = before[1] if before is not None and before[0] == round_ else frozenset()
-            self._written[key] = (round_, kept | frozenset(change.puts))
-        self._send(deletes, self.clock.delete_ts(round_))
-        self._send(puts, self.clock.put_ts(round_))
-        self.max_round = round_ if self.max_round is None else max(self.max_round, round_)
-        log.debug("flushed %d row(s) (%d delete, %d put) in round %d", len(changes), len(deletes),
-                  len(puts), round_)
+        size = 0
+        for key, (deleted, cell_deletes, cells) in changes:
+            self.keys_written += 1
+            if deleted or cell_deletes:
+                columns = self._delete_columns if deleted else sorted(cell_deletes)
+                deletes.append(BatchMutation(row=key, mutations=[Mutation(isDelete=True, column=c) for c in columns]))
+            if cells:
+                puts.append(BatchMutation(row=key, mutations=[Mutation(column=c, value=v) for c, v in cells.items()]))
+                size += len(key) + sum(len(c) + len(v) for c, v in cells.items())
+            if len(deletes) + len(puts) >= self.max_rows or size >= self.max_size:
+                self._send_both(deletes, puts)
+                deletes, puts, size = [], [], 0
+        self._send_both(deletes, puts)
+
+    def _send_both(self, deletes: list[object], puts: list[object]) -> None:
+        """One write call's deletes, then its puts; the fault point after each call (kill tests)."""
+        if not deletes and not puts:
+            return
+        self._send(deletes, self.clock.delete_ts(0))
+        self._send(puts, self.clock.put_ts(0))
+        fault_point(FAULT_AFTER_PARTIAL_FLUSH, fail=lambda m: FlushError(m, batch_id=self.batch_id))
 
     def _send(self, mutations: list[object], ts: int) -> None:
         if not mutations:
@@ -206,14 +222,30 @@ class MutationBuffer:
                       f"at timestamp {ts} failed", error=FlushError, also=(SinkError,), batch_id=self.batch_id):
             self._conn.call(lambda c: c.client.mutateRowsTs(self._table, mutations, ts, {}))
 
+    def close(self) -> None:
+        """Drop spilled runs of a task that did not finish (their files vanish when closed)."""
+        for run in self._runs:
+            run.close()
+        self._runs = []
+
+
+def _read_run(run: IO[bytes]) -> Iterator[tuple[bytes, Change]]:
+    """A run file's changes in key order, one pickled chunk in memory at a time.
+
+    Each call reads from its own descriptor, so the same run can be merged twice (the note's
+    pass, then the write's).
+    """
+    with os.fdopen(os.dup(run.fileno()), "rb", closefd=True) as f:
+        f.seek(0)
+        while True:
+            try:
+                chunk: list[tuple[bytes, Any]] = pickle.load(f)
+            except EOFError:
+                return
+            yield from chunk
+
 
 def _thrift_types() -> tuple[Any, Any]:
     from happybase.batch import BatchMutation, Mutation
 
     return Mutation, BatchMutation
-
-
-def _first_line(exc: BaseException) -> str:
-    message = getattr(exc, "message", None)
-    text = message.decode(errors="replace") if isinstance(message, bytes) else str(exc)
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -10,16 +10,25 @@ Layout (table ``commit.table``, default ``sparkbarrier_commits``, family ``c``):
   * ``c:attempt`` — JSON :class:`AttemptRecord`: the timestamp base the running
     micro-batch writes at. Executors of one batch agree on it through ``checkAndPut``;
     a replay of the same (query, batch) reuses it, so replayed cells are identical.
-  * ``c:log-<base>-<partition>-<n>`` — the write-ahead note of flush ``n`` of write task
-    ``partition`` in the attempt at ``base``: the row keys it puts, per round
-    (:class:`FlushLog`). Added with ``checkAndPut`` conditional on ``c:attempt`` still
-    holding that attempt *before* the flush's mutations are sent, so once an attempt is
-    replaced no task of it can send another flush, and every flush it ever sent is noted
-    here (``_committer`` removes exactly those versions, then the notes).
+  * ``c:task-<base>-<partition>-<try>`` — the note of one try of write task ``partition``
+    in the attempt at ``base`` (:class:`TaskNote`): first ``{"chunks": null}`` (the try is
+    writing its note), then, with ``checkAndPut`` conditional on ``c:attempt`` still
+    holding that attempt, the number of key chunks it wrote. Only after that does the try
+    send a mutation, so once an attempt is replaced no try of it sends anything, and every
+    try that sent something is noted (``_committer`` removes exactly those versions).
+    ``<try>`` is random per try: copies of a task never share a note. Two cells per try:
+    the sink row takes O(tasks) writes per batch, whatever the batch's size.
+  * ``c:log-<base>-<partition>-<n>`` — a flush note of releases before 2026-11-28 (one
+    per flush, keys in JSON); read only to remove an attempt of such a release.
   * ``c:notice-<kind>`` — the last warning of a kind the sink gave, so it is given once
     across processes and restarts; written and read only by ``_notices``.
   * ``c:block-<n>`` — written by releases before 2026-11-26 (a fingerprint claim of a
     timestamp block); ignored since placement follows the protocol's ids (``_attempts``).
+
+* row ``\\x01<crc32, 8 hex digits>\\x00<sink.id>\\x00<base>-<partition>-<try>-<chunk>``, ``c:keys`` --
+  chunk ``chunk`` of a try's note: the row keys it puts, each as a 4-byte length and the
+  key's bytes, at most ``NOTE_CHUNK_BYTES`` per row. The hash spreads the chunks over the
+  commit table's regions once it splits; no row of the table grows with a batch.
 
 * row ``<sink.id>\\x00<sequence, 20 digits>``, ``c:history`` — every commit record
   but the newest, kept for as-of reads and lineage. The newest is ``c:commit`` itself,
@@ -40,7 +49,9 @@ query from what the sink holds.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import struct
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar, TypeVar
 
@@ -59,8 +70,10 @@ __all__ = [
     "CommitRecord",
     "FlushLog",
     "SinkState",
+    "TaskNote",
     "check_and_put",
     "delete_cells",
+    "delete_task_notes",
     "ensure_commit_table",
     "list_sinks",
     "log_base",
@@ -71,7 +84,10 @@ __all__ = [
     "read_cell",
     "read_history",
     "read_logs",
+    "read_note_keys",
+    "read_sink_notes",
     "read_state",
+    "write_note_chunks",
 ]
 
 RECORD_VERSION = 2
@@ -80,11 +96,18 @@ COMMIT_COLUMN = b"c:commit"
 ATTEMPT_COLUMN = b"c:attempt"
 HISTORY_COLUMN = b"c:history"
 LOG_PREFIX = b"c:log-"
+TASK_NOTE_PREFIX = b"c:task-"
+NOTE_KEYS_COLUMN = b"c:keys"
+# A note's keys go into rows of their own of at most this many bytes each (HBase refuses a
+# cell over 10 MiB by default, and a row never splits).
+NOTE_CHUNK_BYTES = 4 << 20
+_NOTE_ROW_PREFIX = b"\x01"  # after the plan counter (\x00...), before every printable sink.id
 # One counter for the whole commit table (the default sink.id needs the query id, which
 # planning does not see); it sorts before every sink row and holds no c:commit.
 PLAN_COUNTER_ROW = b"\x00plans"
 PLAN_COUNTER_COLUMN = b"c:epoch"
 _HISTORY_SEP = b"\x00"
+_LENGTH = struct.Struct(">I")
 
 
 _R = TypeVar("_R", bound="_JsonRecord")
@@ -225,6 +248,136 @@ class FlushLog:
                 raise ProtocolError(f"flush note {column!r} round {r!r} is not a round with a list of keys")
             out[int(r)] = [k.encode("latin-1") for k in keys if isinstance(k, str)]
         return cls(base, partition, flush, out)
+
+
+@dataclass(frozen=True)
+class TaskNote:
+    """One try's note (``c:task-<base>-<partition>-<try>``); ``chunks`` None while it is written."""
+
+    base_ms: int
+    partition: int
+    token: str
+    chunks: int | None = None
+    keys: int = 0
+
+    def column(self) -> bytes:
+        return TASK_NOTE_PREFIX + b"%d-%d-%s" % (self.base_ms, self.partition, self.token.encode())
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"chunks": self.chunks, "keys": self.keys, "version": RECORD_VERSION},
+                          sort_keys=True, separators=(",", ":")).encode()
+
+    def chunk_row(self, sink_id: str, chunk: int) -> bytes:
+        name = b"%s\x00%d-%d-%s-%d" % (sink_id.encode(), self.base_ms, self.partition, self.token.encode(), chunk)
+        return _NOTE_ROW_PREFIX + b"%08x\x00" % zlib.crc32(name) + name
+
+    @classmethod
+    def from_cell(cls, column: bytes, raw: bytes) -> TaskNote:
+        try:
+            base, partition, token = column[len(TASK_NOTE_PREFIX):].decode().split("-")
+            obj = parse_json(raw)
+            if not isinstance(obj, dict):
+                raise ValueError("not a JSON object")
+            _check_version(obj, "task note")
+            chunks, keys = obj.get("chunks"), obj.get("keys", 0)
+            if not (chunks is None or isinstance(chunks, int)) or not isinstance(keys, int):
+                raise ValueError("chunks and keys must be integers")
+            return cls(int(base), int(partition), token, chunks, keys)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ProtocolError(f"task note {column!r} is malformed: {exc}") from exc
+
+
+def write_note_chunks(conn: HBaseConnection, commit_table: str, sink_id: str, note: TaskNote,
+                      keys: Iterable[bytes]) -> TaskNote:
+    """Write ``keys`` into the note's chunk rows; the note with its chunk and key counts.
+
+    Streams: one chunk in memory at a time, so a task of millions of keys notes them in
+    ``NOTE_CHUNK_BYTES`` pieces.
+    """
+    chunks = count = 0
+    parts: list[bytes] = []
+    size = 0
+    pack = _LENGTH.pack
+
+    def put(chunk: int, value: bytes) -> None:
+        row = note.chunk_row(sink_id, chunk)
+        with refusals(f"cannot write the note of sink {sink_id!r} into {commit_table!r}"):
+            conn.call(lambda c: c.table(commit_table).put(row, {NOTE_KEYS_COLUMN: value}))
+
+    for key in keys:
+        parts.append(pack(len(key)))
+        parts.append(key)
+        size += 4 + len(key)
+        count += 1
+        if size >= NOTE_CHUNK_BYTES:
+            put(chunks, b"".join(parts))
+            chunks, parts, size = chunks + 1, [], 0
+    if parts:
+        put(chunks, b"".join(parts))
+        chunks += 1
+    return TaskNote(note.base_ms, note.partition, note.token, chunks, count)
+
+
+def read_note_keys(conn: HBaseConnection, commit_table: str, sink_id: str, note: TaskNote) -> Iterator[bytes]:
+    """The keys a done note lists, chunk by chunk (one get each)."""
+    for chunk in range(note.chunks or 0):
+        row = note.chunk_row(sink_id, chunk)
+        data = _note_chunk(conn, commit_table, sink_id, row)
+        if data is None:
+            raise ProtocolError(f"sink {sink_id!r}: chunk {chunk} of note {note.column()!r} is missing")
+        at = 0
+        while at < len(data):
+            (n,) = _LENGTH.unpack_from(data, at)
+            yield data[at + 4:at + 4 + n]
+            at += 4 + n
+
+
+def _note_chunk(conn: HBaseConnection, commit_table: str, sink_id: str, row: bytes) -> bytes | None:
+    def get(c: Thrift1Connection) -> bytes | None:
+        return c.table(commit_table).row(row, columns=[NOTE_KEYS_COLUMN]).get(NOTE_KEYS_COLUMN)
+
+    with refusals(f"cannot read the note of sink {sink_id!r} from {commit_table!r}"):
+        return conn.call(get)
+
+
+def read_sink_notes(conn: HBaseConnection, commit_table: str,
+                    sink_id: str) -> tuple[list[TaskNote], dict[bytes, bytes]]:
+    """Every try's note in the sink row, and the flush notes of earlier releases (one get)."""
+    with refusals(f"cannot read the notes of sink {sink_id!r} from {commit_table!r}"):
+        row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_FAMILY.encode()]))
+    notes = [TaskNote.from_cell(k, v) for k, v in sorted(row.items()) if k.startswith(TASK_NOTE_PREFIX)]
+    return notes, {k: v for k, v in row.items() if k.startswith(LOG_PREFIX)}
+
+
+def delete_task_notes(conn: HBaseConnection, commit_table: str, sink_id: str, notes: Iterable[TaskNote]) -> int:
+    """Delete notes and their chunk rows (a note still being written: its chunks until one is missing)."""
+    notes = list(notes)
+    rows: list[bytes] = []
+    for note in notes:
+        if note.chunks is not None:
+            rows.extend(note.chunk_row(sink_id, i) for i in range(note.chunks))
+            continue
+        chunk = 0
+        while True:
+            row = note.chunk_row(sink_id, chunk)
+            if _note_chunk(conn, commit_table, sink_id, row) is None:
+                break
+            rows.append(row)
+            chunk += 1
+    if not notes:
+        return 0
+
+    def drop(c: Thrift1Connection) -> None:
+        from happybase.batch import BatchMutation, Mutation
+
+        mutations = [BatchMutation(row=r, mutations=[Mutation(isDelete=True, column=NOTE_KEYS_COLUMN)]) for r in rows]
+        mutations.append(BatchMutation(row=sink_id.encode(), mutations=[
+            Mutation(isDelete=True, column=n.column()) for n in notes]))
+        c.client.mutateRows(commit_table.encode(), mutations, {})
+
+    with refusals(f"cannot delete the notes of sink {sink_id!r} in {commit_table!r}"):
+        conn.call(drop)
+    return len(rows)
 
 
 def log_column(base_ms: int, partition: int, flush: int) -> bytes:

@@ -18,29 +18,27 @@ that copy does the driver write it, before its ``checkAndPut`` (so ``c:commit`` 
 moves past a record the history lacks; ``_commit_table``). Before a batch that abandoned
 attempts commits, the driver deletes exactly the versions those attempts noted (one
 Thrift2 version delete per noted key and sink column: no scan, cost in proportion to the
-abandoned writes, never another writer's rows or columns); after the commit it deletes
-the notes. The commit worker keeps the last record it wrote per sink (:data:`_LAST_WRITTEN`) and,
+abandoned writes, never another writer's rows or columns); then it deletes
+those notes. The commit worker keeps the last record it wrote per sink (:data:`_LAST_WRITTEN`) and,
 when the tasks started from that record, checks-and-puts against it without reading the
 row first: the ``checkAndPut`` compares the exact bytes, so a record anyone changed
 meanwhile fails it, and the commit then reads the row and decides as it would have
 (a get less per batch; the cache is only ever an expected value, never trusted).
 ``abort`` deletes nothing: the batch's cells sit above the committed read bound, and
-its replay (a new plan) abandons them. A commit whose tasks held keys back (``_buffer``) warns
-once per query and flush limits, with the options to change (``_notices``).
+its replay (a new plan) abandons them.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from pyspark.sql.datasource import WriterCommitMessage
 
 from ..._exceptions import FencedError, ProtocolError, SinkError
 from ...barrier._sink import merge_offsets
-from ...state._json import Json
-from ._attempts import Placement, place
+from ._attempts import Placement, place, plan_clock
 from ._commit_table import (
     ATTEMPT_COLUMN,
     COMMIT_COLUMN,
@@ -49,16 +47,17 @@ from ._commit_table import (
     SinkState,
     check_and_put,
     delete_cells,
+    delete_task_notes,
     log_base,
-    log_column,
     put_cell,
     put_history,
-    read_logs,
+    read_history,
+    read_note_keys,
+    read_sink_notes,
     read_state,
 )
 from ._connection import HBaseConnection
 from ._connection_pool import release
-from ._notices import first_notice
 from ._rollback import roll_back_gap
 from ._thrift2 import Thrift2Admin
 from ._timestamps import BATCH_SPAN_MS, TaskClock, now_ms
@@ -68,7 +67,6 @@ __all__ = ["Committer", "HBaseCommitMessage", "plan_attempt"]
 log = logging.getLogger(__name__)
 _MAX_PLAN_ROUNDS = 20
 _DELETE_CHUNK = 1000
-HELD_KEYS_NOTICE = "held-keys"
 # (commit table, sink.id) -> the commit record this process last wrote there, as bytes.
 # Spark runs each commit in a reused Python worker on the driver; see the module doc.
 _LAST_WRITTEN: dict[tuple[str, str], bytes] = {}
@@ -90,7 +88,7 @@ class HBaseCommitMessage(WriterCommitMessage):
     flush_bytes: int = 2 << 20
     rows: int = 0
     ts_end: int | None = None
-    held_keys: int = 0  # keys the task held back to its end (rewritten across too many flushes)
+    held_keys: int = 0  # always 0 since 2026-11-28 (a task writes each key once); kept for reports of earlier builds
     kept_history: int | None = None  # the commit (sequence) this task copied into the history
     abandoned: list[int] = field(default_factory=list)  # bases of the attempts this one replaced
     attempt_raw: bytes | None = None  # the attempt's bytes: the commit is conditional on them
@@ -114,11 +112,20 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
     for _ in range(_MAX_PLAN_ROUNDS):
         state = read_state(conn, commit_table, sink_id)
         current = state.commit  # parsed once: placed on, and copied into the history below
+        clock = plan_clock(plan_id)
         placement = place(current, state.attempt, query_id=query_id, batch_id=batch_id, plan_id=plan_id,
-                          now_ms=now_ms(), flush_rows=max_rows, flush_bytes=max_size,
+                          now_ms=clock if clock is not None else now_ms(), flush_rows=max_rows, flush_bytes=max_size,
                           sink_id=sink_id)
         if placement.record is None:
             return replace(placement, attempt_raw=None if placement.replay_of_committed else state.attempt_raw)
+        if current is not None and current.query_id != query_id:
+            # A sink.id shared by a stream and batch writes: another series committed last, so
+            # this batch may be committed further back (a replay after a restart). Read only here.
+            earlier = next((r for r in read_history(conn, commit_table, sink_id)
+                            if r.query_id == query_id and r.batch_id == batch_id), None)
+            if earlier is not None:
+                return Placement(earlier.ts_lo, earlier.seq - 1 if earlier.seq > 1 else None, None, True,
+                                 earlier.flush_rows, earlier.flush_bytes)
         if placement.abandoned or placement.gap is not None:
             log.info("sink %s batch %d: plan %s abandons the attempt it found (abandoned attempts at %s%s); the "
                      "new attempt writes at %d", sink_id, batch_id, plan_id or "-", placement.abandoned,
@@ -131,9 +138,31 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
             if current is None:
                 return replace(placement, attempt_raw=raw)
             put_history(conn, commit_table, current, raw=state.commit_raw)
+            _drop_final_notes(conn, commit_table, sink_id, current)
             return replace(placement, attempt_raw=raw, kept_history=current.seq)
     raise ProtocolError(f"sink {sink_id!r}: could not agree on a timestamp base for batch "
                         f"{batch_id} after {_MAX_PLAN_ROUNDS} rounds (another writer keeps racing)")
+
+
+def _drop_final_notes(conn: HBaseConnection, commit_table: str, sink_id: str, current: CommitRecord) -> None:
+    """Delete the notes no removal will ever need: of attempts at or below the last commit's base.
+
+    Run by the task that recorded a new attempt (one per batch, off the driver's serial
+    path). Every attempt still to be removed started above the last commit's read bound
+    (``_attempts``), so a note at or below its base belongs to the committed attempt
+    itself or to a leftover try (a late copy, a failed run's task) whose attempt was
+    removed already. A failure is logged, not raised: the next batch's task retries it.
+    """
+    try:
+        notes, logs = read_sink_notes(conn, commit_table, sink_id)
+        final = [n for n in notes if n.base_ms <= current.ts_lo]
+        old = sorted(c for c in logs if (log_base(c) or 0) <= current.ts_lo)
+        if final:
+            delete_task_notes(conn, commit_table, sink_id, final)
+        if old:
+            delete_cells(conn, commit_table, sink_id, old)
+    except SinkError as exc:
+        log.info("sink %s: the notes of committed attempts stay until the next batch (%s)", sink_id, exc)
 
 
 def _last_per_task(msgs: Sequence[HBaseCommitMessage]) -> list[HBaseCommitMessage]:
@@ -217,6 +246,12 @@ class Committer:
             log.info("sink %s batch %d already committed (seq %d); commit is a no-op",
                      first.sink_id, batch_id, current.seq)
             return current
+        if all(m.replay_of_committed for m in msgs):
+            # Committed earlier, under a sink.id another series has committed to since
+            # (``plan_attempt`` found it in the history): nothing was written, nothing to commit.
+            log.info("sink %s batch %d was committed before another series' batch; commit is a no-op",
+                     first.sink_id, batch_id)
+            return None
         current_seq = current.seq if current is not None else None
         if self._fenced and current_seq != first.prev_seq:
             raise FencedError(
@@ -225,10 +260,8 @@ class Committer:
                 f"{current.batch_id if current else None}); another writer uses this sink.id",
                 batch_id=batch_id)
         covered = merge_offsets(current.offsets if current is not None else {}, offsets or {})
-        notes: dict[bytes, bytes] = {}
         if first.abandoned:
-            notes = read_logs(self._conn, self._commit_table, first.sink_id)
-            self._remove_abandoned(first.abandoned, notes)
+            self._remove_abandoned(first.sink_id, first.abandoned)
         if first.gap is not None:
             self._roll_back(first.gap)
         ends = [m.ts_end for m in msgs if m.ts_end is not None]
@@ -272,68 +305,64 @@ class Committer:
                                   f"uses this sink.id", batch_id=batch_id)
             _LAST_WRITTEN[(self._commit_table, first.sink_id)] = record.to_bytes()
         tasks = _last_per_task(msgs)
-        done = [log_column(m.base_ms, m.partition_id, n) for m in tasks for n in range(1, m.notes + 1)]
-        delete_cells(self._conn, self._commit_table, first.sink_id,
-                     sorted(set(done) | {c for c in notes if log_base(c) != first.base_ms}))
         log.info("sink %s committed batch %d as sequence %d (%d rows, timestamps %d..%d)", first.sink_id,
                  batch_id, record.seq, sum(m.rows for m in tasks), record.ts_lo, record.ts_hi)
-        held = sum(m.held_keys for m in tasks)
-        if held:
-            self._tell_held(first, batch_id, held)
         return record
 
-    def _tell_held(self, first: HBaseCommitMessage, batch_id: int, held: int) -> None:
-        """Warn once per query and flush limits that tasks held keys back (executors only count).
+    def _remove_abandoned(self, sink_id: str, bases: list[int]) -> None:
+        """Delete exactly the versions the abandoned attempts noted, then their notes, before this batch commits.
 
-        Each task used to warn on its executor: once per task and batch, in logs no one
-        reads. The commit sees every task's count; the commit table remembers the
-        warning (``_notices``), so the commit workers and restarts of one query give it
-        once, and again only when the query or the limits change.
-        """
-        text = (f"sink {first.sink_id!r}: in batch {batch_id}, {held} row key(s) were deleted and rewritten "
-                f"across buffer flushes so often that their write tasks kept them in memory and wrote them "
-                f"only at the end of the task (still exactly once, but such keys cost memory until then). "
-                f"Let one flush net more of a key's changes: raise sink.buffer-flush.max-rows (now "
-                f"{first.flush_rows}) or sink.buffer-flush.max-size (now {first.flush_bytes}), or lower the "
-                f"source's maxOffsetsPerTrigger so a batch needs fewer flushes")
-        key: dict[str, Json] = {"query": first.query_id, "flush_rows": first.flush_rows,
-                                "flush_bytes": first.flush_bytes}
-        try:
-            news = first_notice(self._conn, self._commit_table, first.sink_id, HELD_KEYS_NOTICE, key)
-        except SinkError as exc:  # the batch is committed: a log line must not fail it
-            log.warning("%s (this warning could not be recorded in %s, so it may repeat: %s)", text,
-                        self._commit_table, exc)
-            return
-        if news:
-            log.warning("%s. Said once per query and flush limits; later batches log it at INFO.", text)
-        else:
-            log.info("%s", text)
-
-    def _remove_abandoned(self, bases: list[int], notes: Mapping[bytes, bytes]) -> None:
-        """Delete exactly the versions the abandoned attempts noted, before this batch commits.
-
-        From the notes alone (``_commit_table.FlushLog``): each noted key, each of the
-        sink's columns, the noted round's put timestamp in the noting task's block. No
-        scan; nothing of another writer's rows or columns. A noted flush whose mutations
-        land after this is masked by the version delete all the same. Idempotent (a replay
-        of this commit deletes the same versions again).
+        From the notes alone (``_commit_table.TaskNote``; ``FlushLog`` for an attempt of a
+        release before 2026-11-28): each noted key, each of the sink's columns, the put
+        timestamp of the noting task's block. No scan; nothing of another writer's rows
+        or columns. A noted write that lands after this is masked by the version delete
+        all the same. The notes go right after their versions, so a replay of this commit
+        (a crash before it lands) finds nothing left and removes nothing twice: each
+        abandoned attempt costs what it wrote, once.
         """
         wanted = set(bases)
-        found = [FlushLog.from_cell(c, v) for c, v in sorted(notes.items()) if log_base(c) in wanted]
+        notes, logs = read_sink_notes(self._conn, self._commit_table, sink_id)
+        mine = [n for n in notes if n.base_ms in wanted]
+        old = {c: v for c, v in logs.items() if log_base(c) in wanted}
+        if not mine and not old:
+            return
         if self._thrift2 is None:
             log.warning("an attempt of this batch was abandoned (a driver restart or a sink.id takeover); its "
                         "puts stay in table %s as older versions: committed and as-of reads skip them and plain "
                         "reads show this batch's values above them, but a read of all versions lists them. Set "
                         "hbase.thrift2.host so the sink removes them", self._table)
             return
-        cells = [(key, family, qualifier, TaskClock(note.base_ms, note.partition).put_ts(round_))
-                 for note in found for round_, keys in note.rounds.items() for key in keys
-                 for family, qualifier in self._qualified]
+        removed = 0
         with self._thrift2() as admin:
-            for i in range(0, len(cells), _DELETE_CHUNK):
-                admin.delete_versions(self._table, cells[i:i + _DELETE_CHUNK])
-        log.info("removed the noted puts of %d abandoned attempt(s) (%d cell version(s), %d flush note(s)) from "
-                 "%s", len(wanted), len(cells), len(found), self._table)
+            pending: list[tuple[bytes, bytes, bytes, int]] = []
+
+            def versions(cells: Iterable[tuple[bytes, bytes, bytes, int]]) -> None:
+                nonlocal removed
+                for cell in cells:
+                    pending.append(cell)
+                    if len(pending) >= _DELETE_CHUNK:
+                        admin.delete_versions(self._table, pending)
+                        removed += len(pending)
+                        pending.clear()
+
+            for note in mine:
+                if note.chunks is None:
+                    continue  # still being written when replaced: it sent nothing
+                ts = TaskClock(note.base_ms, note.partition).put_ts(0)
+                versions((key, family, qualifier, ts)
+                         for key in read_note_keys(self._conn, self._commit_table, sink_id, note)
+                         for family, qualifier in self._qualified)
+            for flush in (FlushLog.from_cell(c, v) for c, v in sorted(old.items())):
+                versions((key, family, qualifier, TaskClock(flush.base_ms, flush.partition).put_ts(round_))
+                         for round_, keys in flush.rounds.items() for key in keys
+                         for family, qualifier in self._qualified)
+            if pending:
+                admin.delete_versions(self._table, pending)
+                removed += len(pending)
+        delete_task_notes(self._conn, self._commit_table, sink_id, mine)
+        delete_cells(self._conn, self._commit_table, sink_id, sorted(old))
+        log.info("removed the noted puts of %d abandoned attempt(s) (%d cell version(s), %d note(s)) from %s",
+                 len(wanted), removed, len(mine) + len(old), self._table)
 
     def _roll_back(self, gap: list[int]) -> None:
         """Remove an earlier release's abandoned attempt by its time range (see ``_rollback``).

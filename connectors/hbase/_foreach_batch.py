@@ -33,6 +33,26 @@ __all__ = ["HBaseBatchWriterFunction", "hbase_batch_writer"]
 log = logging.getLogger(__name__)
 
 QUERY_ID_PROPERTY = "sql.streaming.queryId"  # set by Spark on the stream's thread for each batch
+# query id -> the options of the writer that took the default sink.id ``query-<id>`` (this
+# driver process; foreachBatch runs every batch of a query in it).
+_DEFAULT_ID_OWNERS: dict[str, dict[str, str]] = {}
+
+
+def _claim_default_id(query_id: str, options: dict[str, str]) -> None:
+    """Refuse a second writer of one query under the default ``sink.id``: it would write nothing.
+
+    Two targets under one ``sink.id`` and one (query, batch) look like one batch written
+    twice: the second write is taken for a replay of the first and writes nothing. The
+    first writer (per query and driver process) keeps the default; any writer with other
+    options fails at once, naming the option to set.
+    """
+    owner = _DEFAULT_ID_OWNERS.setdefault(query_id, dict(options))
+    if owner != options:
+        raise ConfigError(
+            f"two hbase_batch_writer targets of streaming query {query_id} both use the default sink.id "
+            f"'query-{query_id}' (tables {owner.get('table')!r} and {options.get('table')!r}): the second would "
+            f"be taken for a replay of the first and write nothing. Give each writer its own 'sink.id', e.g. "
+            f"hbase_batch_writer({{..., 'sink.id': '<query name>-{options.get('table')}'}})", option="sink.id")
 
 
 def hbase_batch_writer(options: Mapping[str, str] | None = None, /, **more: str) -> HBaseBatchWriterFunction:
@@ -67,6 +87,11 @@ class HBaseBatchWriterFunction:
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         spark = df.sparkSession
+        if type(spark).__module__.startswith("pyspark.sql.connect"):
+            raise SinkError("hbase_batch_writer needs classic Spark (a driver JVM): Spark Connect runs "
+                            "foreachBatch without the query's id and checkpoint; write each batch with "
+                            "df.write.format('barrier-hbase') and explicit write.id / write.batch.id options "
+                            "(docs/hbase-aggregations.md)", batch_id=batch_id)
         query_id = spark.sparkContext.getLocalProperty(QUERY_ID_PROPERTY)
         if not query_id:
             raise SinkError("hbase_batch_writer(...) is a foreachBatch function: call it as "
@@ -75,6 +100,7 @@ class HBaseBatchWriterFunction:
         options = dict(self.options)
         if not any(k.lower() == "sink.id" for k in options):
             options["sink.id"] = f"query-{query_id}"
+            _claim_default_id(query_id, options)
         options[WRITE_ID] = query_id
         options[WRITE_BATCH_ID] = str(batch_id)
         location = self._checkpoint(spark, query_id)

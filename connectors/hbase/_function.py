@@ -21,7 +21,6 @@ import pyarrow as pa
 
 from ..._exceptions import ProtocolError
 from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext
-from ..checkpointed._runs import new_plan_id
 from ._admin import DeletedCellsNotice, prepare_table
 from ._commit_table import ensure_commit_table, raise_plan_epoch
 from ._committer import Committer, HBaseCommitMessage
@@ -31,6 +30,7 @@ from ._layout import SinkLayout, data_field_names
 from ._notices import first_notice, forget_notice
 from ._options import HBaseSinkOptions, parse_sink_options
 from ._thrift2 import Thrift2Admin
+from ._timestamps import now_ms
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -216,17 +216,18 @@ class HBaseSinkFunction(CheckpointedSink):
 def raise_plan_id(options: Mapping[str, str]) -> str:
     """The id of a newly planned batch (planning worker, once per batch; ``_attempts``).
 
-    Exactly once: an epoch raised in the commit table (``e`` and 19 digits), so a later
-    plan sorts after every earlier one whatever the drivers' clocks say; one increment
-    on a kept connection. At least once fences nothing: a local, time-ordered id.
+    In both delivery modes an epoch raised in the commit table (``e`` and 19 digits), so a
+    later plan sorts after every earlier one whatever the drivers' clocks say, and a
+    ``sink.id`` can move from one mode to the other and back (plans of both compare); one
+    increment on a kept connection. After ``@``, the driver's clock at planning: the one
+    clock a new attempt of this plan takes its timestamp base from (``plan_clock``), so
+    no executor's clock decides where a batch writes.
     """
     opts = parse_sink_options(options)
-    if not opts.exactly_once:
-        return new_plan_id()
     conn = connect(opts)
     epoch = raise_plan_epoch(conn, opts.commit_table)
     release(conn)
-    return f"e{epoch:019d}"
+    return f"e{epoch:019d}@{now_ms()}"
 
 
 def _messages(completed: CompletedCheckpoint) -> list[HBaseCommitMessage]:

@@ -204,12 +204,18 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_
     ),
     OptionSpec(
         "sink.buffer-flush.max-rows", parse_positive_int, 1000,
-        "flush when this many input rows are buffered (rows are netted per key while buffered)",
+        "most rows in one write call to HBase (a task nets its rows per key and writes each key once)",
         type_name="int",
     ),
     OptionSpec(
         "sink.buffer-flush.max-size", parse_positive_size, 2 * 1024 * 1024,
-        "flush when the buffered mutations reach this size (e.g. `2mb`)", type_name="size",
+        "most bytes of values in one write call to HBase (e.g. `2mb`)", type_name="size",
+    ),
+    OptionSpec(
+        "sink.buffer.max-memory", parse_positive_size, 64 * 1024 * 1024,
+        "netted rows a write task holds in memory before it spills them, sorted, to the executor's "
+        "local temporary directory (e.g. `64mb`): bounds a task's memory whatever its number of keys",
+        type_name="size",
     ),
     DELIVERY_GUARANTEE,  # the adapter's spec: one declaration, one name
 )
@@ -275,6 +281,7 @@ class HBaseSinkOptions(_SharedOptions):
     max_rows: int
     max_size: int
     guarantee: DeliveryGuarantee
+    max_memory: int = 64 * 1024 * 1024
 
     @property
     def exactly_once(self) -> bool:
@@ -409,6 +416,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
         max_rows=v.integer("sink.buffer-flush.max-rows"),
         max_size=v.integer("sink.buffer-flush.max-size"),
         guarantee=v.choice("delivery.guarantee", DeliveryGuarantee),
+        max_memory=v.integer("sink.buffer.max-memory"),
     )
 
 

@@ -13,6 +13,8 @@ columns (another writer's columns of the same family stay), a null with
 from __future__ import annotations
 
 import logging
+import secrets
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import cast
 
@@ -20,17 +22,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..._exceptions import FencedError, FlushError, ProtocolError, SinkError
+from ..._exceptions import FencedError, ProtocolError, SinkError
 from ._attempts import Placement
 from ._buffer import MutationBuffer
-from ._commit_table import ATTEMPT_COLUMN, FlushLog, check_and_put
+from ._commit_table import ATTEMPT_COLUMN, TaskNote, check_and_put, delete_task_notes, put_cell, write_note_chunks
 from ._committer import HBaseCommitMessage, plan_attempt
 from ._connection_pool import connect, release
 from ._encoding import encode_column
-from ._errors import refusals
 from ._layout import SinkLayout
 from ._options import HBaseSinkOptions
-from ._thrift2 import Thrift2Admin
 from ._timestamps import TaskClock
 
 __all__ = ["HBaseTaskWriter", "TaskIdentity"]
@@ -70,13 +70,13 @@ class HBaseTaskWriter:
         self._buf: MutationBuffer | None = None
         self._msg: HBaseCommitMessage | None = None
         self._placement: Placement | None = None
-        self._thrift2: Thrift2Admin | None = None
 
     def begin(self) -> None:
         """Agree on the batch's timestamp base (one get, at most one checkAndPut).
 
         The task's block is its partition id: within one plan Spark gives a task the
-        same input on every retry, and a new plan writes in a new attempt (``_attempts``).
+        same rows on every retry (not always in the same order: the buffer nets them per
+        key, so order does not matter), and a new plan writes in a new attempt (``_attempts``).
         """
         opts, ident = self._opts, self._id
         placement = self._placement = plan_attempt(self._conn, opts.commit_table, self.sink_id, ident.query_id,
@@ -110,62 +110,51 @@ class HBaseTaskWriter:
             return
         if self._buf is None:
             o = self._opts
-            # The attempt's recorded limits, not the options: a retry flushes where it first did.
             self._buf = MutationBuffer(self._conn, o.table, clock,
                                        delete_columns=self._layout_for(data.schema).delete_columns,
-                                       max_rows=msg.flush_rows, max_size=msg.flush_bytes,
+                                       max_rows=o.max_rows, max_size=o.max_size, max_memory=o.max_memory,
                                        batch_id=self._id.batch_id,
-                                       note=self._note if msg.attempt_raw is not None and o.exactly_once else None,
-                                       retire=self._retire if o.thrift2_gateways else None)
+                                       note=self._note if msg.attempt_raw is not None and o.exactly_once else None)
         msg.rows += self._add(data, self._buf)
 
-    def _note(self, rounds: dict[int, list[bytes]]) -> None:
-        """Note a flush in the commit table before sending it, while the attempt is still ours.
+    def _note(self, keys: Iterator[bytes]) -> None:
+        """Note this try's puts in the commit table before sending any, while the attempt is still ours.
 
-        A ``checkAndPut`` of ``c:log-<base>-<partition>-<n>`` conditional on ``c:attempt``
-        holding this task's attempt: refused once a newer plan or another writer replaced
-        it, and then the flush is never sent (:class:`FencedError`). A retry or a copy of
-        this task notes the same flush under the same column with the same bytes.
+        First the try's note cell, unconditionally, as "being written" (so its chunk rows are
+        found and removed whatever happens next); then the keys, in chunk rows of their own;
+        then a ``checkAndPut`` of the cell with the chunk count, conditional on ``c:attempt``
+        holding this task's attempt. Refused once a newer plan or another writer replaced
+        it: the try then removes its note and sends nothing (:class:`FencedError`). Two
+        writes on the sink row per try, whatever the number of keys.
         """
         msg, _ = self._begun("flush")
-        msg.notes += 1
-        note = FlushLog(msg.base_ms, msg.partition_id, msg.notes, rounds)
-        if not check_and_put(self._conn, self._opts.commit_table, self.sink_id, note.column(), msg.attempt_raw,
-                             note.to_bytes(), check=ATTEMPT_COLUMN):
+        table, sink = self._opts.commit_table, self.sink_id
+        pending = TaskNote(msg.base_ms, msg.partition_id, secrets.token_hex(6))
+        put_cell(self._conn, table, sink, pending.column(), pending.to_bytes())
+        done = write_note_chunks(self._conn, table, sink, pending, keys)
+        if not check_and_put(self._conn, table, sink, done.column(), msg.attempt_raw, done.to_bytes(),
+                             check=ATTEMPT_COLUMN):
+            delete_task_notes(self._conn, table, sink, [done])
             raise FencedError(
                 f"sink {self.sink_id!r}: the attempt of batch {self._id.batch_id} this task writes in (timestamp "
                 f"base {msg.base_ms}) was replaced by a newer plan or another writer; this task (partition "
-                f"{self._id.partition_id}) stops before its flush {msg.notes} and writes nothing more",
-                batch_id=self._id.batch_id)
-
-    def _retire(self, cells: list[tuple[bytes, bytes, int]]) -> None:
-        """Delete exactly the superseded versions ``(row, column, ts)`` (``_buffer``), through Thrift2.
-
-        The Thrift2 connection opens on the first call: only tasks that write a key in
-        several flushes need one.
-        """
-        if self._thrift2 is None:
-            self._thrift2 = Thrift2Admin(self._opts)
-        versions = [(row, *_split(column), ts) for row, column, ts in cells]
-        with refusals(f"retiring {len(versions)} superseded version(s) in HBase table {self._opts.table!r} failed",
-                      error=FlushError, also=(SinkError,), batch_id=self._id.batch_id):
-            self._thrift2.delete_versions(self._opts.table, versions)
+                f"{self._id.partition_id}) stops before it writes anything", batch_id=self._id.batch_id)
+        msg.notes += 1
 
     def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
         """Flush (Flink's snapshot at the barrier: unconditional) and report what is written so far."""
         msg, _ = self._begun("snapshot")
         if self._buf is not None:
             self._buf.flush(final=final)
-            if self._buf.max_round is not None:
-                msg.ts_end = self._buf.clock.end(self._buf.max_round)
-            msg.held_keys = self._buf.held_keys
+            if self._buf.written:
+                msg.ts_end = self._buf.clock.end(0)
         self._clean = final
         return replace(msg)
 
     def close(self) -> None:
         """Keep the connection for the next task when the task ended cleanly (``_connection_pool``)."""
-        if self._thrift2 is not None:
-            self._thrift2.close()
+        if self._buf is not None:
+            self._buf.close()
         if self._clean:
             release(self._conn)
         else:
@@ -214,11 +203,6 @@ class HBaseTaskWriter:
             if puts or deletes:
                 upsert(keys[i], puts, deletes, sizes[i])
         return n
-
-
-def _split(column: bytes) -> tuple[bytes, bytes]:
-    family, _, qualifier = column.partition(b":")
-    return family, qualifier
 
 
 def _row_sizes(data: pa.RecordBatch, layout: SinkLayout, n: int) -> list[int]:

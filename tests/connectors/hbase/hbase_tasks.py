@@ -10,11 +10,11 @@ import pyarrow as pa
 
 from sparkbarrier.barrier import DeliveryGuarantee
 from sparkbarrier.barrier._sink import SinkContext
+from sparkbarrier.connectors.checkpointed._driver import completed_checkpoint
 from sparkbarrier.connectors.checkpointed._task import TaskCommitMessage, run_task
+from sparkbarrier.connectors.hbase import parse_sink_options
 from sparkbarrier.connectors.hbase._committer import HBaseCommitMessage
 from sparkbarrier.connectors.hbase._function import HBaseSinkFunction
-from sparkbarrier.connectors.checkpointed._driver import completed_checkpoint
-from sparkbarrier.connectors.hbase import parse_sink_options
 from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
 
 
@@ -119,12 +119,23 @@ class Sink:
             conn.close()
 
     def notes(self) -> dict[bytes, bytes]:
-        """The flush notes (``c:log-*``) left in the sink row."""
-        from sparkbarrier.connectors.hbase._commit_table import read_logs
+        """The notes left in the sink row: each try's ``c:task-*`` cell (and ``c:log-*`` of earlier releases)."""
+        from sparkbarrier.connectors.hbase._commit_table import read_sink_notes
         from sparkbarrier.connectors.hbase._connection import HBaseConnection
 
         conn = HBaseConnection(self.opts, 0)
         try:
-            return read_logs(conn, self.opts.commit_table, self.opts.sink_id)
+            tasks, logs = read_sink_notes(conn, self.opts.commit_table, self.opts.sink_id)
+            return {**{n.column(): n.to_bytes() for n in tasks}, **logs}
+        finally:
+            conn.close()
+
+    def note_rows(self) -> int:
+        """How many chunk rows of notes this sink has in the commit table."""
+        conn = happybase.Connection(self.opts.host, self.opts.port)
+        mark = b"\x00" + (self.opts.sink_id or "").encode() + b"\x00"
+        try:
+            return sum(1 for key, _ in conn.table(self.opts.commit_table).scan(row_prefix=b"\x01", columns=[b"c:keys"])
+                       if mark in key)
         finally:
             conn.close()

@@ -9,14 +9,13 @@ HBase, where the once-only record lives, and counts the WARNING records.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import happybase
 import pyarrow as pa
 import pytest
-
 from hbase_clients import thrift2_admin
-from hbase_tasks import Sink, spark_schema
+from hbase_tasks import spark_schema
+
 from sparkbarrier.connectors.hbase._connection import HBaseConnection
 from sparkbarrier.connectors.hbase._function import HBaseSinkFunction
 from sparkbarrier.connectors.hbase._notices import first_notice
@@ -110,64 +109,3 @@ def test_first_notice_is_true_once_per_key_and_again_for_a_new_key(hbase_thrift,
     finally:
         conn.close()
 
-
-def _churn(key: str, times: int) -> list[dict[str, Any]]:
-    """A key put and deleted again and again: with one row per flush it reaches the last round."""
-    rows: list[dict[str, Any]] = []
-    for i in range(times):
-        rows += [{"id": key, "v": i, "op": None}, {"id": key, "v": None, "op": "delete"}]
-    return rows + [{"id": key, "v": 99, "op": None}]
-
-
-def test_held_keys_are_warned_about_once_per_query_from_the_commit(servers, unique_name, caplog) -> None:
-    """Two tasks per batch each hold keys; three batches, each committed by a fresh committer
-    (pooled commit workers), then a restart of the same query: one warning, from the driver."""
-    caplog.set_level(logging.DEBUG)
-    sink = Sink(servers.hbase_thrift, servers.hbase_thrift2, unique_name("held"), OPS,
-                **{"op.column": "op", "sink.buffer-flush.max-rows": "1"})
-    for batch in range(3):
-        tasks = [sink.task(_churn("a", 10) + _churn("b", 10), batch=batch, partition=0),
-                 sink.task(_churn("c", 10), batch=batch, partition=1)]
-        assert [t.held_keys for t in tasks] == [2, 1]
-        sink.commit(tasks, batch)
-    restarted = Sink(servers.hbase_thrift, servers.hbase_thrift2, sink.opts.table, OPS,
-                     **{"op.column": "op", "sink.buffer-flush.max-rows": "1"})
-    restarted.commit([restarted.task(_churn("d", 10), batch=3)], 3)
-    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING
-              and r.name.startswith("sparkbarrier")]
-    assert len(warned) == 1, warned
-    assert caplog.records[[r.getMessage() for r in caplog.records].index(warned[0])].name == COMMITTER_LOG
-    assert "in batch 0, 3 row key(s)" in warned[0]
-    assert "sink.buffer-flush.max-rows (now 1)" in warned[0] and "maxOffsetsPerTrigger" in warned[0]
-    assert sink.plain() == {k.encode(): {b"d:v": (99).to_bytes(8, "big", signed=True)} for k in "abcd"}
-
-
-def test_held_keys_warn_again_for_new_flush_limits(servers, unique_name, caplog) -> None:
-    """The user raised the limit and the keys are still held: that is news."""
-    caplog.set_level(logging.WARNING, logger=COMMITTER_LOG)
-    table = unique_name("held2")
-    for batch, limit in enumerate(["1", "3"]):
-        sink = Sink(servers.hbase_thrift, servers.hbase_thrift2, table, OPS,
-                    **{"op.column": "op", "sink.buffer-flush.max-rows": limit})
-        msg = sink.task(_churn("a", 10), batch=batch)
-        assert msg.held_keys == 1
-        sink.commit([msg], batch)
-    assert len(_warnings(caplog, COMMITTER_LOG)) == 2
-
-
-def test_a_held_keys_warning_that_cannot_be_recorded_is_given_and_does_not_fail_the_commit(
-        hbase_thrift, unique_name, caplog) -> None:
-    """The batch is committed when the warning is due: a commit table error only makes it repeatable."""
-    from sparkbarrier.connectors.hbase._committer import Committer, HBaseCommitMessage
-
-    opts = parse_sink_options(_options(hbase_thrift, unique_name("gone")))
-    committer = Committer(HBaseConnection(opts), unique_name("no_commit_table"), opts.table,
-                          fenced=True, schema_json="", rowkey="id", columns=[])
-    caplog.set_level(logging.WARNING, logger=COMMITTER_LOG)
-    try:
-        msg = HBaseCommitMessage("s", "q", 4, 0, 0, None, None, False, held_keys=7)
-        committer._tell_held(msg, 4, 7)
-    finally:
-        committer.close()
-    warned = _warnings(caplog, COMMITTER_LOG)
-    assert len(warned) == 1 and "7 row key(s)" in warned[0] and "may repeat" in warned[0], warned
