@@ -129,5 +129,15 @@ def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], 
         return DeletedCellsNotice(table, tuple(wanted), "KEEP_DELETED_CELLS cannot be checked over Thrift1 "
                                   "(set hbase.thrift2.port to check it)")
     settings = thrift2.family_settings(table)
+    newer = [f for f in wanted if settings[f].new_version_behavior]
+    if newer:
+        # Under NEW_VERSION_BEHAVIOR a delete masks only puts that reached the server before
+        # it: a task's delete marker then no longer masks an abandoned attempt's or a late
+        # copy's put at a lower timestamp that lands after it, so exactly once would not hold.
+        specs = ", ".join(f"{{NAME => '{f}', NEW_VERSION_BEHAVIOR => 'false'}}" for f in newer)
+        raise ConfigError(
+            f"families {newer} of HBase table {table!r} have NEW_VERSION_BEHAVIOR => true, under which a "
+            f"delete does not mask a put with a lower timestamp that arrives after it; barrier-hbase orders "
+            f"writes by timestamp and needs it off: alter '{table}', {specs}", option="table")
     off = [f for f in wanted if settings[f].keep_deleted_cells == KeepDeletedCells.FALSE]
     return DeletedCellsNotice(table, tuple(off), f"families {off} do not keep deleted cells") if off else None

@@ -277,14 +277,15 @@ class Committer:
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
             committed_at_ms=now_ms(), flush_rows=first.flush_rows, flush_bytes=first.flush_bytes,
         )
+        if current is not None and not any(m.kept_history == current.seq for m in msgs):
+            # No task copied the commit it built on (its task died after recording the
+            # attempt, at-least-once tasks copy nothing, or it ran before this release): copy
+            # it before c:commit moves on, whichever mode wrote it.
+            put_history(self._conn, self._commit_table, current, raw=state.commit_raw)
         if not self._fenced:
             put_cell(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN, record.to_bytes())
             put_history(self._conn, self._commit_table, record)
         else:
-            if current is not None and not any(m.kept_history == current.seq for m in msgs):
-                # No task copied the commit it built on (its task died after recording the
-                # attempt, or it ran before this release): copy it before c:commit moves on.
-                put_history(self._conn, self._commit_table, current, raw=state.commit_raw)
             # Conditional on the attempt the tasks wrote in (a newer plan or another writer
             # replaces c:attempt before writing anything); an earlier release's tasks reported
             # no attempt bytes: then on the commit record they started from, as it did.

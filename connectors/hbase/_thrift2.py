@@ -114,6 +114,7 @@ struct TTableName {
 }
 struct TColumnFamilyDescriptor {
   1: required binary name,
+  2: optional map<binary, binary> attributes,
   9: optional TKeepDeletedCells keepDeletedCells,
   10: optional i32 maxVersions,
   11: optional i32 minVersions,
@@ -185,6 +186,7 @@ class FamilySpec:
     keep_deleted_cells: int | None = None
     ttl_seconds: int | None = None
     min_versions: int | None = None
+    attributes: Mapping[bytes, bytes] | None = None  # the descriptor's other values, as HBase names them
 
 
 @dataclass(frozen=True)
@@ -195,6 +197,9 @@ class FamilySettings:
     keep_deleted_cells: int
     ttl_seconds: int
     min_versions: int
+    # ``NEW_VERSION_BEHAVIOR => true``: a delete masks only puts that landed before it
+    # (HBASE-15968), which the sink's ordering by timestamps does not allow (``_admin``).
+    new_version_behavior: bool = False
 
 
 def _text(value: bytes | str | None) -> str:
@@ -298,7 +303,7 @@ class Thrift2Admin:
             self._t.TColumnFamilyDescriptor(
                 name=_bytes(family), maxVersions=spec.max_versions,
                 keepDeletedCells=spec.keep_deleted_cells, timeToLive=spec.ttl_seconds,
-                minVersions=spec.min_versions)
+                minVersions=spec.min_versions, attributes=dict(spec.attributes) if spec.attributes else None)
             for family, spec in families.items()
         ]
         desc = self._t.TTableDescriptor(tableName=self._table_name(name), columns=columns)
@@ -316,6 +321,7 @@ class Thrift2Admin:
                                     else KeepDeletedCells.FALSE),
                 ttl_seconds=column.timeToLive if column.timeToLive is not None else FOREVER,
                 min_versions=column.minVersions if column.minVersions is not None else 0,
+                new_version_behavior=(column.attributes or {}).get(b"NEW_VERSION_BEHAVIOR", b"").lower() == b"true",
             )
         return result
 

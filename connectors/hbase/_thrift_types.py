@@ -144,6 +144,7 @@ class TResult(Protocol):
 
 class TColumnFamilyDescriptor(Protocol):
     name: bytes
+    attributes: dict[bytes, bytes] | None
     keepDeletedCells: int | None
     maxVersions: int | None
     minVersions: int | None

@@ -1,0 +1,194 @@
+"""One large batch: barrier-kafka → barrier-hbase against barrier-kafka → a bare put-only sink.
+
+    .venv/bin/python benchmarks/bench_large_batch.py [--rows 1000000] [--partitions 4] [--rounds 2]
+
+Why: issue 49 measured one batch of a million rows at 2.2× a bare put sink, and 65 MiB of
+flush notes in one row of the commit table. Each round runs, in one Spark session
+(``local[2]``, one task per Kafka partition), one ``availableNow`` batch of the whole topic
+(16-byte random binary keys, 24-byte values) into:
+
+* ``put``: a Python streaming sink that puts every row into HBase through Thrift1
+  (happybase batches of 1,000, no commit protocol): the least any Python sink writing these
+  rows does;
+* ``hbase``: ``barrier-hbase``, exactly once (Thrift2 set, the defaults otherwise).
+
+The order alternates per round (put, hbase, then hbase, put). Printed per case: the batch's
+``addBatch`` and ``triggerExecution`` (ms), the ratio of the sink's to the put sink's in the
+same round, and, for the sink, the largest row of the commit table (bytes, polled while
+the batch runs) and its note rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_small_batches import session  # noqa: E402
+
+
+def produce(bootstrap: str, topic: str, records: int, partitions: int) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result()
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1 << 20,
+                  "queue.buffering.max.messages": 2_000_000})
+    for i in range(records):
+        p.produce(topic, key=os.urandom(16), value=b"v%023d" % i, partition=i % partitions)
+        if i % 50_000 == 0:
+            p.poll(0)
+    p.flush(120)
+
+
+def register_put_sink(spark: Any) -> None:
+    from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+
+    class _PutWriter(DataSourceStreamArrowWriter):
+        def __init__(self, options: dict) -> None:
+            self._host, self._port, self._table = options["host"], int(options["port"]), options["table"]
+
+        def write(self, iterator):
+            import happybase
+
+            conn = happybase.Connection(self._host, self._port)
+            try:
+                with conn.table(self._table).batch(batch_size=1000) as batch:
+                    for data in iterator:
+                        for key, value in zip(data.column("id").to_pylist(), data.column("v").to_pylist()):
+                            batch.put(key, {b"d:v": value})
+            finally:
+                conn.close()
+            return WriterCommitMessage()
+
+        def commit(self, messages, batchId) -> None:
+            pass
+
+        def abort(self, messages, batchId) -> None:
+            pass
+
+    class _PutSink(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench-large-put-sink"
+
+        def streamWriter(self, schema, overwrite):
+            return _PutWriter(self.options)
+
+    spark.dataSource.register(_PutSink)
+
+
+class RowWatch:
+    """Polls the commit table's largest row (bytes) while the batch runs."""
+
+    def __init__(self, host: str, port: int, table: str) -> None:
+        self.host, self.port, self.table = host, port, table
+        self.largest = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import happybase
+
+        conn = happybase.Connection(self.host, self.port)
+        try:
+            while not self._stop.wait(0.5):
+                self.sample(conn)
+            self.sample(conn)
+        finally:
+            conn.close()
+
+    def sample(self, conn: Any) -> None:
+        for _, data in conn.table(self.table).scan(batch_size=50):
+            self.largest = max(self.largest, sum(len(k) + len(v) for k, v in data.items()))
+
+    def __enter__(self) -> RowWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+
+def run_case(spark: Any, ep: Any, case: str, topic: str) -> dict[str, Any]:
+    import happybase
+
+    table = f"bench_large_{case}_{uuid.uuid4().hex[:6]}"
+    df = (spark.readStream.format("barrier-kafka").option("kafka.bootstrap.servers", ep.kafka_bootstrap)
+          .option("subscribe", topic).option("startingOffsets", "earliest").load()
+          .selectExpr("key AS id", "value AS v"))
+    if case == "put":
+        conn = happybase.Connection(*ep.hbase_thrift)
+        try:
+            conn.create_table(table, {"d": {}})
+        finally:
+            conn.close()
+        writer = (df.writeStream.format("bench-large-put-sink").option("host", ep.hbase_thrift[0])
+                  .option("port", str(ep.hbase_thrift[1])).option("table", table))
+    else:
+        writer = (df.writeStream.format("barrier-hbase").option("hbase.thrift.host", ep.hbase_thrift[0])
+                  .option("hbase.thrift.port", str(ep.hbase_thrift[1]))
+                  .option("hbase.thrift2.port", str(ep.hbase_thrift2[1])).option("table", table)
+                  .option("create.table", "true").option("rowkey", "id").option("sink.id", table)
+                  .option("commit.table", f"{table}_commits"))
+    started = time.monotonic()
+    watch = RowWatch(ep.hbase_thrift[0], ep.hbase_thrift[1], f"{table}_commits") if case == "hbase" else None
+    query = writer.option("checkpointLocation", tempfile.mkdtemp()).trigger(availableNow=True).start()
+    if watch is not None:
+        with watch:
+            query.awaitTermination(1800)
+    else:
+        query.awaitTermination(1800)
+    wall = time.monotonic() - started
+    if query.exception() is not None:
+        raise RuntimeError(str(query.exception()))
+    done = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    out: dict[str, Any] = {"rows": sum(p["numInputRows"] for p in done), "wall_s": round(wall, 1),
+                           "addBatch_ms": sum(p["durationMs"].get("addBatch", 0) for p in done),
+                           "trigger_ms": sum(p["durationMs"]["triggerExecution"] for p in done)}
+    if watch is not None:
+        out["commit_table_largest_row_bytes"] = watch.largest
+        conn = happybase.Connection(*ep.hbase_thrift)
+        try:
+            out["note_rows_after"] = sum(1 for _ in conn.table(f"{table}_commits").scan(row_prefix=b"\x01"))
+        finally:
+            conn.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+
+    from sparkbarrier.devstack import Devstack
+
+    ep = Devstack().up()
+    spark = session("")
+    register_put_sink(spark)
+    topic = f"bench_large_{uuid.uuid4().hex[:6]}"
+    produce(ep.kafka_bootstrap, topic, args.rows, args.partitions)
+    for round_ in range(1, args.rounds + 1):
+        order = ("put", "hbase") if round_ % 2 else ("hbase", "put")
+        results = {case: run_case(spark, ep, case, topic) for case in order}
+        ratio = results["hbase"]["addBatch_ms"] / results["put"]["addBatch_ms"]
+        print(json.dumps({"round": round_, "rows": args.rows, "partitions": args.partitions, **results,
+                          "ratio_addBatch_hbase_to_put": round(ratio, 2),
+                          "ratio_trigger_hbase_to_put": round(results["hbase"]["trigger_ms"]
+                                                              / results["put"]["trigger_ms"], 2)}), flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
