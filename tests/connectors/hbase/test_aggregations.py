@@ -221,3 +221,32 @@ def test_update_mode_on_the_streaming_sink_is_refused_by_spark(
             query.awaitTermination(60)
     finally:
         query.stop()
+
+
+def test_two_batch_writers_in_one_function_fail_at_the_first_batch_naming_sink_id_or_each_write_with_their_own(
+        spark, servers: Any, unique_name: Callable[[str], str], tmp_path: Path) -> None:
+    """Issue 49: two hbase_batch_writer targets without sink.id lost the second table silently (both
+    defaulted to query-<id>, so the second write looked like a replay of the first)."""
+    a, b = unique_name("a"), unique_name("b")
+    _files(tmp_path / "in", [[("u1", 1), ("u2", 2)], [("u3", 3)]])
+
+    def stream() -> Any:
+        return spark.readStream.schema(DDL).option("maxFilesPerTrigger", 1).parquet(str(tmp_path / "in"))
+
+    first, second = (sparkbarrier.hbase_batch_writer(_options(servers, t, rowkey="user")) for t in (a, b))
+
+    def both(df: Any, batch_id: int) -> None:
+        first(df, batch_id)
+        second(df, batch_id)
+
+    query = (stream().writeStream.foreachBatch(both).option("checkpointLocation", str(tmp_path / "c1"))
+             .trigger(availableNow=True).start())
+    with pytest.raises(Exception, match=r"both use the default sink\.id.*Give each writer its own 'sink\.id'"):
+        _run(query)
+    first, second = (sparkbarrier.hbase_batch_writer(_options(servers, t, rowkey="user", **{"sink.id": t}))
+                     for t in (a, b))
+    query = (stream().writeStream.foreachBatch(both).option("checkpointLocation", str(tmp_path / "c2"))
+             .trigger(availableNow=True).start())
+    _run(query)
+    for t in (a, b):
+        assert _view(servers, t, t) == {"u1": (1,), "u2": (2,), "u3": (3,)}

@@ -192,3 +192,16 @@ def test_a_table_with_new_version_behavior_is_refused_at_start_naming_the_alter(
     with pytest.raises(ConfigError, match=f"NEW_VERSION_BEHAVIOR => true.*{alter}") as exc:
         make_sink(AB, table=table, **{"create.table": "false"})
     assert exc.value.option == "table"
+
+
+def test_a_replay_under_a_sink_id_another_series_committed_to_since_writes_nothing(make_sink) -> None:
+    """Issue 49: a sink.id shared by a stream and batch writes (allowed): the stream's replay of
+    batch 0, after the batch series committed on top of it, was applied a second time."""
+    sink = make_sink(AB)
+    sink.commit([sink.task([r("k", "stream")], batch=0, query="stream", plan="e0000000000000000001")], 0)
+    sink.commit([sink.task([r("k", "series")], batch=0, query="series", plan="e0000000000000000002")], 0)
+    replay = sink.task([r("k", "stream")], batch=0, query="stream", plan="e0000000000000000003")
+    assert replay.replay_of_committed
+    assert sink.commit([replay], 0) is None
+    assert plain_rows(sink) == {"k": {"a": "series"}} == committed_rows(sink)
+    assert [(h.query_id, h.batch_id) for h in sink.history()] == [("stream", 0), ("series", 0)]
