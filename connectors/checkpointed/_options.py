@@ -18,7 +18,9 @@ DELIVERY_GUARANTEE = OptionSpec(
     "`exactly-once`: a write task aligns the barriers of its channels before a snapshot and each batch "
     "is committed once (barrier-hbase fences concurrent writers; a replay after a restart writes above "
     "the attempt it abandons); "
-    "`at-least-once`: barriers are tracked without blocking and commits are not fenced",
+    "`at-least-once`: barriers are tracked without blocking and a replay may write a batch again "
+    "(barrier-hbase: its commit is not conditional on the attempt, and a replay may add versions; a "
+    "sink.id may switch between the two modes either way)",
     choices=enum_choices(DeliveryGuarantee),
 )
 
