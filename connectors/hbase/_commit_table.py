@@ -78,6 +78,7 @@ __all__ = [
     "list_sinks",
     "log_base",
     "log_column",
+    "prune_history",
     "put_cell",
     "put_history",
     "raise_plan_epoch",
@@ -528,6 +529,26 @@ def put_history(conn: HBaseConnection, commit_table: str, record: CommitRecord, 
     value = raw if raw is not None else record.to_bytes()
     with refusals(f"cannot keep commit {record.seq} of sink {record.sink_id!r} in the history in {commit_table!r}"):
         conn.call(lambda c: c.table(commit_table).put(key, {HISTORY_COLUMN: value}))
+
+
+def prune_history(conn: HBaseConnection, commit_table: str, sink_id: str, *, keep_above: int) -> int:
+    """Delete the history rows of sequences up to ``keep_above`` (``commit.history.retain``).
+
+    One scan of row keys from the sink's first history row to the first one kept (in
+    steady state one row: the one that just fell out), one delete each.
+    """
+    start = sink_id.encode() + _HISTORY_SEP
+    stop = _history_key(sink_id, keep_above + 1)
+
+    def drop(c: Thrift1Connection) -> int:
+        table = c.table(commit_table)
+        keys = [k for k, _ in table.scan(row_start=start, row_stop=stop, columns=[HISTORY_COLUMN])]
+        for key in keys:
+            table.delete(key, columns=[HISTORY_COLUMN])
+        return len(keys)
+
+    with refusals(f"cannot prune the history of sink {sink_id!r} in {commit_table!r}"):
+        return conn.call(drop)
 
 
 def read_history(conn: HBaseConnection, commit_table: str, sink_id: str) -> list[CommitRecord]:

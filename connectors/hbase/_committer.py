@@ -49,6 +49,7 @@ from ._commit_table import (
     delete_cells,
     delete_task_notes,
     log_base,
+    prune_history,
     put_cell,
     put_history,
     read_history,
@@ -97,7 +98,7 @@ class HBaseCommitMessage(WriterCommitMessage):
 
 def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
                  batch_id: int, *, plan_id: str = "", fenced: bool = True, max_rows: int = 1000,
-                 max_size: int = 2 << 20) -> Placement:
+                 max_size: int = 2 << 20, history_retain: int = 0) -> Placement:
     """The timestamp base and flush limits this task writes with (executor; one get, at most one
     checkAndPut, and after a recorded attempt one put).
 
@@ -133,25 +134,29 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
         raw = placement.record.to_bytes()
         if not fenced:
             put_cell(conn, commit_table, sink_id, ATTEMPT_COLUMN, raw)
+            if current is not None:
+                _tidy(conn, commit_table, sink_id, current, history_retain)
             return replace(placement, attempt_raw=raw)
         if check_and_put(conn, commit_table, sink_id, ATTEMPT_COLUMN, state.attempt_raw, raw):
             if current is None:
                 return replace(placement, attempt_raw=raw)
             put_history(conn, commit_table, current, raw=state.commit_raw)
-            _drop_final_notes(conn, commit_table, sink_id, current)
+            _tidy(conn, commit_table, sink_id, current, history_retain)
             return replace(placement, attempt_raw=raw, kept_history=current.seq)
     raise ProtocolError(f"sink {sink_id!r}: could not agree on a timestamp base for batch "
                         f"{batch_id} after {_MAX_PLAN_ROUNDS} rounds (another writer keeps racing)")
 
 
-def _drop_final_notes(conn: HBaseConnection, commit_table: str, sink_id: str, current: CommitRecord) -> None:
-    """Delete the notes no removal will ever need: of attempts at or below the last commit's base.
+def _tidy(conn: HBaseConnection, commit_table: str, sink_id: str, current: CommitRecord, retain: int) -> None:
+    """Delete what no one will read again: notes made final by the last commit, history past retention.
 
     Run by the task that recorded a new attempt (one per batch, off the driver's serial
     path). Every attempt still to be removed started above the last commit's read bound
     (``_attempts``), so a note at or below its base belongs to the committed attempt
     itself or to a leftover try (a late copy, a failed run's task) whose attempt was
-    removed already. A failure is logged, not raised: the next batch's task retries it.
+    removed already. History rows at or below ``current.seq - retain`` go when
+    ``commit.history.retain`` is set. A failure is logged, not raised: the next batch's
+    task does it again.
     """
     try:
         notes, logs = read_sink_notes(conn, commit_table, sink_id)
@@ -161,8 +166,11 @@ def _drop_final_notes(conn: HBaseConnection, commit_table: str, sink_id: str, cu
             delete_task_notes(conn, commit_table, sink_id, final)
         if old:
             delete_cells(conn, commit_table, sink_id, old)
+        if retain and current.seq > retain:
+            prune_history(conn, commit_table, sink_id, keep_above=current.seq - retain)
     except SinkError as exc:
-        log.info("sink %s: the notes of committed attempts stay until the next batch (%s)", sink_id, exc)
+        log.info("sink %s: the notes of committed attempts or old history rows stay until the next batch (%s)",
+                 sink_id, exc)
 
 
 def _last_per_task(msgs: Sequence[HBaseCommitMessage]) -> list[HBaseCommitMessage]:

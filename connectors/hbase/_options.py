@@ -22,6 +22,7 @@ from .._options import (
     enum_choices,
     enum_parser,
     parse_bool,
+    parse_int,
     parse_non_negative_int,
     parse_nonempty,
     parse_optional_port,
@@ -178,6 +179,15 @@ _CONNECTION_SPECS: tuple[OptionSpec, ...] = (
     ),
 )
 
+def parse_history_retain(key: str, raw: str) -> int:
+    """0 (keep every commit) or at least 2: a replay may need the commit before the last one."""
+    value = parse_int(key, raw, minimum=0)
+    if value == 1:
+        raise ConfigError(f"option {key!r} is 1; use 0 (keep every commit) or at least 2: the sink recognises a "
+                          "replay of the batch before the last commit from its history", option=key)
+    return value
+
+
 GATEWAY_OPTION_SPECS: tuple[OptionSpec, ...] = tuple(s for s in _CONNECTION_SPECS if s.key.startswith("hbase."))
 """The gateway options (list, failover, TLS): the table of ``docs/hbase-gateways.md``."""
 
@@ -210,6 +220,13 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_
     OptionSpec(
         "sink.buffer-flush.max-size", parse_positive_size, 2 * 1024 * 1024,
         "most bytes of values in one write call to HBase (e.g. `2mb`)", type_name="size",
+    ),
+    OptionSpec(
+        "commit.history.retain", parse_history_retain, 0,
+        "how many history rows (commits before the newest) the sink keeps for as-of reads, lineage and "
+        "a batch series' older batches; 0 keeps every one. Older rows are deleted as new batches are "
+        "placed; 0 or at least 2 (a replay is recognised from the commit before the newest)",
+        type_name="int",
     ),
     OptionSpec(
         "sink.buffer.max-memory", parse_positive_size, 64 * 1024 * 1024,
@@ -282,6 +299,7 @@ class HBaseSinkOptions(_SharedOptions):
     max_size: int
     guarantee: DeliveryGuarantee
     max_memory: int = 64 * 1024 * 1024
+    history_retain: int = 0
 
     @property
     def exactly_once(self) -> bool:
@@ -417,6 +435,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
         max_size=v.integer("sink.buffer-flush.max-size"),
         guarantee=v.choice("delivery.guarantee", DeliveryGuarantee),
         max_memory=v.integer("sink.buffer.max-memory"),
+        history_retain=v.integer("commit.history.retain"),
     )
 
 

@@ -81,7 +81,8 @@ class HBaseTaskWriter:
         opts, ident = self._opts, self._id
         placement = self._placement = plan_attempt(self._conn, opts.commit_table, self.sink_id, ident.query_id,
                                          ident.batch_id, plan_id=ident.plan_id, fenced=opts.exactly_once,
-                                         max_rows=opts.max_rows, max_size=opts.max_size)
+                                         max_rows=opts.max_rows, max_size=opts.max_size,
+                                         history_retain=opts.history_retain)
         self._clock = TaskClock(placement.base_ms, ident.partition_id)  # checks the partition id early
         self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
                                        placement.base_ms, placement.prev_seq, placement.gap,

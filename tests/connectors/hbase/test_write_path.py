@@ -205,3 +205,16 @@ def test_a_replay_under_a_sink_id_another_series_committed_to_since_writes_nothi
     assert sink.commit([replay], 0) is None
     assert plain_rows(sink) == {"k": {"a": "series"}} == committed_rows(sink)
     assert [(h.query_id, h.batch_id) for h in sink.history()] == [("stream", 0), ("series", 0)]
+
+
+def test_history_retention_keeps_the_newest_commits_and_one_is_refused(make_sink) -> None:
+    sink = make_sink(AB, **{"commit.history.retain": "3"})
+    for batch in range(6):
+        sink.commit([sink.task([r("k", str(batch))], batch=batch, plan=f"e{batch + 1:019d}")], batch)
+    # the task that placed batch 5 copied sequence 5 (batch 4) and kept the last 3 rows: 3, 4, 5;
+    # sequence 6 (batch 5) is c:commit
+    assert sink.history_rows() == [3, 4, 5]
+    assert [h.batch_id for h in sink.history()] == [2, 3, 4, 5]
+    assert [row["a"] for row in sink.read(as_of_batch=2)] == ["2"]
+    with pytest.raises(ConfigError, match="commit.history.retain.*is 1"):
+        make_sink(AB, **{"commit.history.retain": "1"})
