@@ -55,3 +55,18 @@ def test_hbase_batch_writer_checks_the_sink_options_before_the_query_starts() ->
         sparkbarrier.hbase_batch_writer(BASE, **{"write.id": "q"})
     fn = sparkbarrier.hbase_batch_writer(BASE, **{"sink.id": "s"})
     assert fn.options == {**BASE, "sink.id": "s"}
+
+
+def test_hbase_batch_writer_under_spark_connect_gives_its_documented_error() -> None:
+    """Issue 49: under Spark Connect it failed with an AttributeError on sparkContext first."""
+    from types import SimpleNamespace
+
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    import sparkbarrier
+    from sparkbarrier._exceptions import SinkError
+
+    fn = sparkbarrier.hbase_batch_writer({"table": "t", "rowkey": "id"})
+    df = SimpleNamespace(sparkSession=object.__new__(ConnectSession))
+    with pytest.raises(SinkError, match="needs classic Spark.*Spark Connect"):
+        fn(df, 0)  # type: ignore[arg-type]
