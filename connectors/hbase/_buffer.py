@@ -38,8 +38,9 @@ from __future__ import annotations
 
 import heapq
 import logging
+import marshal
 import os
-import pickle
+import struct
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
@@ -58,24 +59,26 @@ FAULT_AFTER_PARTIAL_FLUSH = "hbase.after_partial_flush"
 # What one held key costs besides its bytes (the change object, its dict and set, the
 # key's own object): the memory estimate that decides when to spill.
 KEY_OVERHEAD_BYTES = 400
-_RUN_CHUNK = 2048  # changes per pickled chunk of a run file (the merge reads one chunk per run at a time)
+_LENGTH = struct.Struct(">Q")
+_RUN_CHUNK = 4096  # changes per marshalled chunk of a run file (the merge reads one chunk per run at a time)
 
 # A net change as it travels through runs and the merge: (deleted, cell deletes, puts).
 Change = tuple[bool, frozenset[bytes], dict[bytes, bytes]]
 
 
 class _RowChange:
-    """The net effect of the task's rows so far on one row key."""
+    """The net effect of the task's rows so far on one row key (``size``: its latest row's bytes)."""
 
-    __slots__ = ("cell_deletes", "deleted", "puts")
+    __slots__ = ("cell_deletes", "deleted", "puts", "size")
 
     def __init__(self) -> None:
         self.deleted = False
-        self.cell_deletes: set[bytes] = set()
+        self.cell_deletes: set[bytes] | None = None  # most keys never delete a cell: no set for them
         self.puts: dict[bytes, bytes] = {}
+        self.size = 0
 
     def frozen(self) -> Change:
-        return self.deleted, frozenset(self.cell_deletes), self.puts
+        return self.deleted, frozenset(self.cell_deletes or ()), self.puts
 
 
 def net(earlier: Change, later: Change) -> Change:
@@ -98,7 +101,7 @@ class MutationBuffer:
     """One task's netted row changes: held, spilled past ``max_memory``, written once by :meth:`flush`."""
 
     def __init__(self, conn: HBaseConnection, table: str, clock: TaskClock, *, delete_columns: tuple[bytes, ...],
-                 max_rows: int, max_size: int, max_memory: int = 64 << 20, batch_id: int | None = None,
+                 max_rows: int, max_size: int, max_memory: int = 256 << 20, batch_id: int | None = None,
                  note: Callable[[Iterator[bytes]], None] | None = None) -> None:
         self._conn = conn
         self._table = table.encode()
@@ -117,51 +120,56 @@ class MutationBuffer:
     def delete_row(self, key: bytes, nbytes: int) -> None:
         change = self._change(key, nbytes)
         change.deleted = True
-        change.cell_deletes.clear()
+        change.cell_deletes = None
         change.puts.clear()
 
     def upsert(self, key: bytes, puts: list[tuple[bytes, bytes]], deletes: list[bytes], nbytes: int) -> None:
-        change = self._change(key, nbytes)
-        for column in deletes:
-            change.puts.pop(column, None)
-            if not change.deleted:  # a row delete of this task already masks the cell
-                change.cell_deletes.add(column)
+        change = self._changes.get(key)
+        if change is None:
+            change = self._new(key, nbytes)
+        else:
+            self._held += nbytes
+            change.size = nbytes
+        if deletes:
+            for column in deletes:
+                change.puts.pop(column, None)
+                if not change.deleted:  # a row delete of this task already masks the cell
+                    if change.cell_deletes is None:
+                        change.cell_deletes = set()
+                    change.cell_deletes.add(column)
         change.puts.update(puts)
 
     def _change(self, key: bytes, nbytes: int) -> _RowChange:
         change = self._changes.get(key)
         if change is None:
-            if self._held >= self.max_memory:
-                self._spill()
-            change = self._changes[key] = _RowChange()
-            self._held += KEY_OVERHEAD_BYTES + len(key)
+            return self._new(key, nbytes)
         self._held += nbytes
+        change.size = nbytes
+        return change
+
+    def _new(self, key: bytes, nbytes: int) -> _RowChange:
+        if self._held >= self.max_memory:
+            self._spill()
+        change = self._changes[key] = _RowChange()
+        change.size = nbytes
+        self._held += KEY_OVERHEAD_BYTES + len(key) + nbytes
         return change
 
     def _spill(self) -> None:
         """Write the held changes, sorted by key, to a run file in the local temporary directory."""
-        # Kept open until the task ends (closed in flush/close); the file vanishes when closed.
-        run = tempfile.TemporaryFile(prefix="sparkbarrier-hbase-run-")  # noqa: SIM115
-        items = sorted(self._changes.items())
-        for i in range(0, len(items), _RUN_CHUNK):
-            pickle.dump([(k, c.frozen()) for k, c in items[i:i + _RUN_CHUNK]], run, protocol=pickle.HIGHEST_PROTOCOL)
-        run.flush()
-        self._runs.append(run)
+        self._runs.append(_write_run((k, c.frozen()) for k, c in sorted(self._changes.items())))
         self.spilled_runs += 1
-        log.debug("spilled %d netted key(s) (~%d bytes) to run %d", len(items), self._held, len(self._runs))
+        log.debug("spilled %d netted key(s) (~%d bytes) to run %d", len(self._changes), self._held, len(self._runs))
         self._changes, self._held = {}, 0
 
     def _merged(self) -> Iterator[tuple[bytes, Change]]:
-        """Every key once, in key order, with its net change over the whole input."""
-        held = iter(sorted((k, c.frozen()) for k, c in self._changes.items()))
-        if not self._runs:
-            yield from held
-            return
-        # (key, run index) orders equal keys oldest run first: input order for that key.
-        streams = [((k, i, c) for k, c in _read_run(run)) for i, run in enumerate(self._runs)]
-        streams.append((k, len(self._runs), c) for k, c in held)
+        """The runs and the held keys merged by key: every key once, with its net change."""
+        held = ((k, c.frozen()) for k, c in sorted(self._changes.items()))
+        # (key, run) orders a key's changes by input: runs oldest first, the held keys last
+        streams = [_numbered(i, _read_run(run)) for i, run in enumerate(self._runs)]
+        streams.append(_numbered(len(self._runs), held))
         current: tuple[bytes, Change] | None = None
-        for key, _, change in heapq.merge(*streams, key=lambda item: (item[0], item[1])):
+        for key, _, change in heapq.merge(*streams):
             if current is not None and current[0] == key:
                 current = (key, net(current[1], change))
                 continue
@@ -177,40 +185,66 @@ class MutationBuffer:
         A barrier inside one Spark task is not a commit point (the batch commits as a whole
         on the driver), and writing there would split a key's rows by their position in
         the input: the one thing two tries of a task do not share.
+
+        After spills, one pass merges the runs into a final run while the note takes the
+        keys; the writes then read the final run once.
         """
         if not final or self.written or (not self._changes and not self._runs):
             return
-        if self._note is not None:
-            self._note(key for key, (_, _, puts) in self._merged() if puts)
-        self.written = True
-        self._write(self._merged())
-        for run in self._runs:
-            run.close()
-        self._runs, self._changes, self._held = [], {}, 0
+        changes: Iterable[tuple[bytes, bool, Any, dict[bytes, bytes]]]
+        if self._runs:
+            out = _RunWriter()
 
-    def _write(self, changes: Iterable[tuple[bytes, Change]]) -> None:
+            def keys() -> Iterator[bytes]:
+                for item in self._merged():
+                    out.add(item)
+                    if item[1][2]:
+                        yield item[0]
+
+            if self._note is not None:
+                self._note(keys())
+            else:
+                for _ in keys():
+                    pass
+            run = out.done()
+            self.close()
+            self._runs, self._changes, self._held = [run], {}, 0
+            changes = ((k, d, c, p) for k, (d, c, p) in _read_run(run))
+        else:
+            if self._note is not None:
+                self._note(k for k, c in self._changes.items() if c.puts)
+            changes = ((k, c.deleted, c.cell_deletes, c.puts) for k, c in self._changes.items())
+        self.written = True
+        self._write(changes)
+        self.close()
+        self._changes, self._held = {}, 0
+
+    def _write(self, changes: Iterable[tuple[bytes, bool, Any, dict[bytes, bytes]]]) -> None:
         """Send the changes in calls bounded by the flush limits: deletes at the delete slot, then puts."""
         Mutation, BatchMutation = _thrift_types()
         deletes: list[object] = []  # happybase's generated BatchMutation structs
         puts: list[object] = []
-        size = 0
-        for key, (deleted, cell_deletes, cells) in changes:
-            self.keys_written += 1
+        size = rows = 0
+        delete_columns = self._delete_columns
+        max_rows, max_size = self.max_rows, self.max_size
+        for key, deleted, cell_deletes, cells in changes:
+            rows += 1
             if deleted or cell_deletes:
-                columns = self._delete_columns if deleted else sorted(cell_deletes)
+                columns = delete_columns if deleted else sorted(cell_deletes)
                 deletes.append(BatchMutation(row=key, mutations=[Mutation(isDelete=True, column=c) for c in columns]))
             if cells:
                 puts.append(BatchMutation(row=key, mutations=[Mutation(column=c, value=v) for c, v in cells.items()]))
-                size += len(key) + sum(len(c) + len(v) for c, v in cells.items())
-            if len(deletes) + len(puts) >= self.max_rows or size >= self.max_size:
+                size += len(key) + sum(map(len, cells.values()))
+            if rows >= max_rows or size >= max_size:
                 self._send_both(deletes, puts)
-                deletes, puts, size = [], [], 0
+                deletes, puts, size, rows = [], [], 0, 0
         self._send_both(deletes, puts)
 
     def _send_both(self, deletes: list[object], puts: list[object]) -> None:
         """One write call's deletes, then its puts; the fault point after each call (kill tests)."""
         if not deletes and not puts:
             return
+        self.keys_written += len(puts) + len(deletes)
         self._send(deletes, self.clock.delete_ts(0))
         self._send(puts, self.clock.put_ts(0))
         fault_point(FAULT_AFTER_PARTIAL_FLUSH, fail=lambda m: FlushError(m, batch_id=self.batch_id))
@@ -223,25 +257,63 @@ class MutationBuffer:
             self._conn.call(lambda c: c.client.mutateRowsTs(self._table, mutations, ts, {}))
 
     def close(self) -> None:
-        """Drop spilled runs of a task that did not finish (their files vanish when closed)."""
+        """Drop spilled runs (their files vanish when closed)."""
         for run in self._runs:
             run.close()
         self._runs = []
 
 
-def _read_run(run: IO[bytes]) -> Iterator[tuple[bytes, Change]]:
-    """A run file's changes in key order, one pickled chunk in memory at a time.
+def _numbered(n: int, items: Iterable[tuple[bytes, Change]]) -> Iterator[tuple[bytes, int, Change]]:
+    return ((k, n, c) for k, c in items)
 
-    Each call reads from its own descriptor, so the same run can be merged twice (the note's
-    pass, then the write's).
+
+class _RunWriter:
+    """A run file in the local temporary directory: chunks of changes in key order, each
+    ``marshal``-led by its length (one ``read`` and one ``loads`` per chunk when read back).
+
+    Kept open until the task ends (closed by the buffer); the file vanishes when closed.
     """
+
+    def __init__(self) -> None:
+        self.file = tempfile.TemporaryFile(prefix="sparkbarrier-hbase-run-")  # noqa: SIM115
+        self._chunk: list[tuple[bytes, Change]] = []
+
+    def add(self, item: tuple[bytes, Change]) -> None:
+        self._chunk.append(item)
+        if len(self._chunk) >= _RUN_CHUNK:
+            self._dump()
+
+    def _dump(self) -> None:
+        data = marshal.dumps(self._chunk)
+        self.file.write(_LENGTH.pack(len(data)))
+        self.file.write(data)
+        self._chunk = []
+
+    def done(self) -> IO[bytes]:
+        if self._chunk:
+            self._dump()
+        self.file.flush()
+        return self.file
+
+
+def _write_run(items: Iterable[tuple[bytes, Change]]) -> IO[bytes]:
+    out = _RunWriter()
+    for item in items:
+        out.add(item)
+    return out.done()
+
+
+def _read_run(run: IO[bytes]) -> Iterator[tuple[bytes, Change]]:
+    """A run file's changes in key order, one chunk in memory at a time (its own descriptor,
+    so a run can be read while another pass reads it too)."""
     with os.fdopen(os.dup(run.fileno()), "rb", closefd=True) as f:
         f.seek(0)
         while True:
-            try:
-                chunk: list[tuple[bytes, Any]] = pickle.load(f)
-            except EOFError:
+            head = f.read(_LENGTH.size)
+            if not head:
                 return
+            (n,) = _LENGTH.unpack(head)
+            chunk: list[tuple[bytes, Change]] = marshal.loads(f.read(n))
             yield from chunk
 
 

@@ -229,7 +229,7 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_
         type_name="int",
     ),
     OptionSpec(
-        "sink.buffer.max-memory", parse_positive_size, 64 * 1024 * 1024,
+        "sink.buffer.max-memory", parse_positive_size, 256 * 1024 * 1024,
         "netted rows a write task holds in memory before it spills them, sorted, to the executor's "
         "local temporary directory (e.g. `64mb`): bounds a task's memory whatever its number of keys",
         type_name="size",
@@ -298,7 +298,7 @@ class HBaseSinkOptions(_SharedOptions):
     max_rows: int
     max_size: int
     guarantee: DeliveryGuarantee
-    max_memory: int = 64 * 1024 * 1024
+    max_memory: int = 256 * 1024 * 1024
     history_retain: int = 0
 
     @property
