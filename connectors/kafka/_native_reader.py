@@ -29,7 +29,7 @@ import pyarrow as pa
 from ..._exceptions import ConfigError, SourceError
 from ._failover import librdkafka_log_level
 from ._fetcher_pool import ConsumerPool
-from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, read_with, settings
+from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, leader_text, read_with, settings
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, build_batch, gone
 from ._secrets import SecretScrubber
@@ -173,6 +173,10 @@ class _NativeFetcher:
 
     def assign(self, offset: int) -> None:
         self._fetcher.assign(offset)
+
+    def leader(self) -> str:
+        """The partition's leader as last heard (:func:`._librdkafka.leader_text`)."""
+        return leader_text(*self._fetcher.leader())
 
     def topic_error(self, timeout_s: float) -> tuple[int, str]:
         return self._fetcher.topic_error(int(timeout_s * 1000))
