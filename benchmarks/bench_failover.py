@@ -75,8 +75,10 @@ def _spark():
     from sparkbarrier.devstack.jvm_kafka import jvm_kafka_jars  # the JVM source's jars
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, as the tests' session
     return (SparkSession.builder.master("local[2]").appName("bench-failover")
             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.jars", jvm_kafka_jars())
             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
 
