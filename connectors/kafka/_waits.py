@@ -128,7 +128,8 @@ def end(w: Wait) -> None:
         log.info("barrier-kafka: %s: %s of %s answered after %.1f s", w.where, w.call,
                  w.partition, took)
     if took >= RECORD_AFTER_S:
-        log.debug("barrier-kafka: %s", w.describe(took))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("barrier-kafka: %s", w.describe(took))
         _record(w, took)
 
 
