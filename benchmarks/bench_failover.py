@@ -37,11 +37,22 @@ with ``maxOffsetsPerTrigger`` 1000 into a ``foreachBatch`` sink, the leader SIGK
 is young) and back after 20 s, then the coordinator, same; and a fifth query, the
 compiled reader with its consumer pool off (``--no-pool-path``), beside the four.
 Without ``--kill-after-s`` the leader dies once every query completed 3 batches.
+
+``--issue50``: issue 50's setup, where the default reader stalled 52-56 s (the JVM
+source 23 s): as ``--issue44`` (Kafka's defaults, 4 partitions, ~250 records/s,
+``maxOffsetsPerTrigger`` 1000, ``foreachBatch``), but the leader of partition 0 dies once
+every query completed its first 4 batches (``--kill-after-batches``; ~22 s into the
+query), down 20 s, then the coordinator, same; the queries are the default reader,
+``confluent`` and the JVM source (``--paths`` picks others). Every Kafka call of the
+planner and of the read tasks that waits 1 s or more is written to a file
+(``SPARKBARRIER_KAFKA_WAITS``, :mod:`sparkbarrier.connectors.kafka._waits`) and listed
+per fault: which call, which partition and broker, how long.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -64,10 +75,38 @@ def _spark():
     from sparkbarrier.devstack.jvm_kafka import jvm_kafka_jars  # the JVM source's jars
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # loopback only, as the tests' session
     return (SparkSession.builder.master("local[2]").appName("bench-failover")
             .config("spark.ui.enabled", "false").config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.jars", jvm_kafka_jars())
             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+
+
+def _waits_between(start_wall: float, end_wall: float) -> list[dict]:
+    """The recorded slow Kafka calls (``SPARKBARRIER_KAFKA_WAITS``) that overlap the window."""
+    path = os.environ.get("SPARKBARRIER_KAFKA_WAITS")
+    if not path or not os.path.exists(path):
+        return []
+    found = []
+    with open(path, encoding="utf-8") as lines:
+        for line in lines:
+            try:
+                w = json.loads(line)
+            except ValueError:
+                continue
+            if w["at"] >= start_wall and w["at"] - w["took_s"] <= end_wall:
+                found.append(w)
+    return sorted(found, key=lambda w: -w["took_s"])
+
+
+def _report_waits(fault: str, since_wall: float, until_wall: float) -> None:
+    waits = _waits_between(since_wall, until_wall)
+    print(f"  {fault}: {len(waits)} Kafka calls of 1 s or more (longest first):", flush=True)
+    for w in waits[:12]:
+        start = w["at"] - w["took_s"] - since_wall
+        print(f"    {w['took_s']:6.1f} s from +{start:5.1f} s  pid {w['pid']} {w['where']}: "
+              f"{w['call']} of {w['partition']} on {w['broker']}", flush=True)
 
 
 def _paths(args: argparse.Namespace) -> tuple[str, ...]:
@@ -95,14 +134,17 @@ def _round(spark, cluster, workdir: Path, args: argparse.Namespace) -> dict[str,
             cluster.start(node)
 
     def measure(fault: str, since: float) -> None:
+        since_wall = time.time() - (time.monotonic() - since)
         run.wait_batches(2)
         until = time.monotonic()
         stalls[fault] = {p: run.stall_s(p, since, until) for p in run.queries}
+        print(f"  {fault}: stall per path {stalls[fault]}", flush=True)
+        _report_waits(fault, since_wall, time.time())
 
     try:
         started = time.monotonic()
         run.start()
-        run.wait_batches(3)
+        run.wait_batches(args.kill_after_batches)
         if "leader" in args.faults:
             if args.kill_after_s is not None:  # the fault's schedule, not a wait for a condition
                 time.sleep(max(0.0, started + args.kill_after_s - time.monotonic()))
@@ -156,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sink", choices=("parquet", "foreachBatch"), default="parquet")
     parser.add_argument("--kill-after-s", type=float, default=None,
                         help="SIGKILL the leader this long after the queries started")
+    parser.add_argument("--kill-after-batches", type=int, default=3,
+                        help="SIGKILL the leader once every query completed this many batches")
     parser.add_argument("--no-pool-path", action="store_true",
                         help=f"a fifth query, {NO_POOL}: the compiled reader without its pool")
     parser.add_argument("--faults", default=",".join(FAULTS),
@@ -166,7 +210,16 @@ def main(argv: list[str] | None = None) -> int:
                              "share the two cores with less")
     parser.add_argument("--issue44", action="store_true",
                         help="issue 44's setup (see the module docstring)")
+    parser.add_argument("--issue50", action="store_true",
+                        help="issue 50's setup (see the module docstring)")
     args = parser.parse_args(argv)
+    if args.issue50:
+        args.broker_defaults, args.partitions, args.rate, args.max_offsets = True, 4, 250, 1000
+        args.sink, args.kill_after_batches = "foreachBatch", 4
+        args.down_s = 20.0 if args.down_s is None else args.down_s
+        args.paths = args.paths or "native,confluent,jvm"
+        if args.faults == ",".join(FAULTS):
+            args.faults = "leader,coordinator"
     if args.issue44:
         args.broker_defaults, args.partitions, args.rate, args.max_offsets = True, 4, 250, 1000
         args.sink, args.no_pool_path = "foreachBatch", True
@@ -183,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rounds = []
     with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp:
+        # every slow Kafka call of the planner and the read tasks (connectors/kafka/_waits.py)
+        os.environ.setdefault("SPARKBARRIER_KAFKA_WAITS", str(Path(tmp) / "kafka-waits.jsonl"))
         if args.broker_defaults:
             cluster = KafkaCluster(Path(tmp) / "cluster-home", profile="broker-defaults")
         else:  # the devstack's home, as `python -m sparkbarrier.devstack cluster up`

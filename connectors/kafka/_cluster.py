@@ -48,6 +48,7 @@ from ._failover import ProblemLog, retry_failover
 from ._options import KafkaSourceOptions
 from ._positions import TopicPartition
 from ._secrets import install_client_log_redaction
+from ._waits import waiting
 
 __all__ = ["ClusterView"]
 
@@ -125,7 +126,30 @@ class ClusterView:
 
     def _retrying(self, what: str, call: Callable[[], T],
                   tps: Iterable[TopicPartition] = ()) -> T:
-        """``call()`` under the two retry budgets (see the module docstring)."""
+        """``call()`` under the two retry budgets (see the module docstring), as one
+        named wait (:mod:`._waits`): a lookup that lasts is logged with its brokers."""
+        tps = list(tps)
+        partitions = ", ".join(sorted(str(tp) for tp in tps)) or "the topics"
+        with waiting(what, partitions, lambda: self._leaders(tps)):
+            return self._retrying_now(what, call, tps)
+
+    def _leaders(self, tps: list[TopicPartition]) -> str:
+        """The brokers ``tps`` are asked on now (the cached leaders), for a wait's log line."""
+        consumer = self._consumer
+        if consumer is None or not tps:
+            return f"the cluster ({self._options.bootstrap_servers})"
+        cluster = consumer._cluster  # kafka-python's metadata cache
+        leaders: dict[str, list[str]] = {}
+        for tp in tps:
+            node = cluster.leader_for_partition(KafkaTP(tp.topic, tp.partition))
+            meta = cluster.broker_metadata(node) if node is not None and node >= 0 else None
+            name = (f"node {node} ({meta.host}:{meta.port})" if meta is not None
+                    else "no known leader")
+            leaders.setdefault(name, []).append(str(tp.partition))
+        return "; ".join(f"{name} for partition {','.join(ps)}" for name, ps in leaders.items())
+
+    def _retrying_now(self, what: str, call: Callable[[], T],
+                      tps: Iterable[TopicPartition] = ()) -> T:
         if self._answered:
             options = self._options
             result = retry_failover(

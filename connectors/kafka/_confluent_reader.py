@@ -37,7 +37,7 @@ from confluent_kafka import (
 )
 
 from ..._exceptions import ConfigError, SourceError
-from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, read_with, settings
+from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, leader_text, read_with, settings
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, build_batch, gone
 from ._secrets import SecretScrubber
@@ -88,6 +88,7 @@ class _ConfluentFetcher:
         self._part, self._schema, self._headers = part, schema, options.include_headers
         self._pending: list[Message] = []
         self._assigned = False
+        self._leader: tuple[int, str] = (-1, "")
         try:
             self._consumer = Consumer({**settings(options), "group.id": executor_group_id(options),
                                        "logger": scrub, "error_cb": self._on_error})
@@ -136,11 +137,21 @@ class _ConfluentFetcher:
 
     def topic_error(self, timeout_s: float) -> tuple[int, str]:
         try:
-            err = self._consumer.list_topics(self._part.topic, timeout=timeout_s) \
-                .topics[self._part.topic].error
+            cluster = self._consumer.list_topics(self._part.topic, timeout=timeout_s)
         except KafkaException as exc:
             err = exc.args[0]
+        else:
+            topic = cluster.topics[self._part.topic]
+            err = topic.error
+            known = topic.partitions.get(self._part.partition)
+            if known is not None:
+                broker = cluster.brokers.get(known.leader)
+                self._leader = (known.leader, "" if broker is None else f"{broker.host}:{broker.port}")
         return (err.code(), err.str()) if err is not None else (0, "")
+
+    def leader(self) -> str:
+        """The partition's leader as last heard (:func:`._librdkafka.leader_text`)."""
+        return leader_text(*self._leader)
 
     def assign(self, offset: int) -> None:
         self._assigned = True

@@ -35,7 +35,7 @@ from __future__ import annotations
 import enum
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 import pyarrow as pa
@@ -45,9 +45,11 @@ from ._failover import FAILOVER_OPTION, LIBRDKAFKA_RETRIABLE, ProblemLog
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, check_loss, gc_paused, gone, no_progress, until_no_progress
 from ._secrets import SecretScrubber
+from ._waits import Wait, begin, end, waiting
 
 __all__ = ["DEFAULTS", "FORCED", "GONE", "NOT_YET", "UNREACHED", "ClientErrors", "Err", "Fetcher",
-           "earliest", "gone_or_unauthorised", "permanent_error", "read_with", "settings"]
+           "earliest", "gone_or_unauthorised", "leader_text", "permanent_error", "read_with",
+           "settings"]
 
 log = logging.getLogger(__name__)
 
@@ -237,8 +239,13 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
     lookup_s = max(options.client_configs.get("request_timeout_ms", 30_000),
                    options.failover_timeout_ms) / 1000
     finished = False
+    where = f"read task of {part.channel}@{part.start}..{part.end}"
+    leader = fetcher_leader(fetcher)
+    idle: Wait | None = None  # the read's current wait for records, if any
     try:
-        pos = check_loss(options, part, part.start, earliest(fetcher, part, lookup_s))
+        with waiting("ListOffsets (earliest)", part.channel, leader, where):
+            low = earliest(fetcher, part, lookup_s)
+        pos = check_loss(options, part, part.start, low)
         if pos >= part.end:
             finished = True
             return
@@ -253,11 +260,16 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
                 added, next_offset, done, full, events = fetcher.fetch(want, part.end, _WAIT_S)
                 errors.raise_permanent(part)
                 if added:
+                    if idle is not None:
+                        end(idle)
+                        idle = None
                     pos = next_offset
                     errors.problems.healed(f"read {part.channel}")
                     deadline = time.monotonic() + options.poll_timeout_ms / 1000
                     refresh_at = time.monotonic() + _STALLED_S
-                elif not done and time.monotonic() >= refresh_at:
+                elif not done and idle is None:
+                    idle = begin(f"Fetch from offset {pos}", part.channel, leader, where)
+                if not added and not done and time.monotonic() >= refresh_at:
                     _refresh_leader(fetcher, part)
                     refresh_at = time.monotonic() + _STALLED_S
                 if events:
@@ -278,10 +290,29 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
                 yield batch
         finished = True
     finally:
-        if finished:
-            fetcher.release()
-        else:
-            fetcher.close()
+        if idle is not None:
+            end(idle)
+        with waiting("release the consumer" if finished else "close the consumer",
+                     part.channel, leader, where):
+            if finished:
+                fetcher.release()
+            else:
+                fetcher.close()
+
+
+def leader_text(node: int, address: str) -> str:
+    """A leader as a wait's log line names it (no request: what the client last heard)."""
+    if node < 0:
+        return "the partition's leader (not yet looked up)"
+    return f"node {node} ({address})" if address else f"node {node}"
+
+
+def fetcher_leader(fetcher: Fetcher) -> Callable[[], str]:
+    """The broker a fetcher reads from as last heard (for a wait's log line)."""
+    def leader() -> str:
+        known = getattr(fetcher, "leader", None)
+        return known() if callable(known) else "the partition's leader"
+    return leader
 
 
 def earliest(fetcher: Fetcher, part: KafkaRangePartition, timeout_s: float) -> int:

@@ -29,10 +29,11 @@ import pyarrow as pa
 from ..._exceptions import ConfigError, SourceError
 from ._failover import librdkafka_log_level
 from ._fetcher_pool import ConsumerPool
-from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, read_with, settings
+from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, leader_text, read_with, settings
 from ._options import KafkaSourceOptions
 from ._range import KafkaRangePartition, build_batch, gone
 from ._secrets import SecretScrubber
+from ._waits import waiting
 
 if TYPE_CHECKING:
     from ._rdkafka_arrow import Fetcher as CompiledFetcher
@@ -106,7 +107,10 @@ class _NativeFetcher:
         self._key = (tuple(config), part.topic, part.partition, options.include_headers)
         self._idle_s = options.cache_timeout_ms / 1000
         self._idle_events: list[tuple[str, int, str]] = []
-        pooled = POOL.take(self._key, self._usable)
+        # a stale pooled consumer is closed right here (rd_kafka_destroy): a named wait too
+        with waiting("take a pooled consumer (closing stale ones)", part.channel,
+                     "the consumers' brokers", f"read task of {part.channel}"):
+            pooled = POOL.take(self._key, self._usable)
         if pooled is not None:
             self._fetcher = pooled
             self._log_events(self._idle_events)
@@ -173,6 +177,10 @@ class _NativeFetcher:
 
     def assign(self, offset: int) -> None:
         self._fetcher.assign(offset)
+
+    def leader(self) -> str:
+        """The partition's leader as last heard (:func:`._librdkafka.leader_text`)."""
+        return leader_text(*self._fetcher.leader())
 
     def topic_error(self, timeout_s: float) -> tuple[int, str]:
         return self._fetcher.topic_error(int(timeout_s * 1000))

@@ -19,6 +19,7 @@
  *   .fetch(want, end, timeout_ms) -> (added, next_offset, hit_end, full, events)
  *   .take() -> (n, columns...)   the buffered rows as bytes objects; resets
  *   .position() -> int           librdkafka's consumer position (-1001 if unknown)
+ *   .leader() -> (id, host:port) the partition's leader in the last topic_error() answer
  *   .client_events() -> [(kind, level_or_code, text)]  error_cb / log_cb, drained
  *   .close()                     at once, or when a call running on another thread ends
  *
@@ -88,6 +89,9 @@ typedef struct {
     Buf offset, timestamp, tstype, hoffsets;
     int64_t rows;
     int32_t hcount;
+    /* the partition's leader in the last metadata answer (topic_error), for log lines */
+    int32_t leader_id; /* -1: not known yet */
+    char leader_name[300];
 } Fetcher;
 
 static void push_event(Fetcher *f, int kind, int code, const char *text) {
@@ -188,6 +192,8 @@ static int Fetcher_init(Fetcher *f, PyObject *args, PyObject *kwds) {
     }
     f->topic = strdup(topic);
     f->partition = partition;
+    f->leader_id = -1;
+    f->leader_name[0] = '\0';
     f->headers = headers;
     f->msgs_cap = 1024;
     f->msgs = calloc(f->msgs_cap, sizeof *f->msgs);
@@ -289,10 +295,32 @@ static PyObject *Fetcher_topic_error(Fetcher *f, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     err = rd_kafka_metadata(f->rk, 0, f->rkt, &md, timeout_ms);
     if (!err && md) err = md->topic_cnt > 0 ? md->topics[0].err : RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (md && md->topic_cnt > 0) {
+        for (int i = 0; i < md->topics[0].partition_cnt; i++) {
+            if (md->topics[0].partitions[i].id != f->partition) continue;
+            int32_t leader = md->topics[0].partitions[i].leader;
+            f->leader_id = leader;
+            f->leader_name[0] = '\0';
+            for (int b = 0; b < md->broker_cnt; b++)
+                if (md->brokers[b].id == leader)
+                    snprintf(f->leader_name, sizeof f->leader_name, "%s:%d",
+                             md->brokers[b].host, md->brokers[b].port);
+        }
+    }
     if (md) rd_kafka_metadata_destroy(md);
     Py_END_ALLOW_THREADS
     leave(f);
     return Py_BuildValue("iN", (int)err, text_of(rd_kafka_err2str(err)));
+}
+
+/* The partition's leader as the last topic_error() heard it: (node id or -1, "host:port"
+ * or ""). No request: safe while another call runs (a torn read only garbles a log line). */
+static PyObject *Fetcher_leader(Fetcher *f, PyObject *noargs) {
+    (void)noargs;
+    char name[sizeof f->leader_name];
+    memcpy(name, f->leader_name, sizeof name);
+    name[sizeof name - 1] = '\0';
+    return Py_BuildValue("iN", (int)f->leader_id, text_of(name));
 }
 
 static PyObject *Fetcher_serve(Fetcher *f, PyObject *args) {
@@ -590,6 +618,8 @@ static PyMethodDef Fetcher_methods[] = {
      "watermarks(timeout_ms) -> (err, low, high, errstr)"},
     {"topic_error", (PyCFunction)Fetcher_topic_error, METH_VARARGS,
      "topic_error(timeout_ms) -> (err, errstr): the topic's error in fresh metadata"},
+    {"leader", (PyCFunction)Fetcher_leader, METH_NOARGS,
+     "leader() -> (node_id, host_port): the partition's leader in the last topic_error()"},
     {"serve", (PyCFunction)Fetcher_serve, METH_VARARGS,
      "serve(timeout_ms): run error_cb for the client errors queued so far"},
     {"assign", (PyCFunction)Fetcher_assign, METH_VARARGS, "assign(offset)"},
