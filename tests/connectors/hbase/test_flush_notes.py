@@ -26,3 +26,12 @@ def test_a_malformed_or_foreign_note_is_a_protocol_error(raw: bytes) -> None:
 def test_a_malformed_note_column_is_a_protocol_error() -> None:
     with pytest.raises(ProtocolError):
         FlushLog.from_cell(b"c:log-x-0-1", b'{"version":2,"rounds":{}}')
+
+
+def test_task_note_keys_round_trip_any_bytes_and_a_truncated_chunk_is_an_error() -> None:
+    from sparkbarrier.connectors.hbase._commit_table import _decode_keys, _encode_keys
+
+    keys = [b"", b"\x00\xff", "ключ".encode(), b"k" * 70_000]
+    assert _decode_keys(_encode_keys(keys, [len(k) for k in keys])) == keys
+    with pytest.raises(ValueError, match="past the last key"):
+        _decode_keys(_encode_keys(keys, [len(k) for k in keys]) + b"x")
