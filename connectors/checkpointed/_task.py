@@ -74,7 +74,7 @@ class _SinkAsFunction:
 
     The bridge between the two ids, and the only one. The InputProcessor calls the
     ``CheckpointedFunction`` methods with *source checkpoint ids* (what its barriers
-    carry); the sink takes Spark's *batch id*. A snapshot at ``source_checkpoint_id``
+    carry); the sink takes Spark's *batch id*. A snapshot at ``checkpoint_id``
     records that id in the commit message and snapshots the sink for the task's
     ``batch_id`` (:meth:`snapshot_batch`), so one task may snapshot one batch several
     times. Source checkpoints' notifications stop here: the sink is notified on the
@@ -84,13 +84,13 @@ class _SinkAsFunction:
     def __init__(self, fn: CheckpointedSink, msg: TaskCommitMessage) -> None:
         self.fn, self.msg = fn, msg
         self.dirty = False
-        self.last_source_checkpoint_id: int | None = None
+        self.last_checkpoint_id: int | None = None
 
     def initialize_state(self, _context: InitializationContext) -> None:  # done by run_task with the SinkContext
         pass
 
-    def snapshot_state(self, source_checkpoint_id: int) -> None:
-        self.msg.source_checkpoints.append(source_checkpoint_id)
+    def snapshot_state(self, checkpoint_id: int) -> None:
+        self.msg.source_checkpoints.append(checkpoint_id)
         self.snapshot_batch()
 
     def snapshot_batch(self) -> None:
@@ -101,12 +101,12 @@ class _SinkAsFunction:
             self.msg.handles.append(handle)
         self.dirty = False
 
-    def notify_checkpoint_complete(self, source_checkpoint_id: int) -> None:  # driver-side in Spark
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:  # driver-side in Spark
         pass
 
-    def notify_checkpoint_aborted(self, source_checkpoint_id: int) -> None:
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         log.info("task %d: alignment of source checkpoint %d declined; its data goes into the next "
-                 "snapshot of batch %d", self.msg.partition_id, source_checkpoint_id, self.msg.batch_id)
+                 "snapshot of batch %d", self.msg.partition_id, checkpoint_id, self.msg.batch_id)
 
     def downstream(self, _channel: Hashable, batch: pa.RecordBatch) -> None:
         self.fn.invoke(batch)
@@ -179,10 +179,10 @@ def _run(fn: CheckpointedSink, context: SinkContext, batches: Iterator[pa.Record
                 if piece.channel is not None and piece.next_offset is not None:
                     prev = msg.source_offsets.get(piece.channel, piece.next_offset)
                     msg.source_offsets[piece.channel] = max(prev, int(piece.next_offset))
-                last = function.last_source_checkpoint_id
+                last = function.last_checkpoint_id
                 if single and last is not None and piece.checkpoint_id <= last:
                     continue  # another source partition's copy of a barrier already counted
-                function.last_source_checkpoint_id = piece.checkpoint_id
+                function.last_checkpoint_id = piece.checkpoint_id
             marker_channel = SINGLE_CHANNEL if single else piece.channel
             if marker_channel is None:
                 raise SinkError(f"a {type(piece).__name__} marker without a channel reached the sink",
