@@ -1,9 +1,10 @@
-"""One write task of millions of distinct keys, killed after all its writes, replayed, committed (issue 49).
+"""A batch of millions of distinct keys, killed after all its writes, replayed, committed (issue 49).
 
-    .venv/bin/python benchmarks/bench_task_scale.py [--keys 5000000] [--max-memory 64mb]
+    .venv/bin/python benchmarks/bench_task_scale.py [--keys 5000000] [--tasks 1] [--max-memory 256mb]
 
-Without Spark: one ``HBaseTaskWriter`` (as the checkpointed-sink adapter runs it) writes
-``--keys`` distinct 16-byte binary keys with a 24-byte value each; the driver "dies" before
+Without Spark: ``--tasks`` ``HBaseTaskWriter``s (as the checkpointed-sink adapter runs them,
+one after the other in this process) write ``--keys`` distinct 16-byte binary keys in all,
+with a 24-byte value each; the driver "dies" before
 the commit; a replay (a new plan) abandons that attempt, writes the batch again above it,
 and the driver commits, removing every version the abandoned attempt noted. Printed: each
 phase's wall time, the task process's peak RSS growth (``ru_maxrss``) while the task ran,
@@ -48,7 +49,7 @@ def batches(keys: int, seed: int) -> Iterator[pa.RecordBatch]:
                                          schema=SCHEMA)
 
 
-def run_task(opts, plan: str, keys: int) -> tuple[object, float, int, int]:  # noqa: ANN001
+def run_task(opts, plan: str, keys: int, tasks: int = 1) -> tuple[list[object], float, int, int]:  # noqa: ANN001
     spills = []
     spill = _buffer.MutationBuffer._spill
 
@@ -59,23 +60,29 @@ def run_task(opts, plan: str, keys: int) -> tuple[object, float, int, int]:  # n
     _buffer.MutationBuffer._spill = counted  # type: ignore[method-assign]
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.monotonic()
-    writer = HBaseTaskWriter(opts, TaskIdentity("bench-q", 0, 0, plan))
+    msgs = []
     try:
-        writer.begin()
-        for batch in batches(keys, seed=1):
-            writer.add(batch)
-        msg = writer.snapshot(final=True)
+        per_task = keys // tasks
+        for task in range(tasks):
+            writer = HBaseTaskWriter(opts, TaskIdentity("bench-q", 0, task, plan))
+            try:
+                writer.begin()
+                for batch in batches(per_task, seed=task + 1):
+                    writer.add(batch)
+                msgs.append(writer.snapshot(final=True))
+            finally:
+                writer.close()
     finally:
-        writer.close()
         _buffer.MutationBuffer._spill = spill  # type: ignore[method-assign]
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
-    return msg, time.monotonic() - started, grown, len(spills)
+    return msgs, time.monotonic() - started, grown, len(spills)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=5_000_000)
-    ap.add_argument("--max-memory", default="64mb")
+    ap.add_argument("--tasks", type=int, default=1)
+    ap.add_argument("--max-memory", default="256mb")
     args = ap.parse_args()
 
     from sparkbarrier.devstack import Devstack
@@ -92,27 +99,28 @@ def main() -> None:
     fn.validate(raw, from_arrow_schema(SCHEMA))
     fn.start(raw, from_arrow_schema(SCHEMA))
     opts = parse_sink_options(raw)
-    out: dict[str, object] = {"keys": args.keys, "max_memory": args.max_memory}
+    out: dict[str, object] = {"keys": args.keys, "tasks": args.tasks, "max_memory": args.max_memory}
     with RowWatch(ep.hbase_thrift[0], ep.hbase_thrift[1], f"{table}_commits") as watch:
         first, out["first_try_s"], out["first_rss_growth_kib"], out["first_spills"] = run_task(
-            opts, "e0000000000000000001@%d" % (time.time() * 1000), args.keys)
+            opts, "e0000000000000000001@%d" % (time.time() * 1000), args.keys, args.tasks)
         # the driver dies here, after all writes, before the commit; the replay is a new plan
         replay, out["replay_s"], out["replay_rss_growth_kib"], out["replay_spills"] = run_task(
-            opts, "e0000000000000000002@%d" % (time.time() * 1000), args.keys)
+            opts, "e0000000000000000002@%d" % (time.time() * 1000), args.keys, args.tasks)
         started = time.monotonic()
         committer = fn.committer()
         try:
-            committer.commit([replay], 0)
+            record = committer.commit(replay, 0)
         finally:
             committer.close()
         out["commit_with_removal_s"] = round(time.monotonic() - started, 1)
     out["commit_table_largest_row_bytes"] = watch.largest
-    out["abandoned"] = getattr(replay, "abandoned", None) == [getattr(first, "base_ms", None)]
+    out["committed_seq"] = getattr(record, "seq", None)
+    out["abandoned_removed_attempt"] = getattr(replay[0], "abandoned", None) == [getattr(first[0], "base_ms", None)]
     import happybase
 
     conn = happybase.Connection(*ep.hbase_thrift)
     try:
-        sample = [b for b in batches(min(args.keys, CHUNK), seed=1)][0].column("id").to_pylist()[:200]
+        sample = next(batches(min(args.keys // args.tasks, CHUNK), seed=1)).column("id").to_pylist()[:200]
         t = conn.table(table)
         versions = [len(t.cells(k, b"d:v", versions=10)) for k in sample]
         out["versions_per_sampled_key"] = sorted(set(versions))
