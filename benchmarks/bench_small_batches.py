@@ -25,6 +25,8 @@ the other in each round (so the machine's load hits them alike), at
   HBase through Thrift1 (happybase, one batch per task, no commit protocol): what any
   Python sink writing these rows to HBase costs, with the HBase servers' own CPU on the
   same two cores (``barrier-hbase`` is compared with it too);
+* ``barrier-kafka -> put sink``: the same put sink behind ``barrier-kafka`` (issue 49's
+  baseline for ``barrier-hbase``: the same source, a sink without the protocol);
 * ``barrier-kafka -> barrier-hbase`` and
   ``jvm + commit_kafka_offsets -> barrier-hbase``.
 
@@ -56,7 +58,8 @@ from bench_sink_batch_latency import produce  # noqa: E402
 WARMUP = 3
 PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch", "commitOffsets")
 CASES = ("jvm-noop", "floor-noop", "barrier-noop", "barrier-noop-nocache", "barrier-noop-nocommit",
-         "floor-floorsink", "floor-putsink", "barrier-floorsink", "barrier-hbase", "jvm-commits-hbase")
+         "floor-floorsink", "floor-putsink", "barrier-floorsink", "barrier-putsink", "barrier-hbase",
+         "jvm-commits-hbase")
 
 
 def register_floor(spark: Any, rows_per_batch: int) -> None:
@@ -342,6 +345,8 @@ def main() -> None:
                 if "floor-putsink" in results:
                     r["ratio_to_floor_putsink"] = round(r["median_ms"] / results["floor-putsink"]["median_ms"], 2)
                 r["ratio_to_floor_floorsink"] = round(r["median_ms"] / pair, 2)
+            if case == "barrier-hbase" and "barrier-putsink" in results:
+                r["ratio_to_barrier_putsink"] = round(r["median_ms"] / results["barrier-putsink"]["median_ms"], 2)
             print(json.dumps({"round": round_, "case": case, **r}), flush=True)
     spark.stop()
 

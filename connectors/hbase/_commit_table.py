@@ -104,7 +104,7 @@ TASK_NOTE_PREFIX = b"c:task-"
 NOTE_KEYS_COLUMN = b"c:keys"
 # A note's keys go into rows of their own of at most this many bytes each (HBase refuses a
 # cell over 10 MiB by default, and a row never splits).
-NOTE_CHUNK_BYTES = 4 << 20
+NOTE_CHUNK_BYTES = 1 << 20
 _NOTE_ROW_PREFIX = b"\x01"  # after the plan counter (\x00...), before every printable sink.id
 # One counter for the whole commit table (the default sink.id needs the query id, which
 # planning does not see); it sorts before every sink row and holds no c:commit.

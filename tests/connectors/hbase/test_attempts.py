@@ -251,7 +251,8 @@ def test_a_replay_writes_above_the_abandoned_attempt_and_removes_exactly_what_it
     assert replay.base_ms >= first.base_ms + BATCH_SPAN_MS
     assert replay.abandoned == [first.base_ms] and replay.gap is None
     record = sink.commit([replay], 0)
-    assert record.gaps == [[first.base_ms, first.base_ms + BATCH_SPAN_MS]]
+    # the abandoned attempt sent puts only, all removed: nothing of it is left to skip
+    assert record.gaps == []
     # "a" was only in the abandoned attempt (a query whose input changed): its noted put is
     # removed (the version), not read.
     assert sink.read() == [{"id": "b", "v": 2, "s": None}]
@@ -259,6 +260,17 @@ def test_a_replay_writes_above_the_abandoned_attempt_and_removes_exactly_what_it
     # the abandoned attempt's notes go with its versions; the committed one's when the next batch places
     assert [c for c in sink.notes() if str(first.base_ms).encode() in c] == []
     assert all(str(replay.base_ms).encode() in c for c in sink.notes())
+
+
+def test_an_abandoned_attempt_without_notes_keeps_its_gap(make_sink) -> None:
+    """At least once notes nothing: its abandoned puts stay, and the views skip their range."""
+    alo = make_sink(OPS, **FLUSH, **{"delivery.guarantee": "at-least-once"})
+    first = alo.task([{"id": "a", "v": 1, "s": None, "op": None}], batch=0, plan="e0000000000000000001")
+    sink = make_sink(OPS, table=alo.opts.table, **FLUSH)
+    replay = sink.task([{"id": "b", "v": 2, "s": None, "op": None}], batch=0, plan="e0000000000000000002")
+    record = sink.commit([replay], 0)
+    assert record.gaps == [[first.base_ms, first.base_ms + BATCH_SPAN_MS]]
+    assert sink.read() == [{"id": "b", "v": 2, "s": None}]
 
 
 def test_a_task_of_an_older_plan_is_fenced_once_the_batch_was_planned_again(make_sink) -> None:
