@@ -22,7 +22,7 @@ Every exception carries its context as attributes so callers never parse message
 The clients' own exceptions become these in one place per client: HBase's Thrift,
 TLS and socket errors in ``connectors/hbase/_errors.py``; Kafka's retriable and fatal
 errors (both client libraries) in ``connectors/kafka/_failover.py``; WebHDFS answers and
-network errors in ``connectors/_webhdfs.py``.
+network errors in ``connectors/storage/_webhdfs.py``.
 """
 
 from __future__ import annotations

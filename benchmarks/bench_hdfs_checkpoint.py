@@ -5,7 +5,7 @@
 
 Why: on HDFS Spark writes its offset and commit logs through the NameNode and a
 DataNode, and the sink's commit worker reads the batch's offset-log entry through
-WebHDFS (``connectors/_files.py``) to record its Kafka offsets: two extra costs per
+WebHDFS (``connectors/storage/_files.py``) to record its Kafka offsets: two extra costs per
 batch that a local checkpoint does not have. Measured: the median and p90 of Spark's
 ``triggerExecution`` per batch (warm-up batches dropped) for the same query with a local
 and an HDFS checkpoint, alternating within one Spark session, for Spark's JVM source →

@@ -1,7 +1,7 @@
 """The Kafka offset formats: the topic-partition key and ``barrier-kafka``'s source offset.
 
 One floor below both readers: the ``barrier-kafka`` planner writes the source offset,
-and Spark's checkpoint-log reader (:mod:`._checkpoint_log`, used by the status tools and
+and Spark's checkpoint-log reader (:mod:`.storage._checkpoint_log`, used by the status tools and
 every checkpointed sink) parses it back. Kept inside ``connectors/kafka`` it made the
 log reader import the Kafka package, whose ``__init__`` re-exports the log reader: an
 import circle hidden behind a function-level import.

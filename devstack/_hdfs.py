@@ -1,7 +1,7 @@
 """The devstack's optional HDFS: one NameNode and one DataNode on 127.0.0.1, with WebHDFS.
 
 Why a real HDFS: production keeps Spark's ``checkpointLocation`` on HDFS, and the
-package reads and writes beside it through WebHDFS (``connectors/_files.py``). Only a
+package reads and writes beside it through WebHDFS (``connectors/storage/_files.py``). Only a
 real NameNode shows what that costs: the two-step CREATE whose redirect names a
 DataNode, ``hdfs://`` paths in Spark's own checkpoint, renames that are atomic. The
 daemons are Hadoop's own main classes on the jars of ``poms/hdfs/pom.xml`` (the
@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
 from .._exceptions import DevstackError
-from ..connectors._files import WEBHDFS_ENV
+from ..connectors.storage._files import WEBHDFS_ENV
 from ._config import Paths, PortSpec, port_requests
 from ._jvm import Java, find_java, write_log4j_config
 from ._maven import Classpath, resolve_classpath

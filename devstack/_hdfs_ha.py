@@ -4,7 +4,7 @@ Why. Production checkpoints sit on an HA nameservice (``hdfs://<ns>/...``), and 
 NameNode failover is routine there: the active one dies or is moved, the standby is
 made active. Both of Spark's clients of that location must follow it: Hadoop's own
 (``ConfiguredFailoverProxyProvider``, in the JVM) and sparkbarrier's WebHDFS layer
-(``connectors/_webhdfs.py``, in Python workers). Only a real pair shows what a standby
+(``connectors/storage/_webhdfs.py``, in Python workers). Only a real pair shows what a standby
 answers and how long a promotion takes; ``tests/integration/test_hdfs_ha.py`` kills and
 promotes this one under running calls and a running query.
 

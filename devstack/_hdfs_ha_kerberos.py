@@ -2,7 +2,7 @@
 
 Why. A production nameservice is Kerberized more often than not, and there WebHDFS
 answers a request without an ``Authorization: Negotiate`` header with 401: sparkbarrier's
-WebHDFS layer (``connectors/_webhdfs.py``) must do the SPNEGO handshake with whichever
+WebHDFS layer (``connectors/storage/_webhdfs.py``) must do the SPNEGO handshake with whichever
 NameNode it calls, and follow a failover while doing so. Only a real secure NameNode
 shows what it answers; ``tests/integration/test_hdfs_ha_kerberos.py`` drives this one.
 

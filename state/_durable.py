@@ -14,7 +14,7 @@ stores) gets *generations* instead (:func:`write_generation`, :func:`read_latest
 every save creates a new file ``<stem>-<generation>.json``, atomically and never over
 an existing one, in a :class:`SnapshotStore`; a restore reads the highest. That is
 how Spark keeps its own offset log on HDFS (a new file per batch). This module knows
-only the store's four calls; ``connectors/_files.py`` implements them on fsspec.
+only the store's four calls; ``connectors/storage/_files.py`` implements them on fsspec.
 """
 
 from __future__ import annotations

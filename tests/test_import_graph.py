@@ -4,7 +4,7 @@ Every ``import`` counts, lazy ones inside functions too: a lazy import hides a c
 from the interpreter, not from the reader, and the next refactoring that hoists it
 fails at import time. So do the imports Python makes implicitly: importing ``a.b.c``
 runs ``a/b/__init__.py`` first, so an import from outside package ``a.b`` also depends
-on that package's ``__init__`` (the edge that hid ``connectors/_checkpoint_log.py`` →
+on that package's ``__init__`` (the edge that hid ``connectors/storage/_checkpoint_log.py`` →
 ``connectors/kafka`` → back, until the offset format moved a floor down). Modules are the ``.py`` files under the repository root (the
 root is the ``sparkbarrier`` package), tests excluded. Folders without an
 ``__init__.py`` (``benchmarks/``, ``demo/``, ``examples/...``) are script folders: a

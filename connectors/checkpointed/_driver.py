@@ -20,7 +20,7 @@ committed transaction, a conditional put, ...). The ledger lives beside Spark's
 checkpoint, on its file system (default ``<checkpointLocation>/sparkbarrier/<sink>``, or
 ``checkpoint.state.location``): a driver rescheduled on another node with an empty disk
 finds it there. On a local disk it is one file replaced atomically; on HDFS or an
-object store a new generation per save (``state/_durable.py``, ``connectors/_files.py``).
+object store a new generation per save (``state/_durable.py``, ``connectors/storage/_files.py``).
 Functions whose store is its own record of what was applied (``barrier-hbase``'s
 commit table) set ``uses_ledger = False``.
 """
@@ -58,7 +58,7 @@ def state_directory(options: Mapping[str, str], sink_name: str) -> Path | Snapsh
     object store otherwise. No I/O here (Spark builds a writer per batch):
     :func:`check_state_directory` runs at query start.
     """
-    from .._files import folder, is_local
+    from ..storage._files import folder, is_local
 
     explicit = options.get("checkpoint.state.location")
     location = explicit or checkpoint_location(options)
@@ -95,7 +95,7 @@ def completed_checkpoint(messages: Sequence[Any], batch_id: int,
     ``barrier-kafka`` planned for it): so a sink records the Kafka offsets of every
     batch whatever the transformations in between dropped, with or without markers.
     """
-    from .._checkpoint_log import planned_batch
+    from ..storage._checkpoint_log import planned_batch
 
     msgs = sorted((m for m in messages if isinstance(m, TaskCommitMessage)), key=lambda m: m.partition_id)
     planned = planned_batch(checkpoint_location, batch_id)

@@ -158,7 +158,7 @@ def _warn_if_offsets_unrecordable(name: str, schema: StructType, location: str |
     """Say at query start when the sink could not learn the Kafka offsets of its batches.
 
     Without barrier markers they come from Spark's offset log, which the commit worker
-    reads on the checkpoint's file system (``connectors/_files.py``): a location it
+    reads on the checkpoint's file system (``connectors/storage/_files.py``): a location it
     cannot reach would leave every commit record without offsets.
 
     Never raises: a check that exists to warn must not fail the query (it once did, on
@@ -167,7 +167,7 @@ def _warn_if_offsets_unrecordable(name: str, schema: StructType, location: str |
     bound; whatever still fails, of whatever type, is logged as the warning.
     """
     from ...barrier import MARKER_COLUMNS
-    from .._files import folder, is_local
+    from ..storage._files import folder, is_local
 
     if set(MARKER_COLUMNS) <= set(schema.names) or (location and is_local(location)):
         return

@@ -36,8 +36,8 @@ from pyspark.sql.types import StructType
 from ..._exceptions import ConfigError, SinkError
 from ..._faults import fault_point
 from ...barrier.markers import split_markers
-from .._checkpoint_log import planned_batch
 from ..checkpointed._runs import RunKey, validate_once
+from ..storage._checkpoint_log import planned_batch
 from ._batch_options import WRITE_BATCH_ID, BatchWriteOptions, parse_batch_write_options
 from ._commit_table import CommitRecord, read_history, read_state
 from ._committer import HBaseCommitMessage

@@ -8,7 +8,7 @@ on the driver ``notify_checkpoint_complete`` writes the commit record with the K
 offsets the barriers carried. The commit table is the durable record of what was
 applied (a replay of a committed batch is a no-op there), so the adapter's own ledger
 is not needed (``uses_ledger = False``); the Kafka offsets of each batch come from the
-barriers or from Spark's offset log, wherever the checkpoint is (``connectors/_files.py``).
+barriers or from Spark's offset log, wherever the checkpoint is (``connectors/storage/_files.py``).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import Any
 
 from thriftpy2.thrift import TClient
 
-from .._kerberos_login import check_keytab
+from ..kerberos._login import check_keytab
 from ._gateways import Gateway
 from ._options import HBaseConnectionOptions, ThriftProtocol, ThriftTransport
 from ._sasl import LOGIN_OPTIONS, sasl_protocol, sasl_transport

@@ -19,7 +19,7 @@ from ..._lazy import lazy_exports as _lazy_exports
 if _typing.TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from .._checkpoint_log import CheckpointLogStatus, SparkBatch, checkpoint_log_status
+    from ..storage._checkpoint_log import CheckpointLogStatus, SparkBatch, checkpoint_log_status
     from ._client_config import client_settings
     from ._group import CommittedOffset, GroupStatus, PartitionStatus, committed_offsets, group_status
     from ._jvm_commits import KafkaOffsetCommits, commit_kafka_offsets
@@ -32,9 +32,9 @@ if _typing.TYPE_CHECKING:
 # package, and the executors' librdkafka path needs none of the driver's modules (nor
 # kafka-python, ~90 ms of every new worker's start, measured 2026-11-26).
 __getattr__, __dir__ = _lazy_exports(__name__, globals(), {
-    "CheckpointLogStatus": ".._checkpoint_log",
-    "SparkBatch": ".._checkpoint_log",
-    "checkpoint_log_status": ".._checkpoint_log",
+    "CheckpointLogStatus": "..storage._checkpoint_log",
+    "SparkBatch": "..storage._checkpoint_log",
+    "checkpoint_log_status": "..storage._checkpoint_log",
     "client_settings": "._client_config",
     "CommittedOffset": "._group",
     "GroupStatus": "._group",

@@ -3,7 +3,7 @@
 Users write what Spark's Kafka source takes (``kafka.sasl.mechanism=GSSAPI``,
 ``kafka.sasl.kerberos.service.name``, and a ``Krb5LoginModule`` line in
 ``kafka.sasl.jaas.config``). :func:`parse_krb5_jaas` turns the JAAS fields into the
-:class:`~.._kerberos_settings.KerberosSettings` both hops use (nothing secret in it: a
+:class:`~..kerberos._settings.KerberosSettings` both hops use (nothing secret in it: a
 keytab *path* and a principal).
 
 Why kafka-python runs every GSSAPI connection (driver and executors): the librdkafka
@@ -12,7 +12,7 @@ GSSAPI, and librdkafka's own Kerberos login runs ``kinit`` into the process's
 default ticket cache, so two principals in one process would overwrite each other
 (docs/kerberos-devstack.md). See :func:`librdkafka_gssapi` for the check.
 
-The login itself is the one both hops share (:mod:`.._kerberos_login`): a keytab login
+The login itself is the one both hops share (:mod:`..kerberos._login`): a keytab login
 into a private ``MEMORY:`` ticket cache of the process, renewed from the keytab; the
 ticket cache with ``useTicketCache=true`` (tried first when a keytab is given too, as
 Java does); never the process's default cache or environment changed, so queries with
@@ -37,8 +37,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from ..._exceptions import ConfigError
-from .. import _kerberos_login as _shared
-from .._kerberos_settings import KerberosSettings, LoginOptions, OptionName
+from ..kerberos import _login as _shared
+from ..kerberos._settings import KerberosSettings, LoginOptions, OptionName
 
 if TYPE_CHECKING:
     import gssapi
@@ -80,7 +80,7 @@ def _bool(name: str, raw: str) -> bool:
 
 
 def parse_krb5_jaas(fields: Mapping[str, str], service_name: str | None) -> KerberosSettings:
-    """The :class:`~.._kerberos_settings.KerberosSettings` from the fields of a ``Krb5LoginModule`` JAAS line and
+    """The :class:`~..kerberos._settings.KerberosSettings` from the fields of a ``Krb5LoginModule`` JAAS line and
     ``kafka.sasl.kerberos.service.name``; raises :class:`ConfigError` naming the option.
 
     Java's rules where they apply: ``serviceName`` in the JAAS line stands in for the
@@ -130,7 +130,7 @@ def parse_krb5_jaas(fields: Mapping[str, str], service_name: str | None) -> Kerb
 
 
 def check_keytab(kerberos: KerberosSettings) -> None:
-    """:func:`.._kerberos_login.check_keytab` naming ``kafka.sasl.jaas.config``."""
+    """:func:`..kerberos._login.check_keytab` naming ``kafka.sasl.jaas.config``."""
     _shared.check_keytab(kerberos, LOGIN_OPTIONS)
 
 
@@ -138,7 +138,7 @@ def credentials(kerberos: KerberosSettings) -> gssapi.Credentials:
     """``gssapi.Credentials`` for initiating contexts as this query's principal.
 
     Called for every connection (cheap: the keytab login is cached per process and
-    renewed near its end; see :mod:`.._kerberos_login`). Raises :class:`KerberosError`
+    renewed near its end; see :mod:`..kerberos._login`). Raises :class:`KerberosError`
     naming ``kafka.sasl.jaas.config``.
     """
     return _shared.credentials(kerberos, LOGIN_OPTIONS)

@@ -6,8 +6,8 @@ first metadata request this module does what every connection will do: get the
 principal's credentials (from the keytab, or the ticket cache) and start a security
 context with ``<service>@<host>`` for each bootstrap host, which asks the KDC for a
 ticket-granting ticket and a service ticket. Every Kerberos mistake shows up there,
-within milliseconds, with MIT's status codes, and :func:`.._kerberos_login.security_context`
-maps them through the one map both hops share (:mod:`.._kerberos_errors`) with Kafka's
+within milliseconds, with MIT's status codes, and :func:`..kerberos._login.security_context`
+maps them through the one map both hops share (:mod:`..kerberos._errors`) with Kafka's
 option names (:data:`._kerberos.LOGIN_OPTIONS`):
 
 * stale or wrong keytab (``Preauthentication failed``), a principal the KDC does not
@@ -23,8 +23,8 @@ The broker itself is not contacted here; the normal metadata request follows.
 
 from __future__ import annotations
 
-from .._kerberos_login import security_context
-from .._kerberos_settings import KerberosSettings
+from ..kerberos._login import security_context
+from ..kerberos._settings import KerberosSettings
 from ._kerberos import (
     JAAS as JAAS,  # the option these errors name, for callers and tests
     LOGIN_OPTIONS,

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._exceptions import ConfigError
-from .._kerberos_settings import KerberosSettings
 from .._options import parse_bool
+from ..kerberos._settings import KerberosSettings
 from ._kerberos import check_keytab, kafka_python_settings, parse_krb5_jaas
 from ._keystores import PemFiles, Store, StoreType, pem_files
 

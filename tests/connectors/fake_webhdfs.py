@@ -2,7 +2,7 @@
 an in-memory file system behind the WebHDFS JSON answers, and a script of failures to
 answer first (standby, safe mode, startup, 503, permission, a dropped connection).
 
-Not a model of HDFS: just the requests ``connectors/_webhdfs.py`` sends (GETFILESTATUS,
+Not a model of HDFS: just the requests ``connectors/storage/_webhdfs.py`` sends (GETFILESTATUS,
 LISTSTATUS, MKDIRS, CREATE and OPEN with their DataNode redirect, RENAME, DELETE).
 """
 

@@ -1,4 +1,4 @@
-"""The checkpoint-location layer (``connectors/_files.py``) without a server: local folders,
+"""The checkpoint-location layer (``connectors/storage/_files.py``) without a server: local folders,
 the ledger's generations, and how an hdfs:// location finds its WebHDFS address.
 (Against a real NameNode and DataNode: tests/integration/test_hdfs_checkpoints.py.)"""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from sparkbarrier._exceptions import CorruptStateError
-from sparkbarrier.connectors._files import WEBHDFS_ENV, Folder, folder, is_local
+from sparkbarrier.connectors.storage._files import WEBHDFS_ENV, Folder, folder, is_local
 from sparkbarrier.state import PendingCheckpoints
 from sparkbarrier.state._pending import LEDGER_STEM
 

@@ -1,6 +1,6 @@
 """Every status code the one Kerberos error map names, reproduced against the real MIT KDC.
 
-The map (``connectors/_kerberos_errors.py``) classifies refusals by gssapi's major and
+The map (``connectors/kerberos/_errors.py``) classifies refusals by gssapi's major and
 minor status codes, never by message text; each case here makes MIT produce its code
 for real (the session's private KDC, ``kdc`` in tests/conftest.py: a stale keytab, a
 deleted principal, no such service, a dead KDC, an expired ticket, a skewed clock ...),
@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from sparkbarrier import KerberosError
-from sparkbarrier.connectors import _kerberos_login
-from sparkbarrier.connectors._kerberos_errors import _K5G, _KRB5, MINOR_CODES, Refusal, refusal
-from sparkbarrier.connectors._kerberos_login import credentials, security_context
-from sparkbarrier.connectors._kerberos_settings import KerberosSettings
+from sparkbarrier.connectors.kerberos import _login as _kerberos_login
+from sparkbarrier.connectors.kerberos._errors import _K5G, _KRB5, MINOR_CODES, Refusal, refusal
+from sparkbarrier.connectors.kerberos._login import credentials, security_context
+from sparkbarrier.connectors.kerberos._settings import KerberosSettings
 from sparkbarrier.connectors.hbase._sasl import LOGIN_OPTIONS as HBASE
 from sparkbarrier.connectors.kafka._kerberos import LOGIN_OPTIONS as KAFKA
 

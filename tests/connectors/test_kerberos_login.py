@@ -1,6 +1,6 @@
-"""The login both hops share (``connectors/_kerberos_login.py``), without a KDC.
+"""The login both hops share (``connectors/kerberos/_login.py``), without a KDC.
 
-One settings type, one error map (``connectors/_kerberos_errors.py``, by status code), two
+One settings type, one error map (``connectors/kerberos/_errors.py``, by status code), two
 vocabularies: the same refused login names ``kafka.sasl.jaas.config``
 on the Kafka hop and ``hbase.thrift.kerberos.client.*`` on the HBase hop. The credential
 cache (per process, renewed near expiry, never the default ticket cache) is checked
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from sparkbarrier import ConfigError, KerberosError
-from sparkbarrier.connectors import _kerberos_login as shared
-from sparkbarrier.connectors._kerberos_errors import gss_reason, kerberos_error
+from sparkbarrier.connectors.kerberos import _login as shared
+from sparkbarrier.connectors.kerberos._errors import gss_reason, kerberos_error
 from sparkbarrier.connectors.hbase import KerberosSettings
 from sparkbarrier.connectors.hbase._sasl import LOGIN_OPTIONS as HBASE
 from sparkbarrier.connectors.kafka._kerberos import LOGIN_OPTIONS as KAFKA

@@ -1,4 +1,4 @@
-"""The WebHDFS retry loop and NameNode failover (``connectors/_webhdfs.py``,
+"""The WebHDFS retry loop and NameNode failover (``connectors/storage/_webhdfs.py``,
 ``_webhdfs_retry.py``) against a fake NameNode speaking WebHDFS's JSON answers
 (``fake_webhdfs.py``): which answers are retried, on which NameNode, for how long, and
 the one error at the end. The same against a real NameNode, restarted and absent:
@@ -16,8 +16,8 @@ import pytest
 from fake_webhdfs import DENIED, DROP, SAFE_MODE, STANDBY, STARTUP, UNAVAILABLE, fake_namenode
 
 from sparkbarrier import ConfigError, FileSystemError
-from sparkbarrier.connectors._files import WEBHDFS_ENV, Folder, folder
-from sparkbarrier.connectors._webhdfs_retry import RETRY_ENV, Attempt, RetryPolicy, Transient, Unusable, run
+from sparkbarrier.connectors.storage._files import WEBHDFS_ENV, Folder, folder
+from sparkbarrier.connectors.storage._webhdfs_retry import RETRY_ENV, Attempt, RetryPolicy, Transient, Unusable, run
 
 
 @pytest.fixture(autouse=True)
@@ -166,7 +166,7 @@ def test_a_rename_whose_answer_was_lost_is_not_mistaken_for_a_taken_name(nn, mon
 def test_the_warning_check_never_raises(caplog: pytest.LogCaptureFixture, monkeypatch) -> None:
     from pyspark.sql.types import LongType, StructField, StructType
 
-    import sparkbarrier.connectors._files as files
+    import sparkbarrier.connectors.storage._files as files
     from sparkbarrier.connectors.checkpointed._source import _warn_if_offsets_unrecordable
 
     class Broken:

@@ -1,4 +1,4 @@
-"""SPNEGO on the WebHDFS layer (``connectors/_webhdfs_spnego.py``) against the fake NameNode:
+"""SPNEGO on the WebHDFS layer (``connectors/storage/_webhdfs_spnego.py``) against the fake NameNode:
 which requests carry a token, that ``requests-kerberos`` is not needed, and that a missing
 ticket fails at once with the one Kerberos error map's words. The same against a real
 Kerberized HA pair, with failovers: tests/integration/test_hdfs_ha_kerberos.py."""
@@ -13,9 +13,9 @@ import pytest
 from fake_webhdfs import fake_namenode
 
 from sparkbarrier import KerberosError
-from sparkbarrier.connectors import _webhdfs
-from sparkbarrier.connectors._files import WEBHDFS_ENV, folder
-from sparkbarrier.connectors._webhdfs_retry import RETRY_ENV
+from sparkbarrier.connectors.storage import _webhdfs
+from sparkbarrier.connectors.storage._files import WEBHDFS_ENV, folder
+from sparkbarrier.connectors.storage._webhdfs_retry import RETRY_ENV
 
 pytest.importorskip("gssapi")
 

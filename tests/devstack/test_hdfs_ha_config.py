@@ -12,7 +12,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from sparkbarrier.connectors._files import namenodes
+from sparkbarrier.connectors.storage._files import namenodes
 from sparkbarrier.devstack._hdfs_ha import NAMESERVICE, HdfsHaPair, _free_ports
 from sparkbarrier.devstack._hdfs_ha_kerberos import KerberosHdfsHaPair
 

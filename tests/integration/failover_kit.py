@@ -38,7 +38,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KafkaTP
 from kafka.errors import KafkaError
 
-from sparkbarrier.connectors._checkpoint_log import checkpoint_log_status, planned_batch
+from sparkbarrier.connectors.storage._checkpoint_log import checkpoint_log_status, planned_batch
 from sparkbarrier.connectors.kafka import commit_kafka_offsets
 from polling import wait_for
 

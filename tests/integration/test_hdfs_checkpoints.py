@@ -5,7 +5,7 @@ case kills the driver (SIGKILL of its JVM) at several fault points in turn, and 
 runs wipes every driver-local directory (temp dirs, Spark's local dirs, the working
 directory: ``PipelineConfig.local_dir``), as a driver rescheduled on another node finds
 them. Then an AvailableNow drain. The driver-side Python workers reach HDFS through
-WebHDFS (``connectors/_files.py``), found here through ``SPARKBARRIER_WEBHDFS``.
+WebHDFS (``connectors/storage/_files.py``), found here through ``SPARKBARRIER_WEBHDFS``.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ def test_a_two_phase_commit_sink_keeps_its_ledger_beside_the_hdfs_checkpoint(
     """The adapter's applied-batch ledger lives on HDFS by default: after kills on a wiped
     disk no batch is notified twice, and every commit receives its Kafka offsets (Spark's
     format("kafka"): no marker columns)."""
-    from sparkbarrier.connectors._files import folder
+    from sparkbarrier.connectors.storage._files import folder
 
     record = tmp_path / "notifications.jsonl"
     sc = _scenario(tmp_path, unique_name, hdfs, kafka_bootstrap, hbase_thrift, hbase_thrift2, source="kafka",

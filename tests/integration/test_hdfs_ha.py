@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 from polling import wait_for
 
-from sparkbarrier.connectors._files import WEBHDFS_ENV, Folder, folder
-from sparkbarrier.connectors._webhdfs_retry import RETRY_ENV
+from sparkbarrier.connectors.storage._files import WEBHDFS_ENV, Folder, folder
+from sparkbarrier.connectors.storage._webhdfs_retry import RETRY_ENV
 from sparkbarrier.devstack._hdfs import http_request
 from sparkbarrier.devstack._hdfs_ha import NAMENODE_IDS, HaEndpoints, HdfsHaPair
 

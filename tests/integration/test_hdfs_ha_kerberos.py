@@ -26,8 +26,8 @@ import pytest
 from polling import wait_for
 
 from sparkbarrier import KerberosError
-from sparkbarrier.connectors._files import WEBHDFS_ENV, folder
-from sparkbarrier.connectors._webhdfs_retry import RETRY_ENV, Attempt, Transient
+from sparkbarrier.connectors.storage._files import WEBHDFS_ENV, folder
+from sparkbarrier.connectors.storage._webhdfs_retry import RETRY_ENV, Attempt, Transient
 from sparkbarrier.devstack._hdfs import http_request
 from sparkbarrier.devstack._hdfs_ha import NAMENODE_IDS, HaEndpoints
 from sparkbarrier.devstack._hdfs_ha_kerberos import KerberosHdfsHaPair

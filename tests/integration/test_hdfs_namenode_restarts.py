@@ -1,5 +1,5 @@
 """Checkpoint-folder calls against a real NameNode that restarts, is not the first address
-configured, or stays down (``connectors/_webhdfs.py``): they ride through, reach it, or
+configured, or stays down (``connectors/storage/_webhdfs.py``): they ride through, reach it, or
 fail with one error naming the addresses, quickly.
 
 The HDFS here is this module's own (a throw-away devstack home on free ports), never
@@ -28,8 +28,8 @@ import pytest
 from polling import wait_for
 
 from sparkbarrier import FileSystemError
-from sparkbarrier.connectors._files import WEBHDFS_ENV, folder
-from sparkbarrier.connectors._webhdfs_retry import RETRY_ENV
+from sparkbarrier.connectors.storage._files import WEBHDFS_ENV, folder
+from sparkbarrier.connectors.storage._webhdfs_retry import RETRY_ENV
 from sparkbarrier.devstack import Devstack
 from sparkbarrier.devstack._hdfs import Hdfs, HdfsEndpoints, HdfsPort
 

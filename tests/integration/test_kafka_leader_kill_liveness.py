@@ -34,7 +34,7 @@ import pytest
 from failover_kit import FailoverRun
 from polling import wait_for
 
-from sparkbarrier.connectors._checkpoint_log import planned_batch
+from sparkbarrier.connectors.storage._checkpoint_log import planned_batch
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.timeout(300)]
 

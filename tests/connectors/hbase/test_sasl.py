@@ -329,7 +329,7 @@ def test_one_kerberos_error_in_the_documented_tree_for_both_hops() -> None:
     the documented tree on the HBase hop; now one KerberosError (a ConfigError) on both."""
     import sparkbarrier
     from sparkbarrier import ConfigError
-    from sparkbarrier.connectors._kerberos_errors import kerberos_error
+    from sparkbarrier.connectors.kerberos._errors import kerberos_error
     from sparkbarrier.connectors.kafka import _kerberos_check
 
     assert KerberosError is sparkbarrier.KerberosError and issubclass(KerberosError, ConfigError)

@@ -14,7 +14,7 @@ import pytest
 from sparkbarrier import ConfigError
 from sparkbarrier.connectors.kafka import parse_source_options
 from sparkbarrier.connectors.kafka._client_config import ConsumerClient
-from sparkbarrier.connectors._kerberos_settings import KerberosSettings
+from sparkbarrier.connectors.kerberos._settings import KerberosSettings
 from sparkbarrier.connectors.kafka._kerberos import KerberosLogin, librdkafka_gssapi
 
 BASE = {"kafka.bootstrap.servers": "broker1.example:9092", "subscribe": "t",

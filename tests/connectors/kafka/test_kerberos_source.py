@@ -318,7 +318,7 @@ def test_no_kdc_answering_names_the_krb5_conf(kdc, tmp_path: Path) -> None:
     conf = tmp_path / "krb5.conf"
     conf.write_text(Path(kdc.krb5_conf).read_text().replace(kdc.kdc, f"127.0.0.1:{dead}"))
     principal, keytab = kdc.keytab("client")
-    code = ("import sys\nfrom sparkbarrier.connectors._kerberos_settings import KerberosSettings\n"
+    code = ("import sys\nfrom sparkbarrier.connectors.kerberos._settings import KerberosSettings\n"
             "from sparkbarrier.connectors.kafka._kerberos_check import check_kerberos\n"
             "check_kerberos(KerberosSettings(sys.argv[1], sys.argv[2], 'kafka'), 'localhost:9')\n")
     env = {**os.environ, "KRB5_CONFIG": str(conf), "KRB5CCNAME": f"FILE:{tmp_path / 'cc'}"}
@@ -330,7 +330,7 @@ def test_no_kdc_answering_names_the_krb5_conf(kdc, tmp_path: Path) -> None:
 
 def test_a_keytab_missing_where_a_client_logs_in_names_the_option(tmp_path: Path) -> None:
     """What an executor without the shipped keytab reports (the driver had it)."""
-    from sparkbarrier.connectors._kerberos_settings import KerberosSettings
+    from sparkbarrier.connectors.kerberos._settings import KerberosSettings
     from sparkbarrier.connectors.kafka._kerberos import credentials
 
     gone = tmp_path / "shipped.keytab"
@@ -351,8 +351,8 @@ def test_keytab_login_logs_in_again_once_its_ticket_expired(kdc, tmp_path: Path)
     code = """
 import sys, time
 import gssapi
-from sparkbarrier.connectors._kerberos_login import ticket_cache
-from sparkbarrier.connectors._kerberos_settings import KerberosSettings
+from sparkbarrier.connectors.kerberos._login import ticket_cache
+from sparkbarrier.connectors.kerberos._settings import KerberosSettings
 from sparkbarrier.connectors.kafka._kerberos import credentials
 k = KerberosSettings(sys.argv[1], sys.argv[2], "kafka")
 name = gssapi.Name("kafka@localhost", gssapi.NameType.hostbased_service)

@@ -21,9 +21,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from .._exceptions import ConfigError, ProtocolError
+from ..._exceptions import ConfigError, ProtocolError
+from .._kafka_offsets import SourceOffset
 from ._files import Folder, folder
-from ._kafka_offsets import SourceOffset
 
 __all__ = ["CheckpointLogStatus", "SparkBatch", "checkpoint_log_status", "planned_batch"]
 

@@ -1,7 +1,7 @@
 """One Kerberos login for both hops: the credentials and the security context.
 
 Beside it: the one settings type and each hop's option names
-(:mod:`._kerberos_settings`), the one error map (:mod:`._kerberos_errors`).
+(:mod:`._settings`), the one error map (:mod:`._errors`).
 
 One floor below ``connectors/kafka`` (GSSAPI to the brokers, through kafka-python) and
 ``connectors/hbase`` (SASL/GSSAPI to the Thrift gateways). Each hop keeps only what is
@@ -29,8 +29,8 @@ process share the memory cache. The cache name carries the process id: a worker 
 from a process that had logged in logs in again under its own name instead of sharing
 a copied handle.
 
-Errors: every refusal goes through the one map, :func:`._kerberos_errors.kerberos_error`
-(by gssapi's status codes), with the hop's :class:`~._kerberos_settings.LoginOptions`, so
+Errors: every refusal goes through the one map, :func:`._errors.kerberos_error`
+(by gssapi's status codes), with the hop's :class:`~._settings.LoginOptions`, so
 the message and ``option`` name the option the user set on that hop
 (``kafka.sasl.jaas.config`` for Kafka, ``hbase.thrift.kerberos.client.*`` for HBase).
 :func:`security_context` is the one place a context with ``<service>@<host>`` starts
@@ -46,9 +46,9 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
-from .._exceptions import ConfigError, KerberosError
-from ._kerberos_errors import kerberos_error
-from ._kerberos_settings import KerberosSettings, LoginOptions
+from ..._exceptions import ConfigError, KerberosError
+from ._errors import kerberos_error
+from ._settings import KerberosSettings, LoginOptions
 
 if TYPE_CHECKING:
     import gssapi
@@ -123,7 +123,7 @@ def credentials(settings: KerberosSettings, options: LoginOptions) -> gssapi.Cre
     process and reused while its ticket has more than a minute left, then renewed from
     the keytab; a ticket cache is read afresh each time (``kinit`` may have refilled it).
     Thread-safe. Raises :class:`KerberosError` (a refused login, through the one map
-    :func:`._kerberos_errors.kerberos_error`; an
+    :func:`._errors.kerberos_error`; an
     unreadable keytab) or :class:`ConfigError` (no gssapi package).
     """
     require_gssapi(options)
@@ -179,7 +179,7 @@ def security_context(settings: KerberosSettings, host: str, options: LoginOption
     The one place both hops build the service's name and the context: the Kafka preflight
     (driver, query start), kafka-python's mechanism (every broker connection) and the HBase
     SASL client (every gateway connection). The first step asks the KDC for the service
-    ticket, so a refused one fails here, mapped by :func:`._kerberos_errors.kerberos_error`
+    ticket, so a refused one fails here, mapped by :func:`._errors.kerberos_error`
     (an unknown ``<service>/<host>`` names the hop's service option and the host).
     ``flags``: the GSS requirement flags (None: gssapi's defaults, mutual authentication).
     The name is canonicalised for the Kerberos mechanism as kafka-python's own mechanism

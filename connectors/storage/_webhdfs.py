@@ -43,7 +43,7 @@ from urllib.parse import quote, urlsplit
 import requests
 from fsspec.implementations.webhdfs import WebHDFS
 
-from .._exceptions import ConfigError, FileSystemError
+from ..._exceptions import ConfigError, FileSystemError
 from ._webhdfs_retry import RETRY_ENV, Attempt, NameNode, RetryPolicy, Transient, Unusable, run
 from ._webhdfs_spnego import check_gssapi, negotiate
 

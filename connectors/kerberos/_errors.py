@@ -2,7 +2,7 @@
 
 Both hops call it, for the login (``gss_acquire_cred_from``) and for the service ticket
 (the first ``gss_init_sec_context`` step); each passes its
-:class:`~._kerberos_settings.LoginOptions`, so the message and ``option`` name the
+:class:`~._settings.LoginOptions`, so the message and ``option`` name the
 option the user set on that hop.
 
 Why status codes and not messages: MIT's messages change between releases and
@@ -39,8 +39,8 @@ import os
 import re
 from collections.abc import Mapping
 
-from .._exceptions import KerberosError
-from ._kerberos_settings import KerberosSettings, LoginOptions
+from ..._exceptions import KerberosError
+from ._settings import KerberosSettings, LoginOptions
 
 __all__ = ["MAJOR_CODES", "MINOR_CODES", "Refusal", "gss_reason", "kerberos_error", "refusal"]
 

@@ -6,7 +6,7 @@ failover is routine on a production HDFS, and Hadoop's own client rides through 
 (``dfs.client.failover.*``) moves to the next NameNode of the nameservice on a
 ``StandbyException`` or a network error, sleeping with exponential backoff between
 rounds. sparkbarrier's driver-side code reads and writes beside Spark's checkpoint
-through WebHDFS (``connectors/_webhdfs.py``) and must do the same, within a bound an
+through WebHDFS (``connectors/storage/_webhdfs.py``) and must do the same, within a bound an
 operator can read and change:
 
 * ``SPARKBARRIER_WEBHDFS_RETRY_SECONDS`` (default 60): how long one call may keep
@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .._exceptions import ConfigError
+from ..._exceptions import ConfigError
 
 __all__ = ["DEFAULT_RETRY_S", "RETRY_ENV", "Attempt", "NameNode", "RetryPolicy", "Transient", "Unusable", "run"]
 

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .._exceptions import ConfigError
+from ..._exceptions import ConfigError
 from ._webhdfs_retry import NameNode, RetryPolicy
 
 __all__ = ["WEBHDFS_ENV", "Folder", "folder", "is_local"]

@@ -11,7 +11,7 @@ vocabulary of their errors, :class:`LoginOptions`: the same refused login names
 other.
 
 Nothing here imports ``gssapi``: the options parse (and pickle to executors) on a
-machine without it; the login (:mod:`._kerberos_login`) says how to get it.
+machine without it; the login (:mod:`._login`) says how to get it.
 """
 
 from __future__ import annotations

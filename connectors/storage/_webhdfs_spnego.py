@@ -7,7 +7,7 @@ was never a dependency, so the first Kerberized nameservice failed with a bare
 second Kerberos stack (pyspnego) whose refusals arrive as its own texts. Here the token
 comes from :func:`~._kerberos_login.security_context`, the function the Kafka and HBase
 hops call, on the ``gssapi`` package the ``kerberos`` extra already installs, and every
-refusal goes through the one map by status code (:mod:`._kerberos_errors`): "no ticket"
+refusal goes through the one map by status code (:mod:`..kerberos._errors`): "no ticket"
 says run ``kinit``, an unknown ``HTTP/<host>`` names the host. Keytab contents never leave
 MIT's library, and this module logs nothing.
 
@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import base64
 
-from ._kerberos_login import require_gssapi, security_context
-from ._kerberos_settings import KerberosSettings, LoginOptions, OptionName
+from ..kerberos._login import require_gssapi, security_context
+from ..kerberos._settings import KerberosSettings, LoginOptions, OptionName
 
 __all__ = ["AUTHENTICATION_KEY", "LOGIN_OPTIONS", "SETTINGS", "check_gssapi", "negotiate"]
 
@@ -51,7 +51,7 @@ LOGIN_OPTIONS = LoginOptions(
 
 
 def check_gssapi() -> None:
-    """Raise :class:`~.._exceptions.ConfigError` naming ``hadoop.security.authentication``
+    """Raise :class:`~..._exceptions.ConfigError` naming ``hadoop.security.authentication``
     when the ``gssapi`` package (the ``kerberos`` extra) is missing; called when the client
     is built, before any request."""
     require_gssapi(LOGIN_OPTIONS)
@@ -60,7 +60,7 @@ def check_gssapi() -> None:
 def negotiate(host: str) -> str:
     """The ``Authorization`` value for a request to the NameNode at ``host``: a fresh
     SPNEGO/Kerberos token for ``HTTP/<host>`` as the ticket cache's principal. Raises
-    :class:`~.._exceptions.KerberosError` (no ticket, unknown service principal, no
+    :class:`~..._exceptions.KerberosError` (no ticket, unknown service principal, no
     KDC, ...), which no retry heals."""
     _context, token = security_context(SETTINGS, host, LOGIN_OPTIONS)
     return f"Negotiate {base64.b64encode(token).decode('ascii')}"
