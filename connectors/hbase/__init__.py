@@ -12,6 +12,7 @@ from __future__ import annotations
 import typing as _typing
 
 from ..checkpointed._markers import keep_markers
+from ._connection_options import HBaseConnectionOptions, parse_connection_options
 from ._datasource import BarrierHBaseDataSource
 from ._foreach_batch import hbase_batch_writer
 from ._lineage import CellLineage, lineage
@@ -20,9 +21,7 @@ from ._options import (
     READ_OPTION_SPECS as _READ_OPTION_SPECS,
     SINK_OPTION_SPECS as _SINK_OPTION_SPECS,
     DeliveryGuarantee,
-    HBaseConnectionOptions,
     HBaseSinkOptions,
-    parse_connection_options,
     parse_sink_options,
 )
 from ._reader import read_committed
@@ -75,7 +74,7 @@ def hbase_options_table() -> str:
 
     from .._options import options_table
     from ..checkpointed._source import ADAPTER_SPECS
-    from ._options import KERBEROS_OPTION_SPECS
+    from ._connection_options import KERBEROS_OPTION_SPECS
 
     own = [spec for spec in _SINK_OPTION_SPECS if spec not in KERBEROS_OPTION_SPECS]
     keys = {spec.key for spec in own}
@@ -88,7 +87,7 @@ def hbase_options_table() -> str:
 def hbase_kerberos_options_table() -> str:
     """Markdown table of the Kerberos options (for docs/hbase-kerberos.md)."""
     from .._options import options_table
-    from ._options import KERBEROS_OPTION_SPECS
+    from ._connection_options import KERBEROS_OPTION_SPECS
 
     return options_table(KERBEROS_OPTION_SPECS)
 

@@ -26,7 +26,7 @@ from collections.abc import Hashable
 
 from .._idle_pool import IdlePool
 from ._connection import HBaseConnection
-from ._options import HBaseConnectionOptions
+from ._connection_options import HBaseConnectionOptions
 
 __all__ = ["CAPACITY", "IDLE_S", "POOL", "connect", "release"]
 

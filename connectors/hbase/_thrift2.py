@@ -12,7 +12,7 @@ the wire format exact without shipping 1,100 lines of IDL. Unknown fields in
 answers are skipped by the protocol, so the subset reads full descriptors safely.
 
 One client stack: :class:`Thrift2Admin` is built from the same
-:class:`~._options.HBaseConnectionOptions` as every Thrift1 connection and talks through a
+:class:`~._connection_options.HBaseConnectionOptions` as every Thrift1 connection and talks through a
 :class:`Thrift2Connection`, the shared gateway loop (``_connection``) over
 ``hbase.thrift2.host`` / ``.port``: the same dialer (plain, TLS, Kerberos), failover
 rounds and backoff, and error map. Only its scan is its own, through the loop's
@@ -30,9 +30,9 @@ from typing import TypeVar
 
 from ..._exceptions import ConfigError
 from ._connection import GatewayConnection
+from ._connection_options import HBaseConnectionOptions
 from ._errors import OPEN_ERRORS, SERVER_ERRORS, refused
 from ._gateways import Gateway
-from ._options import HBaseConnectionOptions
 from ._thrift_types import THBaseServiceClient, Transport, TResult
 
 __all__ = [
