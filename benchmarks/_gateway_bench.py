@@ -27,11 +27,11 @@ import happybase
 from _hbase_rows import make_rows, spark_schema_json, write_task
 from sparkbarrier.connectors.hbase import parse_sink_options
 from sparkbarrier.connectors.hbase._options import parse_read_options
-from sparkbarrier.connectors.hbase._commit_table import ensure_commit_table
-from sparkbarrier.connectors.hbase._committer import Committer
-from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
-from sparkbarrier.connectors.hbase._reader import find_commit, iter_committed
-from sparkbarrier.connectors.hbase._writer import TaskIdentity
+from sparkbarrier.connectors.hbase.sink._commit_table import ensure_commit_table
+from sparkbarrier.connectors.hbase.sink._committer import Committer
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
+from sparkbarrier.connectors.hbase.read._reader import find_commit, iter_committed
+from sparkbarrier.connectors.hbase.sink._writer import TaskIdentity
 from sparkbarrier.devstack import Devstack
 
 COMMITS = "sparkbarrier_commits_bench"

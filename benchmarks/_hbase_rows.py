@@ -14,10 +14,10 @@ import pyarrow as pa
 from sparkbarrier.barrier import DeliveryGuarantee
 from sparkbarrier.barrier._sink import SinkContext
 from sparkbarrier.connectors.checkpointed._task import run_task
-from sparkbarrier.connectors.hbase._committer import HBaseCommitMessage
-from sparkbarrier.connectors.hbase._function import HBaseSinkFunction
+from sparkbarrier.connectors.hbase.sink._committer import HBaseCommitMessage
+from sparkbarrier.connectors.hbase.sink._function import HBaseSinkFunction
 from sparkbarrier.connectors.hbase._options import HBaseSinkOptions
-from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
+from sparkbarrier.connectors.hbase.sink._writer import HBaseTaskWriter, TaskIdentity
 
 __all__ = ["SCHEMA", "make_rows", "spark_schema_json", "write_task"]
 

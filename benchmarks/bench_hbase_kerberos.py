@@ -24,7 +24,7 @@ import time
 import uuid
 
 from sparkbarrier.connectors.hbase import KerberosSettings
-from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
 
 
 def _write(conn: HBaseConnection, rows: int) -> tuple[float, float]:

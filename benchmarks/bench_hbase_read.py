@@ -28,12 +28,12 @@ import happybase
 
 from _hbase_rows import make_rows, spark_schema_json, write_task
 from sparkbarrier.connectors.hbase import parse_sink_options
-from sparkbarrier.connectors.hbase._commit_table import ensure_commit_table
-from sparkbarrier.connectors.hbase._committer import Committer
-from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
-from sparkbarrier.connectors.hbase._reader import find_commit, iter_committed
-from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells, Thrift2Admin
-from sparkbarrier.connectors.hbase._writer import TaskIdentity
+from sparkbarrier.connectors.hbase.sink._commit_table import ensure_commit_table
+from sparkbarrier.connectors.hbase.sink._committer import Committer
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
+from sparkbarrier.connectors.hbase.read._reader import find_commit, iter_committed
+from sparkbarrier.connectors.hbase.client._thrift2 import FamilySpec, KeepDeletedCells, Thrift2Admin
+from sparkbarrier.connectors.hbase.sink._writer import TaskIdentity
 
 COMMITS = "sparkbarrier_commits_bench"
 

@@ -32,9 +32,9 @@ import pyarrow.parquet as pq
 
 from _hbase_rows import make_rows, write_task
 from sparkbarrier.connectors.hbase import parse_sink_options, register
-from sparkbarrier.connectors.hbase._commit_table import ensure_commit_table
-from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
-from sparkbarrier.connectors.hbase._writer import TaskIdentity
+from sparkbarrier.connectors.hbase.sink._commit_table import ensure_commit_table
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
+from sparkbarrier.connectors.hbase.sink._writer import TaskIdentity
 
 
 def new_table(host: str, port: int) -> str:

@@ -25,9 +25,9 @@ import uuid
 
 import pyarrow as pa
 
-from sparkbarrier.connectors.hbase._function import HBaseSinkFunction
+from sparkbarrier.connectors.hbase.sink._function import HBaseSinkFunction
 from sparkbarrier.connectors.hbase._options import parse_sink_options
-from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
+from sparkbarrier.connectors.hbase.sink._writer import HBaseTaskWriter, TaskIdentity
 
 SCHEMA = pa.schema([("id", pa.string()), ("v", pa.int64()), ("s", pa.string())])
 
@@ -91,8 +91,8 @@ def replay_commit(raw: dict[str, str], rows: list[dict[str, object]], tasks: int
     committer.close()
     # What the previous release's rollback read first: every version in the abandoned
     # attempt's time range, from the whole table (read only here; it deleted them all).
-    from sparkbarrier.connectors.hbase._thrift2 import Thrift2Admin
-    from sparkbarrier.connectors.hbase._timestamps import BATCH_SPAN_MS
+    from sparkbarrier.connectors.hbase.client._thrift2 import Thrift2Admin
+    from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS
 
     base = abandoned[0].base_ms  # type: ignore[attr-defined]
     started = time.perf_counter()

@@ -28,10 +28,10 @@ import pyarrow as pa
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_large_batch import RowWatch  # noqa: E402
 
-from sparkbarrier.connectors.hbase import _buffer  # noqa: E402
-from sparkbarrier.connectors.hbase._function import HBaseSinkFunction  # noqa: E402
+from sparkbarrier.connectors.hbase.sink import _buffer  # noqa: E402
+from sparkbarrier.connectors.hbase.sink._function import HBaseSinkFunction  # noqa: E402
 from sparkbarrier.connectors.hbase._options import parse_sink_options  # noqa: E402
-from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity  # noqa: E402
+from sparkbarrier.connectors.hbase.sink._writer import HBaseTaskWriter, TaskIdentity  # noqa: E402
 
 SCHEMA = pa.schema([("id", pa.binary()), ("v", pa.binary())])
 CHUNK = 50_000

@@ -27,10 +27,10 @@ from collections.abc import Iterable, Mapping
 
 from .._exceptions import ConfigError, ProtocolError, SinkError
 from ._kafka_offsets import nest_offsets
-from .hbase._connection import HBaseConnection, connection_options
-from .hbase._connection_options import CONNECTION_OPTION_SPECS
 from .hbase._options import DEFAULT_COMMIT_TABLE, SINK_OPTION_SPECS, SPARK_SINK_KEYS
-from .hbase._reader import find_commit
+from .hbase.client._connection import HBaseConnection, connection_options
+from .hbase.client._options import CONNECTION_OPTION_SPECS
+from .hbase.read._reader import find_commit
 from .kafka._positions import SPARK_EARLIEST, TopicPartition
 from .kafka._topics import client_options, topic_partitions
 

@@ -217,8 +217,8 @@ def probe_tls(port: int, ca: Path, *, deadline: float, check: Callable[[], None]
     from thriftpy2.thrift import TException
 
     from .._exceptions import SinkError
-    from ..connectors.hbase._connection import HBaseConnection, connection_options
-    from ..connectors.hbase._tls import TlsSettings
+    from ..connectors.hbase.client._connection import HBaseConnection, connection_options
+    from ..connectors.hbase.client._tls import TlsSettings
 
     opts = connection_options(_PROBE, host=TLS_HOST, port=port, tls=TlsSettings(ca_file=str(ca)))
     last: BaseException | None = None
@@ -307,8 +307,8 @@ def probe_thrift2(
 
 def _meta_exists(host: str, port: int) -> bool:
     # Imported here: the product client is the one IDL subset the project keeps.
-    from ..connectors.hbase._connection import connection_options
-    from ..connectors.hbase._thrift2 import Thrift2Admin
+    from ..connectors.hbase.client._connection import connection_options
+    from ..connectors.hbase.client._thrift2 import Thrift2Admin
 
     admin = Thrift2Admin(connection_options({**_PROBE, "hbase.thrift2.host": f"{host}:{port}"}))
     try:

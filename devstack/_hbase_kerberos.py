@@ -53,7 +53,7 @@ from ._process import (
 )
 
 if TYPE_CHECKING:  # the connectors import the clients: only when a probe runs
-    from ..connectors.hbase._sasl import KerberosSettings
+    from ..connectors.hbase.client._sasl import KerberosSettings
 
 __all__ = ["MASTER", "THRIFT", "THRIFT2", "THRIFT_CONF", "THRIFT_INT", "KerberosHBase", "KerberosHBaseEndpoints"]
 
@@ -242,7 +242,7 @@ class KerberosHBase:
     def _probe(self, endpoints: KerberosHBaseEndpoints, deadline: float, check: object) -> None:
         """Poll until a SASL client (the client keytab) lists tables on every Thrift1 gateway
         and the Thrift2 one answers; the master says "initializing" for a while first."""
-        from ..connectors.hbase._sasl import KerberosSettings
+        from ..connectors.hbase.client._sasl import KerberosSettings
 
         principal, keytab = self.manifest.keytab("client")
         settings = KerberosSettings(principal=principal, keytab=keytab)
@@ -263,9 +263,9 @@ class KerberosHBase:
         from thriftpy2.thrift import TException
 
         from .._exceptions import SinkError
-        from ..connectors.hbase._connection import HBaseConnection, connection_options
-        from ..connectors.hbase._sasl import KerberosError
-        from ..connectors.hbase._thrift2 import Thrift2Admin
+        from ..connectors.hbase.client._connection import HBaseConnection, connection_options
+        from ..connectors.hbase.client._sasl import KerberosError
+        from ..connectors.hbase.client._thrift2 import Thrift2Admin
 
         once = {"hbase.thrift.timeout": "20000", "hbase.thrift.failover.rounds": "1"}  # the poll loop retries
 

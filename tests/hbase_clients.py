@@ -8,9 +8,9 @@ test's, not the sink's: one pass over the gateway and no backoff, unless asked.
 from __future__ import annotations
 
 from sparkbarrier.connectors.hbase import HBaseConnectionOptions, KerberosSettings
-from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
-from sparkbarrier.connectors.hbase._thrift2 import Thrift2Admin
-from sparkbarrier.connectors.hbase._tls import TlsSettings
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
+from sparkbarrier.connectors.hbase.client._thrift2 import Thrift2Admin
+from sparkbarrier.connectors.hbase.client._tls import TlsSettings
 
 
 def gateway_options(host: str, port: int, *, thrift2: bool = False, timeout_ms: int = 60_000, rounds: int = 1,

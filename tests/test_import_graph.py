@@ -130,7 +130,7 @@ def import_graph() -> dict[str, set[str]]:
 def test_the_graph_sees_the_package_and_lazy_imports() -> None:
     graph = import_graph()
     assert "sparkbarrier.barrier._sink" in graph["sparkbarrier.connectors.checkpointed._driver"]
-    assert "sparkbarrier.connectors.hbase._writer" in graph["sparkbarrier.connectors.hbase._function"]
+    assert "sparkbarrier.connectors.hbase.sink._writer" in graph["sparkbarrier.connectors.hbase.sink._function"]
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
 
 

@@ -24,8 +24,8 @@ def _generators() -> dict[str, Callable[[], str]]:
         hbase_read_options_table,
     )
     from sparkbarrier.connectors._options import options_table
-    from sparkbarrier.connectors.hbase._batch_options import BATCH_WRITE_OPTION_SPECS
-    from sparkbarrier.connectors.hbase._connection_options import GATEWAY_OPTION_SPECS
+    from sparkbarrier.connectors.hbase.batch._options import BATCH_WRITE_OPTION_SPECS
+    from sparkbarrier.connectors.hbase.client._options import GATEWAY_OPTION_SPECS
     from sparkbarrier.connectors.kafka import kafka_options_table
 
     return {"kafka": kafka_options_table, "hbase": hbase_options_table,

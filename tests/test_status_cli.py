@@ -20,7 +20,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 
 from sparkbarrier.__main__ import main
 from sparkbarrier._endpoints import KAFKA_ENV
-from sparkbarrier.connectors.hbase._commit_table import (
+from sparkbarrier.connectors.hbase.sink._commit_table import (
     ATTEMPT_COLUMN,
     COMMIT_COLUMN,
     AttemptRecord,

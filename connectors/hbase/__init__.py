@@ -12,10 +12,7 @@ from __future__ import annotations
 import typing as _typing
 
 from ..checkpointed._markers import keep_markers
-from ._connection_options import HBaseConnectionOptions, parse_connection_options
 from ._datasource import BarrierHBaseDataSource
-from ._foreach_batch import hbase_batch_writer
-from ._lineage import CellLineage, lineage
 from ._options import (
     DEFAULT_COMMIT_TABLE,
     READ_OPTION_SPECS as _READ_OPTION_SPECS,
@@ -24,9 +21,12 @@ from ._options import (
     HBaseSinkOptions,
     parse_sink_options,
 )
-from ._reader import read_committed
-from ._sasl import KerberosError, KerberosSettings, Qop
-from ._status import SinkStatus, sink_status
+from .batch._foreach_batch import hbase_batch_writer
+from .client._options import HBaseConnectionOptions, parse_connection_options
+from .client._sasl import KerberosError, KerberosSettings, Qop
+from .read._lineage import CellLineage, lineage
+from .read._reader import read_committed
+from .read._status import SinkStatus, sink_status
 
 if _typing.TYPE_CHECKING:  # annotations only (a plain import would be a public-looking name)
     from pyspark.sql import SparkSession
@@ -74,7 +74,7 @@ def hbase_options_table() -> str:
 
     from .._options import options_table
     from ..checkpointed._source import ADAPTER_SPECS
-    from ._connection_options import KERBEROS_OPTION_SPECS
+    from .client._options import KERBEROS_OPTION_SPECS
 
     own = [spec for spec in _SINK_OPTION_SPECS if spec not in KERBEROS_OPTION_SPECS]
     keys = {spec.key for spec in own}
@@ -87,7 +87,7 @@ def hbase_options_table() -> str:
 def hbase_kerberos_options_table() -> str:
     """Markdown table of the Kerberos options (for docs/hbase-kerberos.md)."""
     from .._options import options_table
-    from ._connection_options import KERBEROS_OPTION_SPECS
+    from .client._options import KERBEROS_OPTION_SPECS
 
     return options_table(KERBEROS_OPTION_SPECS)
 

@@ -1,7 +1,7 @@
 """The ``barrier-hbase`` data source: exactly-once streaming sink, batch writer, committed-view reader.
 
 Sink (``df.writeStream.format("barrier-hbase")``), batch writer (``df.write``: one committed
-batch, ``_batch_writer``) and batch reader (``spark.read.format("barrier-hbase")``). Their options are declared once, in
+batch, ``batch._df_write``) and batch reader (``spark.read.format("barrier-hbase")``). Their options are declared once, in
 :data:`~sparkbarrier.connectors.hbase._options.SINK_OPTION_SPECS` and
 :data:`~sparkbarrier.connectors.hbase._options.READ_OPTION_SPECS`; the tables in
 docs/options.md are generated from them (``hbase_options_table()``,
@@ -32,13 +32,13 @@ from pyspark.sql.types import StructType
 
 from ..checkpointed._runs import new_run_id
 from ..checkpointed._source import CheckpointedStreamWriter
-from ._commit_table import CommitRecord
-from ._connection import HBaseConnection
-from ._function import HBaseSinkFunction, raise_plan_id
-from ._key_ranges import FULL, KeyRange, split_by_regions
 from ._options import HBaseReadOptions, parse_read_options
-from ._pushdown import rowkey_ranges
-from ._reader import committed_schema, find_commit, iter_committed, region_ranges, view_record
+from .client._connection import HBaseConnection
+from .read._key_ranges import FULL, KeyRange, split_by_regions
+from .read._pushdown import rowkey_ranges
+from .read._reader import committed_schema, find_commit, iter_committed, region_ranges, view_record
+from .sink._commit_table import CommitRecord
+from .sink._function import HBaseSinkFunction, raise_plan_id
 
 __all__ = ["BarrierHBaseDataSource", "HBaseCommittedReader"]
 
@@ -80,9 +80,9 @@ class BarrierHBaseDataSource(DataSource):
         self._unpickled = True
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        """``df.write``: one committed batch of a write series (``_batch_writer``); planning
+        """``df.write``: one committed batch of a write series (``batch._df_write``); planning
         worker, once per ``save()``."""
-        from ._batch_writer import plan_batch_write
+        from .batch._df_write import plan_batch_write
 
         return plan_batch_write(dict(self.options), schema, overwrite)
 

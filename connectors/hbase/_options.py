@@ -1,7 +1,7 @@
 """Options of the ``barrier-hbase`` sink and reader: declared once, parsed once.
 
 How to reach the gateways (the ``hbase.*`` options) is the client's
-(:mod:`._connection_options`); the sink's and the reader's options extend it here.
+(:mod:`.client._options`); the sink's and the reader's options extend it here.
 
 The specs below are the options contract (the docs/options.md table is generated from them
 with :func:`sparkbarrier.connectors._options.options_table`). :func:`parse_sink_options`
@@ -32,7 +32,7 @@ from .._options import (
     parse_timestamp_ms,
 )
 from ..checkpointed._options import DELIVERY_GUARANTEE, RENAMED_SINK_OPTIONS
-from ._connection_options import (
+from .client._options import (
     GATEWAY_OPTION_SPECS,
     KERBEROS_OPTION_SPECS,
     HBaseConnectionOptions,

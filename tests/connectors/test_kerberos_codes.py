@@ -24,7 +24,7 @@ from sparkbarrier.connectors.kerberos import _login as _kerberos_login
 from sparkbarrier.connectors.kerberos._errors import _K5G, _KRB5, MINOR_CODES, Refusal, refusal
 from sparkbarrier.connectors.kerberos._login import credentials, security_context
 from sparkbarrier.connectors.kerberos._settings import KerberosSettings
-from sparkbarrier.connectors.hbase._sasl import LOGIN_OPTIONS as HBASE
+from sparkbarrier.connectors.hbase.client._sasl import LOGIN_OPTIONS as HBASE
 from sparkbarrier.connectors.kafka._kerberos import LOGIN_OPTIONS as KAFKA
 
 pytestmark = pytest.mark.timeout(120)

@@ -22,7 +22,7 @@ from sparkbarrier import ConfigError, KerberosError
 from sparkbarrier.connectors.kerberos import _login as shared
 from sparkbarrier.connectors.kerberos._errors import gss_reason, kerberos_error
 from sparkbarrier.connectors.hbase import KerberosSettings
-from sparkbarrier.connectors.hbase._sasl import LOGIN_OPTIONS as HBASE
+from sparkbarrier.connectors.hbase.client._sasl import LOGIN_OPTIONS as HBASE
 from sparkbarrier.connectors.kafka._kerberos import LOGIN_OPTIONS as KAFKA
 
 JAAS = "kafka.sasl.jaas.config"

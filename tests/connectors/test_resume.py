@@ -21,13 +21,13 @@ from kafka import KafkaAdminClient
 
 from sparkbarrier import ConfigError, KerberosError, SinkError
 from sparkbarrier.connectors import starting_offsets_from_sink
-from sparkbarrier.connectors.hbase._commit_table import (
+from sparkbarrier.connectors.hbase.sink._commit_table import (
     COMMIT_COLUMN,
     CommitRecord,
     ensure_commit_table,
     put_cell,
 )
-from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
 
 pytestmark = [pytest.mark.hbase, pytest.mark.timeout(120)]
 

@@ -21,9 +21,9 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from sparkbarrier.connectors.kafka import source_schema
 from sparkbarrier.connectors.kafka._range import KafkaRangePartition, build_batch
-from sparkbarrier.connectors.hbase._encoding import encode_column
-from sparkbarrier.connectors.hbase._writer import _row_sizes
-from sparkbarrier.connectors.hbase._layout import SinkLayout
+from sparkbarrier.connectors.hbase.sink._encoding import encode_column
+from sparkbarrier.connectors.hbase.sink._writer import _row_sizes
+from sparkbarrier.connectors.hbase.sink._layout import SinkLayout
 
 assert "pandas" not in sys.modules, "imported by the modules themselves"
 schema = to_arrow_schema(source_schema(False), timezone="UTC")

@@ -12,7 +12,7 @@ import pytest
 from devstack_helpers import stack_pids
 
 from sparkbarrier.connectors.hbase import KerberosSettings
-from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
 from sparkbarrier.devstack import Kdc
 from sparkbarrier.devstack._hbase_kerberos import MASTER, KerberosHBase
 

@@ -35,8 +35,8 @@ from kafka import TopicPartition as KafkaTP
 
 from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV, fired
 from sparkbarrier.connectors.hbase import DEFAULT_COMMIT_TABLE, read_committed
-from sparkbarrier.connectors.hbase._commit_table import COMMIT_COLUMN, CommitRecord, read_history
-from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
+from sparkbarrier.connectors.hbase.sink._commit_table import COMMIT_COLUMN, CommitRecord, read_history
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
 from sparkbarrier.connectors.kafka import committed_offsets
 from polling import wait_for  # noqa: F401  (re-exported for the tests)
 

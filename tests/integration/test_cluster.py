@@ -21,8 +21,8 @@ from kafka import KafkaAdminClient, KafkaProducer
 
 from sparkbarrier import checkpoint_log_status, group_status, sink_status
 from sparkbarrier.connectors.hbase import DEFAULT_COMMIT_TABLE, read_committed
-from sparkbarrier.connectors.hbase._commit_table import read_history
-from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
+from sparkbarrier.connectors.hbase.sink._commit_table import read_history
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
 
 pytestmark = [pytest.mark.kafka, pytest.mark.hbase, pytest.mark.spark, pytest.mark.slow,
               pytest.mark.timeout(600)]

@@ -13,7 +13,7 @@ the sink's commit record (``starting_offsets_from_sink``).
 
 A replay after a driver restart may run a Kafka partition under another Spark task id
 (the JVM source plans offset ranges in no fixed order): the replay writes in a new
-attempt above the abandoned one (``connectors/hbase/_attempts.py``), so every version
+attempt above the abandoned one (``connectors/hbase/sink/_attempts.py``), so every version
 is checked here as with barrier-kafka, with ``minPartitions`` splits too.
 """
 

@@ -28,7 +28,7 @@ from kafka.admin import NewTopic
 
 from sparkbarrier.connectors import starting_offsets_from_sink
 from sparkbarrier.connectors.hbase import KerberosSettings
-from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
 
 pytestmark = [pytest.mark.kafka, pytest.mark.hbase, pytest.mark.spark, pytest.mark.slow]
 

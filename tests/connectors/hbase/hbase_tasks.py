@@ -13,9 +13,9 @@ from sparkbarrier.barrier._sink import SinkContext
 from sparkbarrier.connectors.checkpointed._driver import completed_checkpoint
 from sparkbarrier.connectors.checkpointed._task import TaskCommitMessage, run_task
 from sparkbarrier.connectors.hbase import parse_sink_options
-from sparkbarrier.connectors.hbase._committer import HBaseCommitMessage
-from sparkbarrier.connectors.hbase._function import HBaseSinkFunction
-from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
+from sparkbarrier.connectors.hbase.sink._committer import HBaseCommitMessage
+from sparkbarrier.connectors.hbase.sink._function import HBaseSinkFunction
+from sparkbarrier.connectors.hbase.sink._writer import HBaseTaskWriter, TaskIdentity
 
 
 def run_writer(writer: HBaseTaskWriter, batches: Iterable[pa.RecordBatch]) -> TaskCommitMessage:
@@ -100,8 +100,8 @@ class Sink:
 
     def history(self) -> list[Any]:
         """The sink's commit records as readers see them (history rows and ``c:commit``)."""
-        from sparkbarrier.connectors.hbase._commit_table import read_history
-        from sparkbarrier.connectors.hbase._connection import HBaseConnection
+        from sparkbarrier.connectors.hbase.sink._commit_table import read_history
+        from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
 
         conn = HBaseConnection(self.opts, 0)
         try:
@@ -120,8 +120,8 @@ class Sink:
 
     def notes(self) -> dict[bytes, bytes]:
         """The notes left in the sink row: each try's ``c:task-*`` cell (and ``c:log-*`` of earlier releases)."""
-        from sparkbarrier.connectors.hbase._commit_table import read_sink_notes
-        from sparkbarrier.connectors.hbase._connection import HBaseConnection
+        from sparkbarrier.connectors.hbase.sink._commit_table import read_sink_notes
+        from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
 
         conn = HBaseConnection(self.opts, 0)
         try:

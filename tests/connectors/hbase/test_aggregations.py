@@ -17,8 +17,8 @@ import pytest
 
 import sparkbarrier
 from sparkbarrier.connectors.hbase import lineage, read_committed
-from sparkbarrier.connectors.hbase._commit_table import read_history
-from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
+from sparkbarrier.connectors.hbase.sink._commit_table import read_history
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
 
 pytestmark = [pytest.mark.hbase, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(180)]
 

@@ -24,10 +24,10 @@ import pyarrow as pa
 import pytest
 
 from sparkbarrier._exceptions import FencedError, FlushError, SinkError
-from sparkbarrier.connectors.hbase._buffer import FAULT_AFTER_PARTIAL_FLUSH
-from sparkbarrier.connectors.hbase._commit_table import ATTEMPT_COLUMN, AttemptRecord, read_state
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
-from sparkbarrier.connectors.hbase._timestamps import BATCH_SPAN_MS
+from sparkbarrier.connectors.hbase.sink._buffer import FAULT_AFTER_PARTIAL_FLUSH
+from sparkbarrier.connectors.hbase.sink._commit_table import ATTEMPT_COLUMN, AttemptRecord, read_state
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
+from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS
 from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV
 
 pytestmark = [pytest.mark.hbase]
@@ -343,7 +343,7 @@ def test_a_task_costs_one_commit_table_read_and_the_first_task_one_check_and_put
     """Round trips per task and batch: the fingerprint claims' checkAndPut is gone (was: one more
     per task), and the history copy moved from the driver's commit to the task that records
     the attempt (the driver's commit is one checkAndPut)."""
-    from sparkbarrier.connectors.hbase import _committer
+    from sparkbarrier.connectors.hbase.sink import _committer
 
     calls = {"read": 0, "cap": 0, "history": 0}
     read, cap, history = _committer.read_state, _committer.check_and_put, _committer.put_history
@@ -380,7 +380,7 @@ def test_the_driver_copies_the_commit_into_the_history_when_no_task_reports_it(m
     """The task that recorded the attempt died before its history copy; its retry (same plan)
     joins the attempt and copies nothing, so the driver's commit copies commit 1 before its
     checkAndPut moves c:commit past it."""
-    from sparkbarrier.connectors.hbase import _committer
+    from sparkbarrier.connectors.hbase.sink import _committer
 
     sink = make_sink(OPS, **FLUSH)
     rows = [{"id": "a", "v": 1, "s": None, "op": None}]
@@ -410,7 +410,7 @@ def test_a_remembered_record_that_changed_is_read_again_and_fences(make_sink) ->
     another writer committed, so FencedError and no write)."""
     from dataclasses import replace
 
-    from sparkbarrier.connectors.hbase._commit_table import COMMIT_COLUMN, CommitRecord, put_cell
+    from sparkbarrier.connectors.hbase.sink._commit_table import COMMIT_COLUMN, CommitRecord, put_cell
 
     sink = make_sink(OPS, **FLUSH)
     rows = [{"id": "a", "v": 1, "s": None, "op": None}]

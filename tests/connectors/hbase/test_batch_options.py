@@ -6,7 +6,7 @@ import pytest
 
 import sparkbarrier
 from sparkbarrier import ConfigError
-from sparkbarrier.connectors.hbase._batch_options import parse_batch_write_options, sink_part
+from sparkbarrier.connectors.hbase.batch._options import parse_batch_write_options, sink_part
 
 BASE = {"table": "t", "rowkey": "id", "hbase.thrift.host": "gw1:9090"}
 

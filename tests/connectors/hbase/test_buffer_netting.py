@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from sparkbarrier.connectors.hbase._buffer import MutationBuffer, net
-from sparkbarrier.connectors.hbase._timestamps import TaskClock
+from sparkbarrier.connectors.hbase.sink._buffer import MutationBuffer, net
+from sparkbarrier.connectors.hbase.sink._timestamps import TaskClock
 
 COLUMNS = (b"f:a", b"f:b", b"f:c")
 

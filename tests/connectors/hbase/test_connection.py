@@ -13,14 +13,14 @@ from hbase_clients import thrift1
 from thriftpy2.transport import TSocket
 
 from sparkbarrier._exceptions import ConfigError, SinkError
-from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
-from sparkbarrier.connectors.hbase._reader import find_commit, iter_committed
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
+from sparkbarrier.connectors.hbase.read._reader import find_commit, iter_committed
 
 pytestmark = [pytest.mark.hbase]
 
 
 def test_call_reconnects_after_the_server_side_closed_the_socket(hbase_thrift, caplog) -> None:
-    caplog.set_level(logging.INFO, logger="sparkbarrier.connectors.hbase._connection")
+    caplog.set_level(logging.INFO, logger="sparkbarrier.connectors.hbase.client._connection")
     conn = thrift1(*hbase_thrift)
     try:
         conn.call(lambda c: c.tables())
@@ -70,7 +70,7 @@ def test_a_scan_resumes_after_its_socket_died_with_every_row_once(make_sink, hba
     rows = [{"id": f"k{i:05d}", "v": str(i)} for i in range(2500)]
     sink.commit([sink.task(rows, batch=0)], 0)
     conn = HBaseConnection(sink.opts)
-    caplog.set_level(logging.WARNING, logger="sparkbarrier.connectors.hbase._connection")
+    caplog.set_level(logging.WARNING, logger="sparkbarrier.connectors.hbase.client._connection")
     try:
         record = find_commit(conn, sink.opts.commit_table, sink.opts.table, sink.opts.sink_id)
         batches = iter_committed(conn, record, chunk_rows=700)
@@ -85,7 +85,7 @@ def test_a_scan_resumes_after_its_socket_died_with_every_row_once(make_sink, hba
 
 def test_a_missing_ca_file_fails_at_once_naming_the_option_on_thrift1_and_thrift2(tmp_path) -> None:
     """The same on every gateway, so not retried: no "cannot reach" after the failover rounds."""
-    from sparkbarrier.connectors.hbase._thrift2 import Thrift2Admin
+    from sparkbarrier.connectors.hbase.client._thrift2 import Thrift2Admin
 
     options = {"hbase.thrift.host": "127.0.0.1:1,127.0.0.1:2", "hbase.thrift2.host": "127.0.0.1:3",
                "hbase.thrift.tls": "true", "hbase.thrift.tls.ca": str(tmp_path / "gone.pem"),

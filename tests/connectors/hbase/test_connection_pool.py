@@ -16,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from sparkbarrier.connectors.checkpointed._driver import completed_checkpoint
-from sparkbarrier.connectors.hbase._connection_pool import POOL, _key
+from sparkbarrier.connectors.hbase.client._connection_pool import POOL, _key
 
 pytestmark = [pytest.mark.hbase, pytest.mark.timeout(120)]
 
@@ -57,7 +57,7 @@ def test_a_failed_task_closes_its_connection(make_sink) -> None:
 
 
 def test_a_kept_connection_whose_socket_died_reconnects(make_sink, caplog) -> None:
-    caplog.set_level(logging.INFO, logger="sparkbarrier.connectors.hbase._connection")
+    caplog.set_level(logging.INFO, logger="sparkbarrier.connectors.hbase.client._connection")
     POOL.close()
     sink = make_sink(SCHEMA)
     _commit(sink, [sink.task(_rows(0), batch=0, partition=0, plan="p0")], 0)

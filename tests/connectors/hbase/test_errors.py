@@ -1,4 +1,4 @@
-"""The one Thrift error map (``connectors/hbase/_errors.py``): every client exception becomes
+"""The one Thrift error map (``connectors/hbase/client/_errors.py``): every client exception becomes
 one line of the documented tree, and no other module of the package translates them itself."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from thriftpy2.thrift import TApplicationException
 from thriftpy2.transport import TTransportException
 
 from sparkbarrier._exceptions import FlushError, KerberosError, SinkError
-from sparkbarrier.connectors.hbase import _errors
-from sparkbarrier.connectors.hbase._errors import first_line, refusals, refused, tls_error, unreachable
+from sparkbarrier.connectors.hbase.client import _errors
+from sparkbarrier.connectors.hbase.client._errors import first_line, refusals, refused, tls_error, unreachable
 
 PACKAGE = Path(_errors.__file__).resolve().parent
 STACK = b"org.apache.hadoop.hbase.TableNotFoundException: orders\n\tat org.apache.hadoop.hbase.X(X.java:1)\n"

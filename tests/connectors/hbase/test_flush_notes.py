@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparkbarrier._exceptions import ProtocolError
-from sparkbarrier.connectors.hbase._commit_table import FlushLog, log_base, log_column
+from sparkbarrier.connectors.hbase.sink._commit_table import FlushLog, log_base, log_column
 
 
 def test_a_note_round_trips_any_row_key_bytes() -> None:
@@ -29,7 +29,7 @@ def test_a_malformed_note_column_is_a_protocol_error() -> None:
 
 
 def test_task_note_keys_round_trip_any_bytes_and_a_truncated_chunk_is_an_error() -> None:
-    from sparkbarrier.connectors.hbase._commit_table import _decode_keys, _encode_keys
+    from sparkbarrier.connectors.hbase.sink._commit_table import _decode_keys, _encode_keys
 
     keys = [b"", b"\x00\xff", "ключ".encode(), b"k" * 70_000]
     assert _decode_keys(_encode_keys(keys, [len(k) for k in keys])) == keys

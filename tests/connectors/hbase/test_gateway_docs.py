@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sparkbarrier.connectors._options import options_table
-from sparkbarrier.connectors.hbase._connection_options import GATEWAY_OPTION_SPECS
+from sparkbarrier.connectors.hbase.client._options import GATEWAY_OPTION_SPECS
 
 PAGE = Path(__file__).resolve().parents[2].parent / "docs" / "hbase-gateways.md"
 

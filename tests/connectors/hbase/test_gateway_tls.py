@@ -17,7 +17,7 @@ from hbase_clients import thrift1, thrift2_admin
 
 from sparkbarrier._exceptions import ConfigError, SinkError
 from sparkbarrier.connectors.hbase._options import parse_read_options
-from sparkbarrier.connectors.hbase._tls import TlsSettings
+from sparkbarrier.connectors.hbase.client._tls import TlsSettings
 
 pytestmark = [pytest.mark.hbase]
 

@@ -19,12 +19,12 @@ import pytest
 
 from hbase_tasks import write_task
 from sparkbarrier._exceptions import ConfigError, SinkError
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
 from sparkbarrier.connectors.hbase._datasource import HBaseCommittedReader, ScanPartition
-from sparkbarrier.connectors.hbase._gateways import Gateway, parse_gateways, spread
+from sparkbarrier.connectors.hbase.client._gateways import Gateway, parse_gateways, spread
 from sparkbarrier.connectors.hbase._options import parse_read_options, parse_sink_options
-from sparkbarrier.connectors.hbase._reader import committed_schema, find_commit
-from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
+from sparkbarrier.connectors.hbase.read._reader import committed_schema, find_commit
+from sparkbarrier.connectors.hbase.sink._writer import HBaseTaskWriter, TaskIdentity
 
 SCHEMA = pa.schema([("id", pa.string()), ("v", pa.string())])
 

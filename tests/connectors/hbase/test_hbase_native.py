@@ -17,7 +17,7 @@ from polling import wait_for
 
 from sparkbarrier._exceptions import ConfigError
 from sparkbarrier.connectors.hbase import lineage
-from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells
+from sparkbarrier.connectors.hbase.client._thrift2 import FamilySpec, KeepDeletedCells
 
 pytestmark = [pytest.mark.hbase]
 

@@ -21,7 +21,7 @@ import pytest
 from hbase_clients import thrift1, thrift2_admin
 
 from sparkbarrier.connectors.hbase import KerberosSettings, lineage, read_committed, sink_status
-from sparkbarrier.connectors.hbase._thrift2 import KeepDeletedCells
+from sparkbarrier.connectors.hbase.client._thrift2 import KeepDeletedCells
 
 pytestmark = [pytest.mark.hbase, pytest.mark.spark, pytest.mark.slow]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkbarrier.connectors.hbase._key_ranges import FULL, intersect, point, prefix, split_by_regions
+from sparkbarrier.connectors.hbase.read._key_ranges import FULL, intersect, point, prefix, split_by_regions
 
 
 def test_point_and_prefix_ranges() -> None:

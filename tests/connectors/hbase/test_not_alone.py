@@ -15,10 +15,10 @@ import pyarrow as pa
 import pytest
 
 from sparkbarrier._exceptions import FencedError, FlushError
-from sparkbarrier.connectors.hbase._buffer import FAULT_AFTER_PARTIAL_FLUSH, MutationBuffer
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
-from sparkbarrier.connectors.hbase._timestamps import BATCH_SPAN_MS
-from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
+from sparkbarrier.connectors.hbase.sink._buffer import FAULT_AFTER_PARTIAL_FLUSH, MutationBuffer
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
+from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS
+from sparkbarrier.connectors.hbase.sink._writer import HBaseTaskWriter, TaskIdentity
 from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV
 
 pytestmark = [pytest.mark.hbase]
@@ -195,7 +195,7 @@ def test_a_driver_whose_clock_is_behind_neither_fences_the_live_attempt_nor_writ
     """The restarted driver's clock is an hour behind the dead one's (the clock hook, not the
     system clock): plans are ordered by epochs, so the dead driver's leftover is fenced and the
     replay's attempt starts above everything written before."""
-    from sparkbarrier.connectors.hbase import _timestamps
+    from sparkbarrier.connectors.hbase.sink import _timestamps
 
     sink, clean = make_sink(OPS, **FLUSH), make_sink(OPS, **FLUSH)
     rows = [{"id": "a", "v": 1, "s": None, "op": None}, {"id": "b", "v": 2, "s": "x", "op": None}]

@@ -16,18 +16,18 @@ import pytest
 from hbase_clients import thrift2_admin
 from hbase_tasks import spark_schema
 
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
-from sparkbarrier.connectors.hbase._function import HBaseSinkFunction
-from sparkbarrier.connectors.hbase._notices import first_notice
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
+from sparkbarrier.connectors.hbase.sink._function import HBaseSinkFunction
+from sparkbarrier.connectors.hbase.sink._notices import first_notice
 from sparkbarrier.connectors.hbase._options import parse_sink_options
-from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells
+from sparkbarrier.connectors.hbase.client._thrift2 import FamilySpec, KeepDeletedCells
 
 pytestmark = [pytest.mark.hbase, pytest.mark.timeout(300)]
 
 OPS = pa.schema([("id", pa.string()), ("v", pa.int64()), ("op", pa.string())])
 COMMITS = "sparkbarrier_commits_test"
-FUNCTION_LOG = "sparkbarrier.connectors.hbase._function"
-COMMITTER_LOG = "sparkbarrier.connectors.hbase._committer"
+FUNCTION_LOG = "sparkbarrier.connectors.hbase.sink._function"
+COMMITTER_LOG = "sparkbarrier.connectors.hbase.sink._committer"
 
 
 def _options(hbase: tuple[str, int], table: str, thrift2: tuple[str, int] | None = None) -> dict[str, str]:
@@ -96,7 +96,7 @@ def test_first_notice_is_true_once_per_key_and_again_for_a_new_key(hbase_thrift,
     opts = parse_sink_options(_options(hbase_thrift, unique_name("n")))
     conn = HBaseConnection(opts)
     try:
-        from sparkbarrier.connectors.hbase._commit_table import ensure_commit_table
+        from sparkbarrier.connectors.hbase.sink._commit_table import ensure_commit_table
 
         ensure_commit_table(conn, COMMITS)
         sink = opts.sink_id

@@ -19,8 +19,8 @@ import pytest
 from sparkbarrier.__main__ import main
 from sparkbarrier._exceptions import ConfigError, SinkError
 from sparkbarrier.connectors.hbase import lineage, read_committed, sink_status
-from sparkbarrier.connectors.hbase._connection import connection_options
-from sparkbarrier.connectors.hbase._tls import TlsSettings
+from sparkbarrier.connectors.hbase.client._connection import connection_options
+from sparkbarrier.connectors.hbase.client._tls import TlsSettings
 
 pytestmark = [pytest.mark.hbase, pytest.mark.timeout(180)]
 

@@ -32,9 +32,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkbarrier._exceptions import FencedError
-from sparkbarrier.connectors.hbase._attempts import place
-from sparkbarrier.connectors.hbase._commit_table import AttemptRecord, CommitRecord, FlushLog
-from sparkbarrier.connectors.hbase._timestamps import BATCH_SPAN_MS, TaskClock
+from sparkbarrier.connectors.hbase.sink._attempts import place
+from sparkbarrier.connectors.hbase.sink._commit_table import AttemptRecord, CommitRecord, FlushLog
+from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS, TaskClock
 
 SINK_COLUMN = "d:v"
 OTHER_SINK_COLUMN = "d:w"  # a second sink on the same table and family

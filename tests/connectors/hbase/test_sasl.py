@@ -1,4 +1,4 @@
-"""The SASL/GSSAPI client (``connectors/hbase/_sasl.py``): framing on its own, then against the
+"""The SASL/GSSAPI client (``connectors/hbase/client/_sasl.py``): framing on its own, then against the
 real Kerberized gateways (``kerberos_hbase``: a private KDC, HBase 2.6 with Kerberos)."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from hbase_clients import thrift1, thrift2_admin
 
 from sparkbarrier._exceptions import ConfigError, SinkError
 from sparkbarrier.connectors.hbase import KerberosError, KerberosSettings, Qop
-from sparkbarrier.connectors.hbase._connection import HBaseConnection, connection_options
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
 from sparkbarrier.connectors.hbase._options import parse_sink_options
-from sparkbarrier.connectors.hbase._sasl import GssapiSaslClient, parse_qops
+from sparkbarrier.connectors.hbase.client._sasl import GssapiSaslClient, parse_qops
 
 
 # ----------------------------------------------------------------------------- unit: framing
@@ -186,7 +186,7 @@ def test_pure_python_fallback_transport_round_trips(kdc, kerberos_hbase, gateway
     from happybase.connection import Hbase
     from thriftpy2.thrift import TClient
 
-    from sparkbarrier.connectors.hbase._sasl import sasl_protocol, sasl_transport
+    from sparkbarrier.connectors.hbase.client._sasl import sasl_protocol, sasl_transport
 
     host, port = getattr(kerberos_hbase, gateway)
     transport = sasl_transport(host, port, 30_000, _settings(kdc), cython=False)
@@ -203,7 +203,7 @@ def test_pure_python_fallback_transport_round_trips(kdc, kerberos_hbase, gateway
 def test_failover_skips_a_dead_gateway_to_a_kerberized_one(kdc, kerberos_hbase) -> None:
     import socket
 
-    from sparkbarrier.connectors.hbase._gateways import Gateway
+    from sparkbarrier.connectors.hbase.client._gateways import Gateway
 
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))

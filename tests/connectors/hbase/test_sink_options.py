@@ -7,7 +7,7 @@ import pytest
 
 from sparkbarrier._exceptions import ConfigError
 from sparkbarrier.connectors.hbase import DEFAULT_COMMIT_TABLE, DeliveryGuarantee, parse_sink_options
-from sparkbarrier.connectors.hbase._layout import SinkLayout
+from sparkbarrier.connectors.hbase.sink._layout import SinkLayout
 from sparkbarrier.connectors.hbase._options import parse_columns
 
 BASE = {"table": "t", "rowkey": "id"}
@@ -111,7 +111,7 @@ def test_time_flushes_are_gone_because_they_would_make_replays_differ() -> None:
 
 
 def test_thrift_transport_and_protocol_are_enums_with_the_same_spellings() -> None:
-    from sparkbarrier.connectors.hbase._connection_options import ThriftProtocol, ThriftTransport
+    from sparkbarrier.connectors.hbase.client._options import ThriftProtocol, ThriftTransport
 
     o = parse_sink_options(BASE)
     assert o.transport is ThriftTransport.BUFFERED and o.protocol is ThriftProtocol.BINARY
@@ -124,7 +124,7 @@ def test_thrift_transport_and_protocol_are_enums_with_the_same_spellings() -> No
 def test_read_options_parse_into_a_frozen_dataclass() -> None:
     import dataclasses
 
-    from sparkbarrier.connectors.hbase._connection_options import ThriftTransport
+    from sparkbarrier.connectors.hbase.client._options import ThriftTransport
     from sparkbarrier.connectors.hbase._options import HBaseReadOptions, parse_read_options
 
     o = parse_read_options({"table": "t", "as.of.timestamp": "1970-01-01T00:00:01Z", "Filter.Pushdown": "true"})

@@ -14,9 +14,9 @@ from hbase_tasks import write_task
 from sparkbarrier._exceptions import ConfigError, FencedError, FlushError, SinkError
 from sparkbarrier.barrier.markers import CheckpointBarrier, marker_batch, with_marker_columns
 from sparkbarrier._faults import FAULT_ENV
-from sparkbarrier.connectors.hbase._buffer import FAULT_AFTER_PARTIAL_FLUSH
-from sparkbarrier.connectors.hbase._gateways import Gateway
-from sparkbarrier.connectors.hbase._writer import HBaseTaskWriter, TaskIdentity
+from sparkbarrier.connectors.hbase.sink._buffer import FAULT_AFTER_PARTIAL_FLUSH
+from sparkbarrier.connectors.hbase.client._gateways import Gateway
+from sparkbarrier.connectors.hbase.sink._writer import HBaseTaskWriter, TaskIdentity
 
 pytestmark = [pytest.mark.hbase]
 
@@ -227,8 +227,8 @@ def test_a_refused_check_and_put_is_final_and_a_retried_one_is_checked(make_sink
     the cell: the first try landed, so it counts as success."""
     from thriftpy2.transport import TTransportException
 
-    from sparkbarrier.connectors.hbase._commit_table import check_and_put, put_cell, read_cell
-    from sparkbarrier.connectors.hbase._connection import HBaseConnection
+    from sparkbarrier.connectors.hbase.sink._commit_table import check_and_put, put_cell, read_cell
+    from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
 
     sink = make_sink(KV)
     table, row, column = sink.opts.commit_table, unique_name("cap"), b"c:attempt"

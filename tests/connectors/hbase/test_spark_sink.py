@@ -92,7 +92,7 @@ def test_unknown_option_fails_at_query_start(spark, hbase_thrift, unique_name, t
 def test_batch_read_runs_one_partition_per_region_and_pushes_row_key_filters(
         spark, make_sink, servers, unique_name: Callable[[str], str]) -> None:
     from hbase_clients import thrift2_admin
-    from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells
+    from sparkbarrier.connectors.hbase.client._thrift2 import FamilySpec, KeepDeletedCells
 
     table = unique_name("regions")
     with thrift2_admin(*servers.hbase_thrift2) as admin:
@@ -131,7 +131,7 @@ def test_each_planned_batch_raises_one_plan_epoch_and_commits_raise_none(
     none. Three batches: the counter rises by exactly three, and the attempts carry them."""
     import happybase
 
-    from sparkbarrier.connectors.hbase._commit_table import PLAN_COUNTER_COLUMN, PLAN_COUNTER_ROW
+    from sparkbarrier.connectors.hbase.sink._commit_table import PLAN_COUNTER_COLUMN, PLAN_COUNTER_ROW
 
     table, commits = unique_name("t"), unique_name("commits")
     _write_files(tmp_path / "in", [[{"id": f"k{i}", "v": i, "op": None}] for i in range(3)])

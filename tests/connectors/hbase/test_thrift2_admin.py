@@ -16,8 +16,8 @@ import pytest
 from hbase_clients import thrift2_admin
 
 from sparkbarrier._exceptions import ConfigError, SinkError
-from sparkbarrier.connectors.hbase._connection import connection_options
-from sparkbarrier.connectors.hbase._thrift2 import (
+from sparkbarrier.connectors.hbase.client._connection import connection_options
+from sparkbarrier.connectors.hbase.client._thrift2 import (
     FOREVER,
     FamilySettings,
     FamilySpec,

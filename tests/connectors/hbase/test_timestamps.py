@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparkbarrier._exceptions import SinkError
-from sparkbarrier.connectors.hbase._timestamps import (
+from sparkbarrier.connectors.hbase.sink._timestamps import (
     BATCH_SPAN_MS, MAX_TASKS, ROUNDS, TASK_WIDTH_MS, TaskClock, next_base)
 
 

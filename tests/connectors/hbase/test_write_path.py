@@ -18,11 +18,11 @@ from test_buffer_netting import reorder
 from hbase_clients import thrift2_admin
 
 from sparkbarrier._exceptions import ConfigError, FlushError
-from sparkbarrier.connectors.hbase import _commit_table
-from sparkbarrier.connectors.hbase._buffer import FAULT_AFTER_PARTIAL_FLUSH, MutationBuffer
-from sparkbarrier.connectors.hbase._connection import HBaseConnection
-from sparkbarrier.connectors.hbase._thrift2 import FamilySpec, KeepDeletedCells
-from sparkbarrier.connectors.hbase._timestamps import CLOCK_OFFSET_ENV
+from sparkbarrier.connectors.hbase.sink import _commit_table
+from sparkbarrier.connectors.hbase.sink._buffer import FAULT_AFTER_PARTIAL_FLUSH, MutationBuffer
+from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
+from sparkbarrier.connectors.hbase.client._thrift2 import FamilySpec, KeepDeletedCells
+from sparkbarrier.connectors.hbase.sink._timestamps import CLOCK_OFFSET_ENV
 from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV
 
 pytestmark = [pytest.mark.hbase]

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..._exceptions import FencedError
+from ...._exceptions import FencedError
 from ._commit_table import AttemptRecord, CommitRecord
 from ._timestamps import BATCH_SPAN_MS, next_base
 

@@ -36,8 +36,11 @@ from dataclasses import dataclass, field, replace
 
 from pyspark.sql.datasource import WriterCommitMessage
 
-from ..._exceptions import FencedError, ProtocolError, SinkError
-from ...barrier._sink import merge_offsets
+from ...._exceptions import FencedError, ProtocolError, SinkError
+from ....barrier._sink import merge_offsets
+from ..client._connection import HBaseConnection
+from ..client._connection_pool import release
+from ..client._thrift2 import Thrift2Admin
 from ._attempts import Placement, place, plan_clock
 from ._commit_table import (
     ATTEMPT_COLUMN,
@@ -57,10 +60,7 @@ from ._commit_table import (
     read_sink_notes,
     read_state,
 )
-from ._connection import HBaseConnection
-from ._connection_pool import release
 from ._rollback import roll_back_gap
-from ._thrift2 import Thrift2Admin
 from ._timestamps import BATCH_SPAN_MS, TaskClock, now_ms
 
 __all__ = ["Committer", "HBaseCommitMessage", "plan_attempt"]

@@ -22,15 +22,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..._exceptions import FencedError, ProtocolError, SinkError
+from ...._exceptions import FencedError, ProtocolError, SinkError
+from .._options import HBaseSinkOptions
+from ..client._connection_pool import connect, release
 from ._attempts import Placement
 from ._buffer import MutationBuffer
 from ._commit_table import ATTEMPT_COLUMN, TaskNote, check_and_put, delete_task_notes, put_cell, write_note_chunks
 from ._committer import HBaseCommitMessage, plan_attempt
-from ._connection_pool import connect, release
 from ._encoding import encode_column
 from ._layout import SinkLayout
-from ._options import HBaseSinkOptions
 from ._timestamps import TaskClock
 
 __all__ = ["HBaseTaskWriter", "TaskIdentity"]

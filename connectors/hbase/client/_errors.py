@@ -45,7 +45,7 @@ from contextlib import contextmanager
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
 
-from ..._exceptions import SinkError, SparkBarrierError
+from ...._exceptions import SinkError, SparkBarrierError
 
 __all__ = [
     "OPEN_ERRORS",

@@ -5,7 +5,7 @@ mode for every Python sink: docs/hbase-aggregations.md says where), stream-stati
 and any per-batch logic that ends in one DataFrame. Spark calls the function on the
 driver, in the driver's Python process, once per micro-batch and again for the same
 batch id after a driver restart; it writes the batch DataFrame with
-``df.write.format("barrier-hbase")`` (``_batch_writer``) under the streaming query's id
+``df.write.format("barrier-hbase")`` (``_df_write``) under the streaming query's id
 (``write.id``) and ``foreachBatch``'s batch id (``write.batch.id``): the same attempt
 names as the streaming sink's, so a replay converges, and a replay of a committed batch
 writes nothing. ``write.checkpointLocation`` is the query's checkpoint, where the commit
@@ -21,9 +21,9 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ..._exceptions import ConfigError, SinkError
-from ._batch_options import WRITE_BATCH_ID, WRITE_CHECKPOINT, WRITE_ID, WRITE_PREFIX
-from ._options import parse_sink_options
+from ...._exceptions import ConfigError, SinkError
+from .._options import parse_sink_options
+from ._options import WRITE_BATCH_ID, WRITE_CHECKPOINT, WRITE_ID, WRITE_PREFIX
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

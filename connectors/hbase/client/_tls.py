@@ -29,7 +29,7 @@ from typing import Any
 
 from thriftpy2.http import THttpClient
 
-from ..._exceptions import ConfigError
+from ...._exceptions import ConfigError
 from ._thrift_types import Transport
 
 __all__ = ["TlsSettings", "https_protocol", "https_transport", "ssl_context"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..._exceptions import ConfigError
+from ...._exceptions import ConfigError
 
 __all__ = ["Gateway", "describe", "parse_gateways", "spread"]
 

@@ -58,11 +58,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import ClassVar, TypeVar
 
-from ..._exceptions import ProtocolError
-from ...state._json import Json, parse_json
-from ._connection import HBaseConnection
-from ._errors import SERVER_ERRORS, refusals, refused
-from ._thrift_types import Thrift1Connection
+from ...._exceptions import ProtocolError
+from ....state._json import Json, parse_json
+from ..client._connection import HBaseConnection
+from ..client._errors import SERVER_ERRORS, refusals, refused
+from ..client._thrift_types import Thrift1Connection
 
 __all__ = [
     "ATTEMPT_COLUMN",

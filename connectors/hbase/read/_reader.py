@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ..._exceptions import ConfigError, SinkError
-from ._commit_table import CommitRecord, list_sinks, read_history, read_state
-from ._connection import HBaseConnection, connection_options
-from ._encoding import decode_column
+from ...._exceptions import ConfigError, SinkError
+from .._options import DEFAULT_COMMIT_TABLE
+from ..client._connection import HBaseConnection, connection_options
+from ..client._sasl import KerberosSettings
+from ..client._thrift_types import Thrift1Connection, Thrift1Table
+from ..client._tls import TlsSettings
+from ..sink._commit_table import CommitRecord, list_sinks, read_history, read_state
+from ..sink._encoding import decode_column
 from ._key_ranges import FULL, KeyRange
-from ._options import DEFAULT_COMMIT_TABLE
-from ._sasl import KerberosSettings
-from ._thrift_types import Thrift1Connection, Thrift1Table
-from ._tls import TlsSettings
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -132,7 +132,7 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
                    chunk_rows: int = 10_000) -> Iterator[pa.RecordBatch]:
     """Arrow batches of the view of ``record.table`` under ``record``, for one key range.
 
-    One scan through the connection's resumable :meth:`~._connection.HBaseConnection.scan`:
+    One scan through the connection's resumable :meth:`~..client._connection.HBaseConnection.scan`:
     after a dead socket it restarts on the next gateway just after the last row taken,
     under the same record, so it is exact. A row's versions in a gap are looked up on
     the scan's own socket, inside the batch, so they resume with it.

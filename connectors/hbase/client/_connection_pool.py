@@ -24,9 +24,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Hashable
 
-from .._idle_pool import IdlePool
+from ..._idle_pool import IdlePool
 from ._connection import HBaseConnection
-from ._connection_options import HBaseConnectionOptions
+from ._options import HBaseConnectionOptions
 
 __all__ = ["CAPACITY", "IDLE_S", "POOL", "connect", "release"]
 

@@ -14,12 +14,12 @@ import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ._commit_table import CommitRecord, read_history
-from ._connection import HBaseConnection, connection_options
-from ._options import DEFAULT_COMMIT_TABLE
+from .._options import DEFAULT_COMMIT_TABLE
+from ..client._connection import HBaseConnection, connection_options
+from ..client._sasl import KerberosSettings
+from ..client._tls import TlsSettings
+from ..sink._commit_table import CommitRecord, read_history
 from ._reader import find_commit
-from ._sasl import KerberosSettings
-from ._tls import TlsSettings
 
 __all__ = ["CellLineage", "covered_offsets", "lineage"]
 

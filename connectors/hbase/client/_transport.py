@@ -3,7 +3,7 @@
 Why one place: Thrift1 (happybase's client) and the Thrift2 admin client used to build
 their sockets, transports and protocols each on its own, so a security mode could be
 added to one and go missing on the other. A :class:`Dialer` is made from the
-connection's :class:`~._connection_options.HBaseConnectionOptions` and builds a client of either
+connection's :class:`~._options.HBaseConnectionOptions` and builds a client of either
 service for any gateway, the same way:
 
 * plain: ``TSocket`` (``hbase.thrift.timeout`` for the connect and every read), the
@@ -26,9 +26,9 @@ from typing import Any
 
 from thriftpy2.thrift import TClient
 
-from ..kerberos._login import check_keytab
-from ._connection_options import HBaseConnectionOptions, ThriftProtocol, ThriftTransport
+from ...kerberos._login import check_keytab
 from ._gateways import Gateway
+from ._options import HBaseConnectionOptions, ThriftProtocol, ThriftTransport
 from ._sasl import LOGIN_OPTIONS, sasl_protocol, sasl_transport
 from ._thrift_types import Transport
 from ._tls import https_protocol, https_transport, ssl_context

@@ -34,10 +34,10 @@ from typing import Generic, Protocol, TypeVar
 
 import happybase
 
-from ..._exceptions import ConfigError, SinkError
-from ._connection_options import HBaseConnectionOptions, parse_connection_options
+from ...._exceptions import ConfigError, SinkError
 from ._errors import OPEN_ERRORS, SERVER_ERRORS, TLS_ERRORS, tls_error
 from ._gateways import Gateway, describe, spread
+from ._options import HBaseConnectionOptions, parse_connection_options
 from ._sasl import KerberosSettings
 from ._thrift_types import Thrift1Connection
 from ._tls import TlsSettings

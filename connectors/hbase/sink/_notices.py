@@ -25,11 +25,11 @@ import json
 import uuid
 from collections.abc import Mapping
 
-from ..._exceptions import ProtocolError
-from ...state._json import Json, parse_json
+from ...._exceptions import ProtocolError
+from ....state._json import Json, parse_json
+from ..client._connection import HBaseConnection
+from ..client._errors import refusals
 from ._commit_table import COMMIT_FAMILY, RECORD_VERSION, check_and_put
-from ._connection import HBaseConnection
-from ._errors import refusals
 
 __all__ = ["first_notice", "forget_notice", "notice_column"]
 

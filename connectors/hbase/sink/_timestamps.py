@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..._exceptions import SinkError
+from ...._exceptions import SinkError
 
 __all__ = [
     "BATCH_SPAN_MS",

@@ -11,8 +11,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..._exceptions import ConfigError
-from .._options import (
+from ...._exceptions import ConfigError
+from ..._options import (
     OptionSpec,
     OptionValues,
     enum_choices,

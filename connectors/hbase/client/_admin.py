@@ -25,8 +25,8 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..._exceptions import ConfigError, SinkError
-from ...state._json import Json
+from ...._exceptions import ConfigError, SinkError
+from ....state._json import Json
 from ._connection import HBaseConnection
 from ._errors import SERVER_ERRORS, refused
 from ._thrift2 import FamilySpec, KeepDeletedCells, Thrift2Admin

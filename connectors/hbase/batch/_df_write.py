@@ -33,18 +33,18 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from ..._exceptions import ConfigError, SinkError
-from ..._faults import fault_point
-from ...barrier.markers import split_markers
-from ..checkpointed._runs import RunKey, validate_once
-from ..storage._checkpoint_log import planned_batch
-from ._batch_options import WRITE_BATCH_ID, BatchWriteOptions, parse_batch_write_options
-from ._commit_table import CommitRecord, read_history, read_state
-from ._committer import HBaseCommitMessage
-from ._connection import HBaseConnection
-from ._connection_pool import connect, release
-from ._function import HBaseSinkFunction, raise_plan_id
-from ._writer import HBaseTaskWriter, TaskIdentity
+from ...._exceptions import ConfigError, SinkError
+from ...._faults import fault_point
+from ....barrier.markers import split_markers
+from ...checkpointed._runs import RunKey, validate_once
+from ...storage._checkpoint_log import planned_batch
+from ..client._connection import HBaseConnection
+from ..client._connection_pool import connect, release
+from ..sink._commit_table import CommitRecord, read_history, read_state
+from ..sink._committer import HBaseCommitMessage
+from ..sink._function import HBaseSinkFunction, raise_plan_id
+from ..sink._writer import HBaseTaskWriter, TaskIdentity
+from ._options import WRITE_BATCH_ID, BatchWriteOptions, parse_batch_write_options
 
 __all__ = ["HBaseBatchWriter", "plan_batch_write"]
 

@@ -19,17 +19,17 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ..._exceptions import ProtocolError
-from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext
-from ._admin import DeletedCellsNotice, prepare_table
+from ...._exceptions import ProtocolError
+from ....barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext
+from .._options import HBaseSinkOptions, parse_sink_options
+from ..client._admin import DeletedCellsNotice, prepare_table
+from ..client._connection import HBaseConnection
+from ..client._connection_pool import connect, release
+from ..client._thrift2 import Thrift2Admin
 from ._commit_table import ensure_commit_table, raise_plan_epoch
 from ._committer import Committer, HBaseCommitMessage
-from ._connection import HBaseConnection
-from ._connection_pool import connect, release
 from ._layout import SinkLayout, data_field_names
 from ._notices import first_notice, forget_notice
-from ._options import HBaseSinkOptions, parse_sink_options
-from ._thrift2 import Thrift2Admin
 from ._timestamps import now_ms
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class HBaseSinkFunction(CheckpointedSink):
         self._parse(options, schema)
         opts, layout = self._parsed()
         if opts.kerberos is not None:  # credentials first: their error names the option to fix
-            from ._sasl import check_credentials
+            from ..client._sasl import check_credentials
 
             check_credentials(opts.kerberos)
         conn = HBaseConnection(opts)

@@ -1,7 +1,7 @@
 """Options of a ``barrier-hbase`` batch write: the sink's, plus the few that name the batch.
 
 ``df.write.format("barrier-hbase")`` takes every option of the streaming sink
-(:data:`~._options.SINK_OPTION_SPECS`, parsed by :func:`~._options.parse_sink_options`) and
+(:data:`~.._options.SINK_OPTION_SPECS`, parsed by :func:`~.._options.parse_sink_options`) and
 the ``write.*`` keys declared here (the docs/hbase-aggregations.md table is generated from
 :data:`BATCH_WRITE_OPTION_SPECS`). A batch write is one committed batch of a *write
 series*: the series is the query id its commit record carries, the batch id Spark's
@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..._exceptions import ConfigError
-from .._options import OptionSpec, parse_non_negative_int, parse_options, parse_stripped
-from ..checkpointed._options import RENAMED_SINK_OPTIONS
-from ._options import SINK_OPTION_SPECS, SPARK_SINK_KEYS, HBaseSinkOptions, parse_sink_options
+from ...._exceptions import ConfigError
+from ..._options import OptionSpec, parse_non_negative_int, parse_options, parse_stripped
+from ...checkpointed._options import RENAMED_SINK_OPTIONS
+from .._options import SINK_OPTION_SPECS, SPARK_SINK_KEYS, HBaseSinkOptions, parse_sink_options
 
 __all__ = ["BATCH_WRITE_OPTION_SPECS", "BatchWriteOptions", "parse_batch_write_options", "sink_part"]
 

@@ -45,10 +45,10 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
-from ..._exceptions import FlushError, SinkError
-from ..._faults import fault_point
-from ._connection import HBaseConnection
-from ._errors import refusals
+from ...._exceptions import FlushError, SinkError
+from ...._faults import fault_point
+from ..client._connection import HBaseConnection
+from ..client._errors import refusals
 from ._timestamps import TaskClock
 
 __all__ = ["FAULT_AFTER_PARTIAL_FLUSH", "KEY_OVERHEAD_BYTES", "MutationBuffer", "net"]

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..._exceptions import SinkError
-from ._commit_table import read_state
-from ._connection import HBaseConnection, connection_options
-from ._gateways import describe
-from ._sasl import KerberosSettings
-from ._tls import TlsSettings
+from ...._exceptions import SinkError
+from ..client._connection import HBaseConnection, connection_options
+from ..client._gateways import describe
+from ..client._sasl import KerberosSettings
+from ..client._tls import TlsSettings
+from ..sink._commit_table import read_state
 
 __all__ = ["SinkStatus", "sink_status"]
 

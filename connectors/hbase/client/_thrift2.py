@@ -12,7 +12,7 @@ the wire format exact without shipping 1,100 lines of IDL. Unknown fields in
 answers are skipped by the protocol, so the subset reads full descriptors safely.
 
 One client stack: :class:`Thrift2Admin` is built from the same
-:class:`~._connection_options.HBaseConnectionOptions` as every Thrift1 connection and talks through a
+:class:`~._options.HBaseConnectionOptions` as every Thrift1 connection and talks through a
 :class:`Thrift2Connection`, the shared gateway loop (``_connection``) over
 ``hbase.thrift2.host`` / ``.port``: the same dialer (plain, TLS, Kerberos), failover
 rounds and backoff, and error map. Only its scan is its own, through the loop's
@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TypeVar
 
-from ..._exceptions import ConfigError
+from ...._exceptions import ConfigError
 from ._connection import GatewayConnection
-from ._connection_options import HBaseConnectionOptions
 from ._errors import OPEN_ERRORS, SERVER_ERRORS, refused
 from ._gateways import Gateway
+from ._options import HBaseConnectionOptions
 from ._thrift_types import THBaseServiceClient, Transport, TResult
 
 __all__ = [
@@ -248,8 +248,8 @@ class Thrift2Admin:
     """Admin calls and version scans on a Thrift2 gateway, built from the connection options.
 
     Connects at once (an unreachable server fails the constructor). Every failure is a
-    :class:`~..._exceptions.SinkError` naming the gateway and what to do; a configuration
-    error a :class:`~..._exceptions.ConfigError` naming its option. Not thread-safe.
+    :class:`~...._exceptions.SinkError` naming the gateway and what to do; a configuration
+    error a :class:`~...._exceptions.ConfigError` naming its option. Not thread-safe.
     """
 
     def __init__(self, opts: HBaseConnectionOptions) -> None:

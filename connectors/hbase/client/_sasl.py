@@ -14,14 +14,14 @@ negotiation, choosing the strongest qop that both the option allows and the serv
 offers; ``encode``/``decode`` wrap and unwrap frames for ``auth-int``/``auth-conf``.
 
 The settings are the type both hops share (:class:`KerberosSettings`, defined in
-:mod:`..kerberos._settings`), and so are the credentials and the security context
-(:mod:`..kerberos._login`): with a keytab, a ``MEMORY:`` ticket cache private to the
+:mod:`...kerberos._settings`), and so are the credentials and the security context
+(:mod:`...kerberos._login`): with a keytab, a ``MEMORY:`` ticket cache private to the
 process and principal (never the process's default cache), renewed from the keytab;
 without one, the default ticket cache (``KRB5CCNAME``, filled by ``kinit``). This module
 binds them to HBase's option names (:data:`LOGIN_OPTIONS`). A credential or handshake
 failure cannot heal by retrying, so it is a :class:`KerberosError` (permanent; the
 connection does not fail over on it) from the one error map
-(:mod:`..kerberos._errors`, by gssapi's status codes) naming the option to fix. Keytab
+(:mod:`...kerberos._errors`, by gssapi's status codes) naming the option to fix. Keytab
 contents never leave MIT's library; only the path appears in messages.
 """
 
@@ -30,10 +30,10 @@ from __future__ import annotations
 import struct
 from typing import TYPE_CHECKING, Any
 
-from ..._exceptions import KerberosError
-from ..kerberos import _login as _shared
-from ..kerberos._errors import gss_reason, kerberos_error
-from ..kerberos._settings import KerberosSettings, LoginOptions, OptionName, Qop
+from ...._exceptions import KerberosError
+from ...kerberos import _login as _shared
+from ...kerberos._errors import gss_reason, kerberos_error
+from ...kerberos._settings import KerberosSettings, LoginOptions, OptionName, Qop
 
 if TYPE_CHECKING:
     import gssapi
@@ -68,7 +68,7 @@ QOP_NAMES = {"auth": Qop.AUTH, "authentication": Qop.AUTH, "auth-int": Qop.AUTH_
 
 def parse_qops(raw: str) -> frozenset[Qop]:
     """``"auth-conf,auth-int"`` → {AUTH_CONF, AUTH_INT}; HBase's newer names accepted."""
-    from ..._exceptions import ConfigError
+    from ...._exceptions import ConfigError
 
     names = [p.strip().lower() for p in raw.split(",") if p.strip()]
     bad = [n for n in names if n not in QOP_NAMES]

@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..._exceptions import ConfigError, SinkError
+from ...._exceptions import ConfigError, SinkError
 
 __all__ = ["SUPPORTED_TYPES_TEXT", "decode_column", "encode_column", "is_supported"]
 

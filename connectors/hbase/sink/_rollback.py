@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 
-from ._thrift2 import Thrift2Admin
+from ..client._thrift2 import Thrift2Admin
 
 __all__ = ["roll_back_gap"]
 
