@@ -1,7 +1,8 @@
 """The ``barrier-hbase`` data source: exactly-once streaming sink, batch writer, committed-view reader.
 
 Sink (``df.writeStream.format("barrier-hbase")``), batch writer (``df.write``: one committed
-batch, ``batch._df_write``) and batch reader (``spark.read.format("barrier-hbase")``). Their options are declared once, in
+batch, ``batch._df_write``) and batch reader (``spark.read.format("barrier-hbase")``). Their
+options are declared once, in
 :data:`~sparkbarrier.connectors.hbase._options.SINK_OPTION_SPECS` and
 :data:`~sparkbarrier.connectors.hbase._options.READ_OPTION_SPECS`; the tables in
 docs/options.md are generated from them (``hbase_options_table()``,
