@@ -21,7 +21,7 @@ The tree::
 Every exception carries its context as attributes so callers never parse messages.
 The clients' own exceptions become these in one place per client: HBase's Thrift,
 TLS and socket errors in ``connectors/hbase/client/_errors.py``; Kafka's retriable and fatal
-errors (both client libraries) in ``connectors/kafka/_failover.py``; WebHDFS answers and
+errors (both client libraries) in ``connectors/kafka/client/_failover.py``; WebHDFS answers and
 network errors in ``connectors/storage/_webhdfs.py``.
 """
 

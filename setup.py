@@ -50,15 +50,15 @@ def _bundled_librdkafka() -> tuple[list[str], list[str]]:
     if not found:
         return ["rdkafka"], []
     return [], [f"-L{libs}", f"-l:{found[0].name}",
-                "-Wl,-rpath,$ORIGIN/../../../confluent_kafka.libs"]
+                "-Wl,-rpath,$ORIGIN/../../../../confluent_kafka.libs"]
 
 
 libraries, link_args = _bundled_librdkafka()
 setup(cmdclass={"build_py": _BuildPy}, ext_modules=[Extension(
-    # imported through connectors/kafka/_rdkafka_arrow.py, which loads the library first
-    "sparkbarrier.connectors.kafka._rdkafka_arrow_c",
-    sources=["connectors/kafka/_rdkafka_arrow.c"],
-    depends=["connectors/kafka/_arrow_buffers.h"],
+    # imported through connectors/kafka/reader/_rdkafka_arrow.py, which loads the library first
+    "sparkbarrier.connectors.kafka.reader._rdkafka_arrow_c",
+    sources=["connectors/kafka/reader/_rdkafka_arrow.c"],
+    depends=["connectors/kafka/reader/_arrow_buffers.h"],
     libraries=libraries,
     extra_link_args=link_args,
     extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",

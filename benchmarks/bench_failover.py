@@ -45,7 +45,7 @@ every query completed its first 4 batches (``--kill-after-batches``; ~22 s into 
 query), down 20 s, then the coordinator, same; the queries are the default reader,
 ``confluent`` and the JVM source (``--paths`` picks others). Every Kafka call of the
 planner and of the read tasks that waits 1 s or more is written to a file
-(``SPARKBARRIER_KAFKA_WAITS``, :mod:`sparkbarrier.connectors.kafka._waits`) and listed
+(``SPARKBARRIER_KAFKA_WAITS``, :mod:`sparkbarrier.connectors.kafka.client._waits`) and listed
 per fault: which call, which partition and broker, how long.
 """
 
@@ -236,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
 
     rounds = []
     with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp:
-        # every slow Kafka call of the planner and the read tasks (connectors/kafka/_waits.py)
+        # every slow Kafka call of the planner and the read tasks (connectors/kafka/client/_waits.py)
         os.environ.setdefault("SPARKBARRIER_KAFKA_WAITS", str(Path(tmp) / "kafka-waits.jsonl"))
         if args.broker_defaults:
             cluster = KafkaCluster(Path(tmp) / "cluster-home", profile="broker-defaults")

@@ -130,7 +130,7 @@ def _drain_confluent(bootstrap: str, topic: str, partitions: list[int]) -> tuple
 def _drain_native(bootstrap: str, topic: str, partitions: list[int]) -> tuple[int, float]:
     import pyarrow as pa
 
-    from sparkbarrier.connectors.kafka._rdkafka_arrow import Fetcher
+    from sparkbarrier.connectors.kafka.reader._rdkafka_arrow import Fetcher
 
     config = [("bootstrap.servers", bootstrap), ("group.id", "bench-unjoined"),
               ("enable.auto.commit", "false"), ("fetch.max.bytes", str(32 * 1024 * 1024)),

@@ -66,7 +66,7 @@ class _RelativeTime(logging.Formatter):
 
 def _debug_settings(contexts: str) -> None:
     """librdkafka's debug contexts on every compiled consumer the probe makes."""
-    from sparkbarrier.connectors.kafka import _native_reader
+    from sparkbarrier.connectors.kafka.reader import _native_reader
 
     plain = _native_reader.settings
 
@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     from sparkbarrier.connectors.kafka import parse_source_options, source_schema
-    from sparkbarrier.connectors.kafka._native_reader import POOL
-    from sparkbarrier.connectors.kafka._partition_reader import KafkaRangePartition, read_range
+    from sparkbarrier.connectors.kafka.reader._native_reader import POOL
+    from sparkbarrier.connectors.kafka.reader._partition_reader import KafkaRangePartition, read_range
     from sparkbarrier.devstack._kafka_cluster import KafkaCluster
 
     clock = _Clock()

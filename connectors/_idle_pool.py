@@ -4,8 +4,8 @@ Why: Spark reuses its Python workers across tasks (``spark.python.worker.reuse``
 default), but every task and every sink commit runs with a freshly unpickled reader or
 writer, so a client made per task pays its connections (and any TLS or SASL handshake)
 in every micro-batch. The JVM connectors keep theirs per executor. One pool type serves
-the Kafka source's consumers (``kafka._fetcher_pool``) and the HBase sink's Thrift
-connections (``hbase._connection_pool``); each package sets its own time and capacity.
+the Kafka source's consumers (``kafka.reader._consumer_pool``) and the HBase sink's Thrift
+connections (``hbase.client._connection_pool``); each package sets its own time and capacity.
 
 A client is keyed by everything that shapes it (settings, credentials included, kept
 in memory only and never logged), so a changed option never reaches an old client.

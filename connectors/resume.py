@@ -1,7 +1,7 @@
 """Resume a fresh query from what the sink committed (Spark checkpoint lost or new).
 
 The ``barrier-hbase`` commit record holds, per source channel (``"topic:partition"``),
-the next offset after everything the sink has committed (see ``hbase._commit_table``).
+the next offset after everything the sink has committed (see ``hbase.sink._commit_table``).
 :func:`starting_offsets_from_sink` turns it into a ``startingOffsets`` JSON for
 ``barrier-kafka`` or Spark's ``format("kafka")``, so a query started on an empty
 checkpoint directory continues exactly where the committed data ends: with the same
@@ -31,8 +31,8 @@ from .hbase._options import DEFAULT_COMMIT_TABLE, SINK_OPTION_SPECS, SPARK_SINK_
 from .hbase.client._connection import HBaseConnection, connection_options
 from .hbase.client._options import CONNECTION_OPTION_SPECS
 from .hbase.read._reader import find_commit
-from .kafka._positions import SPARK_EARLIEST, TopicPartition
-from .kafka._topics import client_options, topic_partitions
+from .kafka.client._positions import SPARK_EARLIEST, TopicPartition
+from .kafka.client._topics import client_options, topic_partitions
 
 __all__ = ["starting_offsets_from_sink"]
 

@@ -44,7 +44,7 @@ _KEEP_GENERATIONS = 3
 
 
 class SnapshotStore(Protocol):
-    """A folder on some file system (``connectors._files.Folder`` on fsspec)."""
+    """A folder on some file system (``connectors.storage._files.Folder`` on fsspec)."""
 
     location: str
 

@@ -6,7 +6,7 @@ was emitted but whose offset was not advanced yet (or the reverse). Readers and
 the snapshotting code share one :class:`CheckpointLock`.
 
 Why it lives although no Spark path takes it: the ``barrier-kafka`` planner needs no
-lock (Spark makes its calls one at a time, see ``connectors.kafka._planner``), but a
+lock (Spark makes its calls one at a time, see ``connectors.kafka.planner._planner``), but a
 source whose reader emits on one thread while another snapshots -- the Flink legacy
 contract this protocol follows -- does, and docs/protocol.md documents it as part of
 the protocol core.

@@ -31,9 +31,9 @@ def test_regular_install_works_when_run_from_the_repository_root(tmp_path: Path)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(ROOT),
                     str(ROOT / "devstack"), f"confluent-kafka=={version('confluent-kafka')}"],
                    check=True, timeout=300, capture_output=True)
-    code = ("import sys, sparkbarrier.connectors.kafka._rdkafka_arrow_c as n; "
+    code = ("import sys, sparkbarrier.connectors.kafka.reader._rdkafka_arrow_c as n; "
             "assert 'confluent_kafka' not in sys.modules and n.librdkafka_version_int >= 0x020601ff; "
-            "import pkgutil, sparkbarrier, sparkbarrier.devstack, sparkbarrier.connectors.kafka._planner, "
+            "import pkgutil, sparkbarrier, sparkbarrier.devstack, sparkbarrier.connectors.kafka.planner._planner, "
             "pyspark_barrier_kafka, pyspark_barrier_hbase; "
             "print(sparkbarrier.__file__); print(sparkbarrier.devstack.__file__); "
             "print(sorted(m.name for m in pkgutil.iter_modules() if m.name.startswith('pyspark_barrier')))")
@@ -60,7 +60,7 @@ def test_an_install_that_cannot_compile_still_works_and_reads_with_confluent(tmp
                    check=True, timeout=300, capture_output=True, env=dict(os.environ, CC="false"))
     assert not list(target.rglob("_rdkafka_arrow*.so"))
     code = ("from sparkbarrier.connectors.kafka import parse_source_options as p; "
-            "from sparkbarrier.connectors.kafka._native_reader import available; "
+            "from sparkbarrier.connectors.kafka.reader._native_reader import available; "
             "print(available()); "
             "base = {'kafka.bootstrap.servers': 'h:9092', 'subscribe': 't', 'commitOffsets': 'false'}; "
             "print(p(base).consumer_client.value); "

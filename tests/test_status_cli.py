@@ -28,9 +28,9 @@ from sparkbarrier.connectors.hbase.sink._commit_table import (
     ensure_commit_table,
     put_cell,
 )
-from sparkbarrier.connectors.kafka._offset_committer import OffsetCommitter
+from sparkbarrier.connectors.kafka.commits._offset_committer import OffsetCommitter
 from sparkbarrier.connectors.kafka._metrics import SourceMetrics
-from sparkbarrier.connectors.kafka._positions import TopicPartition
+from sparkbarrier.connectors.kafka.client._positions import TopicPartition
 
 pytestmark = [pytest.mark.kafka, pytest.mark.hbase, pytest.mark.timeout(120)]
 

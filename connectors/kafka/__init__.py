@@ -20,13 +20,13 @@ if _typing.TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from ..storage._checkpoint_log import CheckpointLogStatus, SparkBatch, checkpoint_log_status
-    from ._client_config import client_settings
-    from ._group import CommittedOffset, GroupStatus, PartitionStatus, committed_offsets, group_status
-    from ._jvm_commits import KafkaOffsetCommits, commit_kafka_offsets
     from ._options import KafkaSourceOptions, kafka_options_table
-    from ._positions import TopicPartition
-    from ._reader_choice import parse_source_options
     from ._source import BarrierKafkaDataSource, source_schema
+    from .client._client_config import client_settings
+    from .client._positions import TopicPartition
+    from .commits._group import CommittedOffset, GroupStatus, PartitionStatus, committed_offsets, group_status
+    from .commits._jvm_commits import KafkaOffsetCommits, commit_kafka_offsets
+    from .reader._reader_choice import parse_source_options
 
 # Imported on first use: a Spark worker that unpickles the source's reader imports this
 # package, and the executors' librdkafka path needs none of the driver's modules (nor
@@ -35,18 +35,18 @@ __getattr__, __dir__ = _lazy_exports(__name__, globals(), {
     "CheckpointLogStatus": "..storage._checkpoint_log",
     "SparkBatch": "..storage._checkpoint_log",
     "checkpoint_log_status": "..storage._checkpoint_log",
-    "client_settings": "._client_config",
-    "CommittedOffset": "._group",
-    "GroupStatus": "._group",
-    "PartitionStatus": "._group",
-    "committed_offsets": "._group",
-    "group_status": "._group",
-    "KafkaOffsetCommits": "._jvm_commits",
-    "commit_kafka_offsets": "._jvm_commits",
+    "client_settings": ".client._client_config",
+    "CommittedOffset": ".commits._group",
+    "GroupStatus": ".commits._group",
+    "PartitionStatus": ".commits._group",
+    "committed_offsets": ".commits._group",
+    "group_status": ".commits._group",
+    "KafkaOffsetCommits": ".commits._jvm_commits",
+    "commit_kafka_offsets": ".commits._jvm_commits",
     "KafkaSourceOptions": "._options",
     "kafka_options_table": "._options",
-    "TopicPartition": "._positions",
-    "parse_source_options": "._reader_choice",
+    "TopicPartition": ".client._positions",
+    "parse_source_options": ".reader._reader_choice",
     "BarrierKafkaDataSource": "._source",
     "source_schema": "._source",
 })

@@ -33,9 +33,9 @@ from .._options import (
     parse_string,
     redact,
 )
-from ._client_config import KAFKA_PYTHON_DEFAULTS, ConsumerClient, kafka_python_configs
-from ._positions import PartitionStart, StartKind, TopicPartition, start_from_spark_json
-from ._security import Security, parse_security
+from .client._client_config import KAFKA_PYTHON_DEFAULTS, ConsumerClient, kafka_python_configs
+from .client._positions import PartitionStart, StartKind, TopicPartition, start_from_spark_json
+from .client._security import Security, parse_security
 
 __all__ = [
     "SPECS",
@@ -255,7 +255,7 @@ def parse_declared_options(raw: Mapping[str, str]) -> KafkaSourceOptions:
     """Validate Spark's option map; raise :class:`ConfigError` naming option and fix.
 
     The executors' client stays as requested (``kafkaConsumer.client``) and no librdkafka
-    settings are derived yet: :func:`._reader_choice.parse_source_options` decides the
+    settings are derived yet: :func:`.reader._reader_choice.parse_source_options` decides the
     client at query start, which needs the readers -- and the readers need these options.
     """
     for key in raw:

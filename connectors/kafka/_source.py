@@ -21,7 +21,7 @@ every batch either way: from the markers, or from Spark's offset log.
 Options are validated here, when the query is defined (``load()``): see
 :data:`~sparkbarrier.connectors.kafka._options.SPECS` / ``kafka_options_table()``.
 Consumer-group offsets are committed only for batches that completed (see
-:mod:`sparkbarrier.connectors.kafka._planner`).
+:mod:`sparkbarrier.connectors.kafka.planner._planner`).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from pyspark.sql.types import (
 
 from ...barrier.markers import MARKER_DDL
 from ._options import KafkaSourceOptions
-from ._planner import KafkaStreamPlanner
-from ._reader_choice import parse_source_options
+from .planner._planner import KafkaStreamPlanner
+from .reader._reader_choice import parse_source_options
 
 __all__ = ["BarrierKafkaDataSource", "source_schema"]
 

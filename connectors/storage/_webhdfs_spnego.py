@@ -5,7 +5,7 @@ Why not ``requests-kerberos`` (fsspec's WebHDFS imports it when ``kerberos=True`
 was never a dependency, so the first Kerberized nameservice failed with a bare
 ``ModuleNotFoundError`` (found against the devstack's Kerberized HA pair); and it is a
 second Kerberos stack (pyspnego) whose refusals arrive as its own texts. Here the token
-comes from :func:`~._kerberos_login.security_context`, the function the Kafka and HBase
+comes from :func:`~..kerberos._login.security_context`, the function the Kafka and HBase
 hops call, on the ``gssapi`` package the ``kerberos`` extra already installs, and every
 refusal goes through the one map by status code (:mod:`..kerberos._errors`): "no ticket"
 says run ``kinit``, an unknown ``HTTP/<host>`` names the host. Keytab contents never leave

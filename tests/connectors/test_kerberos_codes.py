@@ -25,7 +25,7 @@ from sparkbarrier.connectors.kerberos._errors import _K5G, _KRB5, MINOR_CODES, R
 from sparkbarrier.connectors.kerberos._login import credentials, security_context
 from sparkbarrier.connectors.kerberos._settings import KerberosSettings
 from sparkbarrier.connectors.hbase.client._sasl import LOGIN_OPTIONS as HBASE
-from sparkbarrier.connectors.kafka._kerberos import LOGIN_OPTIONS as KAFKA
+from sparkbarrier.connectors.kafka.client._kerberos import LOGIN_OPTIONS as KAFKA
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -23,7 +23,7 @@ from sparkbarrier.connectors.kerberos import _login as shared
 from sparkbarrier.connectors.kerberos._errors import gss_reason, kerberos_error
 from sparkbarrier.connectors.hbase import KerberosSettings
 from sparkbarrier.connectors.hbase.client._sasl import LOGIN_OPTIONS as HBASE
-from sparkbarrier.connectors.kafka._kerberos import LOGIN_OPTIONS as KAFKA
+from sparkbarrier.connectors.kafka.client._kerberos import LOGIN_OPTIONS as KAFKA
 
 JAAS = "kafka.sasl.jaas.config"
 PRINCIPAL = "hbase.thrift.kerberos.client.principal"
@@ -143,7 +143,7 @@ def test_without_the_gssapi_package_the_hops_switch_is_named(
 def test_both_hops_parse_into_the_one_settings_type() -> None:
     """Kafka's JAAS line and HBase's options give the same value, apart from the service."""
     from sparkbarrier.connectors.hbase._options import parse_sink_options
-    from sparkbarrier.connectors.kafka._kerberos import parse_krb5_jaas
+    from sparkbarrier.connectors.kafka.client._kerberos import parse_krb5_jaas
 
     kafka = parse_krb5_jaas({"useKeyTab": "true", "keyTab": "/k/etl.keytab", "principal": "etl@R"}, "kafka")
     hbase = parse_sink_options({"table": "t", "rowkey": "id", "hbase.thrift.authentication": "kerberos",

@@ -20,7 +20,7 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from sparkbarrier.connectors.kafka import source_schema
-from sparkbarrier.connectors.kafka._range import KafkaRangePartition, build_batch
+from sparkbarrier.connectors.kafka.reader._range import KafkaRangePartition, build_batch
 from sparkbarrier.connectors.hbase.sink._encoding import encode_column
 from sparkbarrier.connectors.hbase.sink._writer import _row_sizes
 from sparkbarrier.connectors.hbase.sink._layout import SinkLayout
@@ -58,8 +58,8 @@ _READER_PROBE = r"""
 import pickle
 import sys
 
-from sparkbarrier.connectors.kafka import _planner
-from sparkbarrier.connectors.kafka._reader_choice import reader_for
+from sparkbarrier.connectors.kafka.planner import _planner
+from sparkbarrier.connectors.kafka.reader._reader_choice import reader_for
 from sparkbarrier.connectors.kafka._options import parse_declared_options
 from sparkbarrier.connectors.kafka._source import source_schema
 

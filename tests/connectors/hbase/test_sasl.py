@@ -330,7 +330,7 @@ def test_one_kerberos_error_in_the_documented_tree_for_both_hops() -> None:
     import sparkbarrier
     from sparkbarrier import ConfigError
     from sparkbarrier.connectors.kerberos._errors import kerberos_error
-    from sparkbarrier.connectors.kafka import _kerberos_check
+    from sparkbarrier.connectors.kafka.client import _kerberos_check
 
     assert KerberosError is sparkbarrier.KerberosError and issubclass(KerberosError, ConfigError)
     assert "KerberosError" in (sparkbarrier._exceptions.__doc__ or "")

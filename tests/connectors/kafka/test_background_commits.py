@@ -11,9 +11,9 @@ import threading
 import time
 from collections.abc import Mapping
 
-from sparkbarrier.connectors.kafka._background_commits import BackgroundCommits
+from sparkbarrier.connectors.kafka.commits._background_commits import BackgroundCommits
 from sparkbarrier.connectors.kafka._metrics import SourceMetrics
-from sparkbarrier.connectors.kafka._positions import TopicPartition as TP
+from sparkbarrier.connectors.kafka.client._positions import TopicPartition as TP
 
 
 class _Committer:

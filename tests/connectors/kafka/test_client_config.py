@@ -9,12 +9,12 @@ from kafka import KafkaConsumer
 
 from sparkbarrier import ConfigError
 from sparkbarrier.connectors.kafka import parse_source_options
-from sparkbarrier.connectors.kafka._client_config import (
+from sparkbarrier.connectors.kafka.client._client_config import (
     _LIBRDKAFKA,
     ConsumerClient,
     librdkafka_configs,
 )
-from sparkbarrier.connectors.kafka._secrets import SecretScrubber
+from sparkbarrier.connectors.kafka.client._secrets import SecretScrubber
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t", "kafka.group.id": "g"}
 
@@ -34,9 +34,9 @@ def test_the_compiled_module_is_built_and_speaks_librdkafkas_error_codes() -> No
     """./dev builds it, so the suite runs the default path users get; codes match both."""
     from confluent_kafka import KafkaError
 
-    from sparkbarrier.connectors.kafka import _rdkafka_arrow
-    from sparkbarrier.connectors.kafka._librdkafka import Err
-    from sparkbarrier.connectors.kafka._native_reader import available
+    from sparkbarrier.connectors.kafka.reader import _rdkafka_arrow
+    from sparkbarrier.connectors.kafka.reader._librdkafka import Err
+    from sparkbarrier.connectors.kafka.reader._native_reader import available
 
     assert available() is None
     for err in Err:
@@ -45,7 +45,7 @@ def test_the_compiled_module_is_built_and_speaks_librdkafkas_error_codes() -> No
 
 
 def test_native_client_without_the_module_fails_at_query_start(monkeypatch) -> None:
-    from sparkbarrier.connectors.kafka import _native_reader
+    from sparkbarrier.connectors.kafka.reader import _native_reader
 
     monkeypatch.setattr(_native_reader, "available", lambda: "it is not built (test)")
     with pytest.raises(ConfigError, match=r"'kafkaConsumer.client' is native, but it is not "
@@ -109,7 +109,7 @@ def test_scrubber_removes_secret_values_from_text_and_log(caplog) -> None:
 
 
 def test_kafka_pythons_slow_task_notice_is_dropped_other_warnings_pass(caplog) -> None:
-    from sparkbarrier.connectors.kafka._secrets import install_client_log_redaction
+    from sparkbarrier.connectors.kafka.client._secrets import install_client_log_redaction
 
     install_client_log_redaction()
     caplog.set_level(logging.WARNING, logger="kafka.net.selector")

@@ -13,7 +13,7 @@ import socket
 import pytest
 
 from sparkbarrier import SourceError
-from sparkbarrier.connectors.kafka._cluster import ClusterView
+from sparkbarrier.connectors.kafka.planner._cluster import ClusterView
 from sparkbarrier.connectors.kafka import parse_source_options
 
 

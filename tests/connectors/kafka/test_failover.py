@@ -13,9 +13,9 @@ from confluent_kafka import KafkaError as RdKafkaError
 from kafka import errors as kp
 
 from sparkbarrier import SourceError
-from sparkbarrier.connectors.kafka._failover import (
+from sparkbarrier.connectors.kafka.client._failover import (
     LIBRDKAFKA_RETRIABLE, ProblemLog, kafka_python_retriable, retry_failover)
-from sparkbarrier.connectors.kafka._librdkafka import GONE, NOT_YET, permanent_error
+from sparkbarrier.connectors.kafka.reader._librdkafka import GONE, NOT_YET, permanent_error
 
 _LOG = logging.getLogger("sparkbarrier.test.failover")
 

@@ -25,9 +25,9 @@ from sparkbarrier.connectors.kafka import (
     checkpoint_log_status,
     committed_offsets,
 )
-from sparkbarrier.connectors.kafka._group import CommitMetadata, commit_metadata, parse_commit_metadata
+from sparkbarrier.connectors.kafka.commits._group import CommitMetadata, commit_metadata, parse_commit_metadata
 from sparkbarrier.connectors._kafka_offsets import SourceOffset
-from sparkbarrier.connectors.kafka._positions import (
+from sparkbarrier.connectors.kafka.client._positions import (
     EARLIEST,
     LATEST,
     SPARK_EARLIEST,
@@ -218,7 +218,7 @@ def test_spark_spelling_of_earliest_and_latest_has_one_owner() -> None:
 
 def test_reading_a_partition_the_planner_did_not_plan_is_a_source_error() -> None:
     from sparkbarrier.connectors.kafka import parse_source_options, source_schema
-    from sparkbarrier.connectors.kafka._planner import KafkaStreamPlanner
+    from sparkbarrier.connectors.kafka.planner._planner import KafkaStreamPlanner
 
     options = parse_source_options({"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t",
                                     "kafka.group.id": "g"})

@@ -14,8 +14,8 @@ import pytest
 from kafka_testkit import KafkaTool, wait_for
 
 from sparkbarrier import commit_kafka_offsets
-from sparkbarrier.connectors.kafka._jvm_commits import KafkaOffsetCommits, kafka_source_offsets
-from sparkbarrier.connectors.kafka._positions import TopicPartition as TP
+from sparkbarrier.connectors.kafka.commits._jvm_commits import KafkaOffsetCommits, kafka_source_offsets
+from sparkbarrier.connectors.kafka.client._positions import TopicPartition as TP
 
 
 def test_offsets_matched_by_source_description_not_position() -> None:

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from sparkbarrier.connectors.kafka._jvm_commits import KafkaOffsetCommits
-from sparkbarrier.connectors.kafka._positions import TopicPartition as TP
+from sparkbarrier.connectors.kafka.commits._jvm_commits import KafkaOffsetCommits
+from sparkbarrier.connectors.kafka.client._positions import TopicPartition as TP
 
 
 class _Started:

@@ -13,9 +13,9 @@ import pytest
 
 from sparkbarrier import ConfigError
 from sparkbarrier.connectors.kafka import parse_source_options
-from sparkbarrier.connectors.kafka._client_config import ConsumerClient
+from sparkbarrier.connectors.kafka.client._client_config import ConsumerClient
 from sparkbarrier.connectors.kerberos._settings import KerberosSettings
-from sparkbarrier.connectors.kafka._kerberos import KerberosLogin, librdkafka_gssapi
+from sparkbarrier.connectors.kafka.client._kerberos import KerberosLogin, librdkafka_gssapi
 
 BASE = {"kafka.bootstrap.servers": "broker1.example:9092", "subscribe": "t",
         "kafka.group.id": "g"}
@@ -55,7 +55,7 @@ def test_keytab_login_as_spark_users_write_it(keytab: str) -> None:
 
 
 def test_auto_reads_gssapi_with_kafka_python_and_says_why_once(keytab: str, caplog) -> None:
-    from sparkbarrier.connectors.kafka import _reader_choice
+    from sparkbarrier.connectors.kafka.reader import _reader_choice
 
     _reader_choice._tell_gssapi_choice.cache_clear()
     caplog.set_level(logging.INFO, logger=_reader_choice.__name__)

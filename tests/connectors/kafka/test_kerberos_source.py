@@ -24,7 +24,7 @@ from kafka_testkit import KafkaTool, start
 
 from sparkbarrier import ConfigError
 from sparkbarrier.connectors.kafka import parse_source_options
-from sparkbarrier.connectors.kafka._client_config import ConsumerClient
+from sparkbarrier.connectors.kafka.client._client_config import ConsumerClient
 
 pytestmark = [pytest.mark.kafka]
 
@@ -138,7 +138,7 @@ def test_stale_keytab_fails_at_query_start_in_seconds_naming_the_option(
 
 
 def _view_error(options: dict[str, str]) -> ConfigError:
-    from sparkbarrier.connectors.kafka._cluster import ClusterView
+    from sparkbarrier.connectors.kafka.planner._cluster import ClusterView
 
     view = ClusterView(parse_source_options({**options, "subscribe": "krb_never",
                                              "kafka.group.id": "g"}))
@@ -167,7 +167,7 @@ def test_broker_host_without_service_principal_names_service_and_host(kdc, kerbe
 
 def test_two_principals_in_one_process_each_log_in_as_themselves(
         kdc, kerberos_kafka, plain: KafkaTool, caplog) -> None:
-    from sparkbarrier.connectors.kafka._cluster import ClusterView
+    from sparkbarrier.connectors.kafka.planner._cluster import ClusterView
 
     caplog.set_level(logging.DEBUG)  # kafka-python logs its whole configuration at DEBUG
     topic, _ = _names()
@@ -261,7 +261,7 @@ def test_expired_ticket_without_keytab_is_a_clear_error(kdc, kerberos_kafka) -> 
 
 
 def test_ticket_cache_first_then_the_keytab_as_in_java(kdc, kerberos_kafka, plain) -> None:
-    from sparkbarrier.connectors.kafka._cluster import ClusterView
+    from sparkbarrier.connectors.kafka.planner._cluster import ClusterView
 
     principal, keytab = kdc.keytab("client")
     topic, _ = _names()
@@ -319,7 +319,7 @@ def test_no_kdc_answering_names_the_krb5_conf(kdc, tmp_path: Path) -> None:
     conf.write_text(Path(kdc.krb5_conf).read_text().replace(kdc.kdc, f"127.0.0.1:{dead}"))
     principal, keytab = kdc.keytab("client")
     code = ("import sys\nfrom sparkbarrier.connectors.kerberos._settings import KerberosSettings\n"
-            "from sparkbarrier.connectors.kafka._kerberos_check import check_kerberos\n"
+            "from sparkbarrier.connectors.kafka.client._kerberos_check import check_kerberos\n"
             "check_kerberos(KerberosSettings(sys.argv[1], sys.argv[2], 'kafka'), 'localhost:9')\n")
     env = {**os.environ, "KRB5_CONFIG": str(conf), "KRB5CCNAME": f"FILE:{tmp_path / 'cc'}"}
     done = subprocess.run([sys.executable, "-c", code, principal, keytab], env=env,
@@ -331,7 +331,7 @@ def test_no_kdc_answering_names_the_krb5_conf(kdc, tmp_path: Path) -> None:
 def test_a_keytab_missing_where_a_client_logs_in_names_the_option(tmp_path: Path) -> None:
     """What an executor without the shipped keytab reports (the driver had it)."""
     from sparkbarrier.connectors.kerberos._settings import KerberosSettings
-    from sparkbarrier.connectors.kafka._kerberos import credentials
+    from sparkbarrier.connectors.kafka.client._kerberos import credentials
 
     gone = tmp_path / "shipped.keytab"
     with pytest.raises(ConfigError, match="cannot read keyTab .*--files") as err:
@@ -353,7 +353,7 @@ import sys, time
 import gssapi
 from sparkbarrier.connectors.kerberos._login import ticket_cache
 from sparkbarrier.connectors.kerberos._settings import KerberosSettings
-from sparkbarrier.connectors.kafka._kerberos import credentials
+from sparkbarrier.connectors.kafka.client._kerberos import credentials
 k = KerberosSettings(sys.argv[1], sys.argv[2], "kafka")
 name = gssapi.Name("kafka@localhost", gssapi.NameType.hostbased_service)
 def login():
@@ -387,7 +387,7 @@ def test_other_kafka_python_gssapi_users_in_the_process_keep_upstream_behaviour(
     from kafka.net.sasl import get_sasl_mechanism
     from kafka.net.sasl.gssapi import SaslMechanismGSSAPI
 
-    from sparkbarrier.connectors.kafka._kerberos import install_gssapi_mechanism
+    from sparkbarrier.connectors.kafka.client._kerberos import install_gssapi_mechanism
 
     install_gssapi_mechanism()
     mechanism = get_sasl_mechanism("GSSAPI")

@@ -17,11 +17,12 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from sparkbarrier.connectors.kafka import _librdkafka, parse_source_options, source_schema
-from sparkbarrier.connectors.kafka._librdkafka import ClientErrors, earliest, read_with
-from sparkbarrier.connectors.kafka._partition_reader import KafkaRangePartition
-from sparkbarrier.connectors.kafka._range import build_batch
-from sparkbarrier.connectors.kafka._secrets import SecretScrubber
+from sparkbarrier.connectors.kafka import parse_source_options, source_schema
+from sparkbarrier.connectors.kafka.reader import _librdkafka
+from sparkbarrier.connectors.kafka.reader._librdkafka import ClientErrors, earliest, read_with
+from sparkbarrier.connectors.kafka.reader._partition_reader import KafkaRangePartition
+from sparkbarrier.connectors.kafka.reader._range import build_batch
+from sparkbarrier.connectors.kafka.client._secrets import SecretScrubber
 
 PART = KafkaRangePartition("t", 0, 0, 3, checkpoint_id=1, timestamp_ms=1)
 OPTIONS = parse_source_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t",

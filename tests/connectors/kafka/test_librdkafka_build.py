@@ -18,10 +18,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_native_module_runs_on_confluent_kafkas_librdkafka_2_6_1_or_newer() -> None:
-    from sparkbarrier.connectors.kafka._native_reader import available, librdkafka_version
+    from sparkbarrier.connectors.kafka.reader._native_reader import available, librdkafka_version
 
     assert available() is None
-    from sparkbarrier.connectors.kafka import _rdkafka_arrow
+    from sparkbarrier.connectors.kafka.reader import _rdkafka_arrow
 
     assert _rdkafka_arrow.librdkafka_version_int >= 0x020601FF
     assert _rdkafka_arrow.min_librdkafka_version_int == 0x020601FF
@@ -30,7 +30,7 @@ def test_the_native_module_runs_on_confluent_kafkas_librdkafka_2_6_1_or_newer() 
 
 
 def test_one_librdkafka_is_loaded_in_the_process() -> None:
-    from sparkbarrier.connectors.kafka._native_reader import available
+    from sparkbarrier.connectors.kafka.reader._native_reader import available
 
     assert available() is None
     maps = Path("/proc/self/maps").read_text().splitlines()

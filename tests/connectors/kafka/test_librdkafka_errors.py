@@ -17,11 +17,11 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from sparkbarrier import DataLossError, SourceError
 from sparkbarrier.connectors.kafka import parse_source_options, source_schema
-from sparkbarrier.connectors.kafka._librdkafka import (
+from sparkbarrier.connectors.kafka.reader._librdkafka import (
     ClientErrors, Err, earliest, permanent_error, read_with,
 )
-from sparkbarrier.connectors.kafka._partition_reader import KafkaRangePartition, read_range
-from sparkbarrier.connectors.kafka._secrets import SecretScrubber
+from sparkbarrier.connectors.kafka.reader._partition_reader import KafkaRangePartition, read_range
+from sparkbarrier.connectors.kafka.client._secrets import SecretScrubber
 
 PART = KafkaRangePartition("t", 0, 0, 10, checkpoint_id=1, timestamp_ms=1)
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t", "commitOffsets": "false"}

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 from kafka_testkit import KafkaTool
 
-from sparkbarrier.connectors.kafka._librdkafka import DEFAULTS, FORCED
-from sparkbarrier.connectors.kafka._native_reader import _setting
+from sparkbarrier.connectors.kafka.reader._librdkafka import DEFAULTS, FORCED
+from sparkbarrier.connectors.kafka.reader._native_reader import _setting
 
 pytestmark = [pytest.mark.kafka]
 
@@ -29,7 +29,7 @@ def _config(kafka: KafkaTool) -> list[tuple[str, str]]:
 def test_a_batch_full_by_bytes_keeps_the_rest_and_the_position_behind_it(
     kafka: KafkaTool, unique_name
 ) -> None:
-    from sparkbarrier.connectors.kafka._rdkafka_arrow import Fetcher
+    from sparkbarrier.connectors.kafka.reader._rdkafka_arrow import Fetcher
 
     topic = kafka.create_topic(unique_name("t"), partitions=1)
     values = kafka.produce(topic, 40, partitions=1)  # b"0".."39", keys b"k0".."k39"
@@ -54,7 +54,7 @@ def test_a_batch_full_by_bytes_keeps_the_rest_and_the_position_behind_it(
 
 
 def test_an_oversized_record_still_makes_a_batch_of_one(kafka: KafkaTool, unique_name) -> None:
-    from sparkbarrier.connectors.kafka._rdkafka_arrow import Fetcher
+    from sparkbarrier.connectors.kafka.reader._rdkafka_arrow import Fetcher
 
     topic = kafka.create_topic(unique_name("t"), partitions=1)
     kafka.produce(topic, 3, partitions=1)
@@ -103,7 +103,7 @@ def test_the_fetcher_reads_without_a_group_and_never_looks_up_a_coordinator(
     """Executors need no group rights: no group.id, so no FindCoordinator (librdkafka's
     ``cgrp`` debug log shows every coordinator lookup; the control with a group.id
     proves the probe sees them)."""
-    from sparkbarrier.connectors.kafka._rdkafka_arrow import Fetcher
+    from sparkbarrier.connectors.kafka.reader._rdkafka_arrow import Fetcher
 
     assert "group.id" not in FORCED
     topic = kafka.create_topic(unique_name("t"), partitions=1)
@@ -131,7 +131,7 @@ def test_the_fetcher_reads_without_a_group_and_never_looks_up_a_coordinator(
 def test_the_confluent_path_uses_the_querys_group_id() -> None:
     """confluent-kafka insists on a group.id: the query's, on which the user has rights."""
     from sparkbarrier.connectors.kafka import parse_source_options
-    from sparkbarrier.connectors.kafka._confluent_reader import UNJOINED_GROUP, executor_group_id
+    from sparkbarrier.connectors.kafka.reader._confluent_reader import UNJOINED_GROUP, executor_group_id
 
     base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
     assert executor_group_id(parse_source_options({**base, "kafka.group.id": "etl"})) == "etl"
@@ -142,7 +142,7 @@ def test_the_confluent_path_uses_the_querys_group_id() -> None:
 def test_close_while_fetch_runs_on_another_thread_ends_it_without_a_crash(
     kafka: KafkaTool, unique_name
 ) -> None:
-    from sparkbarrier.connectors.kafka._rdkafka_arrow import Fetcher
+    from sparkbarrier.connectors.kafka.reader._rdkafka_arrow import Fetcher
 
     topic = kafka.create_topic(unique_name("t"), partitions=1)
     fetcher = Fetcher(_config(kafka), topic, 0, False)
@@ -181,7 +181,7 @@ def test_a_failed_allocation_mid_record_leaves_the_columns_aligned(
 ) -> None:
     """9 buffer reservations per record (key 3, value 3, offset, timestamp, type): the
     23rd is the third record's value, after its key was reserved."""
-    from sparkbarrier.connectors.kafka import _rdkafka_arrow
+    from sparkbarrier.connectors.kafka.reader import _rdkafka_arrow
 
     topic = kafka.create_topic(unique_name("t"), partitions=1)
     values = kafka.produce(topic, 5, partitions=1)
@@ -208,7 +208,7 @@ def test_assign_again_drops_what_was_prefetched_for_the_old_start(
     kafka: KafkaTool, unique_name
 ) -> None:
     """A restart (after an offset reset) must not hand out records queued before it."""
-    from sparkbarrier.connectors.kafka._rdkafka_arrow import Fetcher
+    from sparkbarrier.connectors.kafka.reader._rdkafka_arrow import Fetcher
 
     topic = kafka.create_topic(unique_name("t"), partitions=1)
     values = kafka.produce(topic, 10, partitions=1)

@@ -8,10 +8,10 @@ import logging
 import pytest
 from kafka_testkit import KafkaTool
 
-from sparkbarrier.connectors.kafka._offset_committer import OffsetCommitter
+from sparkbarrier.connectors.kafka.commits._offset_committer import OffsetCommitter
 from sparkbarrier.connectors.kafka._metrics import SourceMetrics
 from sparkbarrier.connectors.kafka import parse_source_options
-from sparkbarrier.connectors.kafka._positions import TopicPartition as TP
+from sparkbarrier.connectors.kafka.client._positions import TopicPartition as TP
 
 pytestmark = pytest.mark.kafka
 

@@ -13,8 +13,8 @@ from sparkbarrier.connectors.kafka import (
     parse_source_options,
 )
 from sparkbarrier.connectors.kafka._options import SPECS
-from sparkbarrier.connectors.kafka._positions import EARLIEST, LATEST, AtOffset, StartKind
-from sparkbarrier.connectors.kafka._positions import TopicPartition as TP
+from sparkbarrier.connectors.kafka.client._positions import EARLIEST, LATEST, AtOffset, StartKind
+from sparkbarrier.connectors.kafka.client._positions import TopicPartition as TP
 
 BASE = {"kafka.bootstrap.servers": "localhost:9092", "subscribe": "t", "kafka.group.id": "g"}
 
@@ -190,7 +190,7 @@ def test_object_settings_rejected_and_api_version_parsed() -> None:
 
 
 def test_choice_options_parse_to_enums_with_the_same_spellings() -> None:
-    from sparkbarrier.connectors.kafka._client_config import ConsumerClient
+    from sparkbarrier.connectors.kafka.client._client_config import ConsumerClient
     from sparkbarrier.connectors.kafka._options import GroupFallback, StartingOffsetsByTimestampStrategy
 
     o = parse_source_options(BASE)

@@ -19,7 +19,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from sparkbarrier import DataLossError, SourceError
 from sparkbarrier.connectors.kafka import parse_source_options, source_schema
-from sparkbarrier.connectors.kafka._partition_reader import KafkaRangePartition, read_range
+from sparkbarrier.connectors.kafka.reader._partition_reader import KafkaRangePartition, read_range
 
 pytestmark = [pytest.mark.kafka]
 
@@ -84,7 +84,7 @@ def test_every_client_returns_the_same_rows(kafka: KafkaTool, unique_name) -> No
 def test_auto_falls_back_to_confluent_when_the_module_is_missing(
     kafka: KafkaTool, unique_name, monkeypatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from sparkbarrier.connectors.kafka import _native_reader
+    from sparkbarrier.connectors.kafka.reader import _native_reader
 
     topic = kafka.create_topic(unique_name("t"), partitions=1)
     values = kafka.produce(topic, 5, partitions=1)

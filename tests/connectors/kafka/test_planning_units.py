@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from sparkbarrier import ProtocolError
 from sparkbarrier.connectors._kafka_offsets import SourceOffset
-from sparkbarrier.connectors.kafka._planner import _cap_rows, _split
-from sparkbarrier.connectors.kafka._positions import TopicPartition as TP
+from sparkbarrier.connectors.kafka.planner._planner import _cap_rows, _split
+from sparkbarrier.connectors.kafka.client._positions import TopicPartition as TP
 
 
 def test_offset_json_round_trip_is_spark_shaped() -> None:
@@ -58,7 +58,7 @@ def _planner(**extra: str):
     from pyspark.sql.types import StructType
 
     from sparkbarrier.connectors.kafka import parse_source_options
-    from sparkbarrier.connectors.kafka._planner import KafkaStreamPlanner
+    from sparkbarrier.connectors.kafka.planner._planner import KafkaStreamPlanner
 
     options = parse_source_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
                                     "commitOffsets": "false", **extra})

@@ -122,7 +122,7 @@ def test_secured_read_plans_reads_and_commits_on_every_client(
 
 
 def test_wrong_password_fails_at_query_start_naming_the_option(manifest, caplog) -> None:
-    from sparkbarrier.connectors.kafka._cluster import ClusterView
+    from sparkbarrier.connectors.kafka.planner._cluster import ClusterView
 
     caplog.set_level(logging.DEBUG)
     wrong = "not-the-password-4821"
@@ -142,7 +142,7 @@ def test_wrong_password_fails_at_query_start_naming_the_option(manifest, caplog)
 
 @pytest.mark.parametrize("case", ["other_ca", "wrong_host"])
 def test_untrusted_or_misnamed_certificate_is_rejected(manifest, case: str) -> None:
-    from sparkbarrier.connectors.kafka._cluster import ClusterView
+    from sparkbarrier.connectors.kafka.planner._cluster import ClusterView
 
     if case == "other_ca":
         raw = {**scram_jks(manifest), "kafka.ssl.truststore.location": manifest["other_ca"]["jks"]}
@@ -159,7 +159,7 @@ def test_untrusted_or_misnamed_certificate_is_rejected(manifest, case: str) -> N
 
 
 def test_hostname_check_off_as_in_java_accepts_the_misnamed_certificate(manifest, plain) -> None:
-    from sparkbarrier.connectors.kafka._cluster import ClusterView
+    from sparkbarrier.connectors.kafka.planner._cluster import ClusterView
 
     topic, _ = _names(manifest)
     plain.create_topic(topic)
@@ -174,7 +174,7 @@ def test_hostname_check_off_as_in_java_accepts_the_misnamed_certificate(manifest
 
 
 def test_no_right_on_the_topic_fails_at_query_start(manifest, plain) -> None:
-    from sparkbarrier.connectors.kafka._cluster import ClusterView
+    from sparkbarrier.connectors.kafka.planner._cluster import ClusterView
 
     topic, group = _names(manifest)
     plain.create_topic(topic)
@@ -191,7 +191,7 @@ def test_without_group_rights_records_flow_once_and_the_failed_commit_is_reporte
         spark, manifest, plain: KafkaTool, tmp_path: Path, caplog, capsys) -> None:
     from sparkbarrier.__main__ import main
     from sparkbarrier.connectors.kafka import TopicPartition
-    from sparkbarrier.connectors.kafka._offset_committer import OffsetCommitter
+    from sparkbarrier.connectors.kafka.commits._offset_committer import OffsetCommitter
     from sparkbarrier.connectors.kafka._metrics import SourceMetrics
 
     topic, group = _names(manifest)

@@ -225,8 +225,8 @@ def test_discovery_describes_the_selected_topics_each_call(kafka: KafkaTool, uni
     (not every topic of the cluster) and still sees new topics and partitions;
     a missing topic or partition is absent, not an error."""
     from sparkbarrier.connectors.kafka import parse_source_options
-    from sparkbarrier.connectors.kafka._cluster import ClusterView, _refresh_topics
-    from sparkbarrier.connectors.kafka._positions import TopicPartition as TP
+    from sparkbarrier.connectors.kafka.planner._cluster import ClusterView, _refresh_topics
+    from sparkbarrier.connectors.kafka.client._positions import TopicPartition as TP
 
     prefix = unique_name("d")
     first, later = prefix + "_a", prefix + "_b"

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from sparkbarrier.connectors.kafka import _waits
+from sparkbarrier.connectors.kafka.client import _waits
 from polling import wait_for
 
 
