@@ -5,7 +5,7 @@ commit table and decide where the task writes (``_attempts``: from the query, ba
 plan ids, never from the data); a new attempt is recorded with ``checkAndPut``, so the
 tasks of one plan agree on its base. A replay after a driver restart is a new plan and
 so a new attempt above the abandoned one. Before each flush a task notes it in the sink
-row, conditional on its attempt still being recorded (``_writer``, ``c:log-*``).
+row, conditional on its attempt still being recorded (``_writer``, ``c:task-*``).
 
 Driver (:class:`Committer`, Spark's ``commit``/``abort``): ``commit`` writes ``c:commit``
 with ``checkAndPut`` conditional on ``c:attempt`` still holding the attempt the tasks
@@ -93,7 +93,7 @@ class HBaseCommitMessage(WriterCommitMessage):
     kept_history: int | None = None  # the commit (sequence) this task copied into the history
     abandoned: list[int] = field(default_factory=list)  # bases of the attempts this one replaced
     attempt_raw: bytes | None = None  # the attempt's bytes: the commit is conditional on them
-    notes: int = 0  # flushes this task noted in the commit table (c:log-<base>-<partition>-<n>)
+    notes: int = 0  # notes this try wrote (c:task-<base>-<partition>-<try>): 1 once it noted its keys
 
 
 def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
@@ -104,8 +104,8 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
 
     The decision is ``_attempts.place`` (ids only); this reads its input and records a new
     attempt. A new attempt records ``max_rows``/``max_size`` (the sink's options); a retry
-    in the same plan uses the recorded ones, so it flushes at the same rows and writes the
-    same rounds. The task that records the attempt (one per plan) also copies the commit it
+    in the same plan uses the recorded ones (its write calls are then the same size; the cells
+    are the same whatever the sizes). The task that records the attempt (one per plan) also copies the commit it
     builds on into the history (``kept_history``), which the driver's commit would
     otherwise do on its serial path; the copy is of bytes read from ``c:commit``, so a
     committed record, whatever happens to this task after.
