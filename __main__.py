@@ -54,7 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--commit-table", help="commit table (default: barrier-hbase's, sparkbarrier_commits)")
     st.add_argument("--table", help="expected data table of the sink (checked against the commit record)")
     _add_hbase(st)
-    st.add_argument("--checkpoint-location", help="the query's Spark checkpoint (a local path or a URI: hdfs://, webhdfs://...): last completed + pending batches")
+    st.add_argument("--checkpoint-location",
+                    help="the query's Spark checkpoint (a local path or a URI: hdfs://, webhdfs://...): "
+                         "last completed + pending batches")
     st.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     ln = sub.add_parser("lineage", help="which checkpoint wrote a row's cells, when, from which Kafka offsets")
     ln.add_argument("--table", required=True, help="data table written by barrier-hbase")

@@ -26,15 +26,15 @@ is its only input besides the task's own ids):
 5. Otherwise a new attempt at ``max(now, the last commit's read bound)``.
 
 Why it is exact (for every query shape Spark allows before the sink). Inside one attempt
-a write task's block is its partition id and its rounds follow its input (``_buffer``:
-each (row, column, timestamp) is written at most once per task, with one value), so two
-copies of a task write the same cells with the same values in whatever order their
-flushes arrive, and the attempt that commits writes what a run without failures of that
-plan writes. An abandoned attempt's tasks noted every flush in the commit table before
-sending it, conditional on their attempt still being the recorded one
-(``_commit_table``: ``c:log-*``); once replaced, none can send another. Before the
+a write task's block is its partition id and it writes each key's net change once (``_buffer``:
+a key's net change is a function of its own rows, written at the task's two timestamps),
+so two copies of a task write the same cells with the same values in whatever order their
+rows and write calls arrive, and the attempt that commits writes what a run without
+failures of that plan writes. An abandoned attempt's tries noted their keys in the commit
+table before sending anything, conditional on their attempt still being the recorded one
+(``_commit_table``: ``c:task-*``); once replaced, none can send anything. Before the
 replacing attempt commits, the driver deletes exactly the noted versions (row, the
-sink's columns, the noted round's put timestamp in the task's block): no scan, nothing
+sink's columns, the put timestamp of the task's block): no scan, nothing
 of another writer's rows or columns, nothing outside those timestamps; a note whose
 mutations land later is masked by the version delete all the same. The committed and
 as-of views skip every abandoned attempt's range, and the abandoned attempt's delete

@@ -5,7 +5,7 @@ commit table and decide where the task writes (``_attempts``: from the query, ba
 plan ids, never from the data); a new attempt is recorded with ``checkAndPut``, so the
 tasks of one plan agree on its base. A replay after a driver restart is a new plan and
 so a new attempt above the abandoned one. Before each flush a task notes it in the sink
-row, conditional on its attempt still being recorded (``_writer``, ``c:log-*``).
+row, conditional on its attempt still being recorded (``_writer``, ``c:task-*``).
 
 Driver (:class:`Committer`, Spark's ``commit``/``abort``): ``commit`` writes ``c:commit``
 with ``checkAndPut`` conditional on ``c:attempt`` still holding the attempt the tasks
@@ -93,7 +93,7 @@ class HBaseCommitMessage(WriterCommitMessage):
     kept_history: int | None = None  # the commit (sequence) this task copied into the history
     abandoned: list[int] = field(default_factory=list)  # bases of the attempts this one replaced
     attempt_raw: bytes | None = None  # the attempt's bytes: the commit is conditional on them
-    notes: int = 0  # flushes this task noted in the commit table (c:log-<base>-<partition>-<n>)
+    notes: int = 0  # notes this try wrote (c:task-<base>-<partition>-<try>): 1 once it noted its keys
 
 
 def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
@@ -104,8 +104,8 @@ def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_i
 
     The decision is ``_attempts.place`` (ids only); this reads its input and records a new
     attempt. A new attempt records ``max_rows``/``max_size`` (the sink's options); a retry
-    in the same plan uses the recorded ones, so it flushes at the same rows and writes the
-    same rounds. The task that records the attempt (one per plan) also copies the commit it
+    in the same plan uses the recorded ones (its write calls are then the same size; the cells
+    are the same whatever the sizes). The task that records the attempt (one per plan) also copies the commit it
     builds on into the history (``kept_history``), which the driver's commit would
     otherwise do on its serial path; the copy is of bytes read from ``c:commit``, so a
     committed record, whatever happens to this task after.
@@ -171,11 +171,6 @@ def _tidy(conn: HBaseConnection, commit_table: str, sink_id: str, current: Commi
     except SinkError as exc:
         log.info("sink %s: the notes of committed attempts or old history rows stay until the next batch (%s)",
                  sink_id, exc)
-
-
-def _no_flush_note_of(logs: Mapping[bytes, bytes], base: int) -> bool:
-    """No flush note of an earlier release names ``base`` (its puts were noted per round; kept as they were)."""
-    return all(log_base(c) != base for c in logs)
 
 
 def _last_per_task(msgs: Sequence[HBaseCommitMessage]) -> list[HBaseCommitMessage]:
@@ -273,9 +268,8 @@ class Committer:
                 f"{current.batch_id if current else None}); another writer uses this sink.id",
                 batch_id=batch_id)
         covered = merge_offsets(current.offsets if current is not None else {}, offsets or {})
-        clean: set[int] = set()  # abandoned attempts that leave no cell of theirs behind: no gap needed
         if first.abandoned:
-            clean = self._remove_abandoned(first.sink_id, first.abandoned)
+            self._remove_abandoned(first.sink_id, first.abandoned)
         if first.gap is not None:
             self._roll_back(first.gap)
         ends = [m.ts_end for m in msgs if m.ts_end is not None]
@@ -287,7 +281,7 @@ class Committer:
             source_checkpoints=sorted(set(source_checkpoints)),
             gaps=_merge_gaps(current.gaps if current is not None else [],
                              [first.gap] if first.gap is not None else [],
-                             [[b, b + BATCH_SPAN_MS] for b in first.abandoned if b not in clean]),
+                             [[b, b + BATCH_SPAN_MS] for b in first.abandoned]),
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
             committed_at_ms=now_ms(), flush_rows=first.flush_rows, flush_bytes=first.flush_bytes,
         )
@@ -324,7 +318,7 @@ class Committer:
                  batch_id, record.seq, sum(m.rows for m in tasks), record.ts_lo, record.ts_hi)
         return record
 
-    def _remove_abandoned(self, sink_id: str, bases: list[int]) -> set[int]:
+    def _remove_abandoned(self, sink_id: str, bases: list[int]) -> None:
         """Delete exactly the versions the abandoned attempts noted, then their notes, before this batch commits.
 
         From the notes alone (``_commit_table.TaskNote``; ``FlushLog`` for an attempt of a
@@ -334,27 +328,19 @@ class Committer:
         all the same. The notes go right after their versions, so a replay of this commit
         (a crash before it lands) finds nothing left and removes nothing twice: each
         abandoned attempt costs what it wrote, once.
-
-        Returns the bases of the attempts whose puts are all removed: every try of them
-        that sent anything noted it first. Their timestamp ranges need no gap in the commit
-        record: the committed and as-of views use gaps only to skip an abandoned attempt's
-        puts (a delete marker masks by timestamp whatever a reader skips; HBase cannot take
-        it back, see docs/hbase-guarantees.md, Limits). An attempt without any note
-        (at-least-once, an earlier release, or notes removed by a commit that crashed before
-        it landed) keeps its gap.
         """
         wanted = set(bases)
         notes, logs = read_sink_notes(self._conn, self._commit_table, sink_id)
         mine = [n for n in notes if n.base_ms in wanted]
         old = {c: v for c, v in logs.items() if log_base(c) in wanted}
         if not mine and not old:
-            return set()
+            return
         if self._thrift2 is None:
             log.warning("an attempt of this batch was abandoned (a driver restart or a sink.id takeover); its "
                         "puts stay in table %s as older versions: committed and as-of reads skip them and plain "
                         "reads show this batch's values above them, but a read of all versions lists them. Set "
                         "hbase.thrift2.host so the sink removes them", self._table)
-            return set()
+            return
         removed = 0
         with self._thrift2() as admin:
             pending: list[tuple[bytes, bytes, bytes, int]] = []
@@ -386,8 +372,6 @@ class Committer:
         delete_cells(self._conn, self._commit_table, sink_id, sorted(old))
         log.info("removed the noted puts of %d abandoned attempt(s) (%d cell version(s), %d note(s)) from %s",
                  len(wanted), removed, len(mine) + len(old), self._table)
-        done = [n for n in mine if n.chunks is not None]
-        return {b for b in wanted if any(n.base_ms == b for n in done) and _no_flush_note_of(old, b)}
 
     def _roll_back(self, gap: list[int]) -> None:
         """Remove an earlier release's abandoned attempt by its time range (see ``_rollback``).

@@ -170,13 +170,13 @@ class HBaseSinkFunction(CheckpointedSink):
         self._task_writer().add(batch)
 
     def snapshot_state(self, batch_id: int) -> HBaseCommitMessage:  # noqa: ARG002 -- CheckpointedSink's
-        """Flush at a barrier; after :meth:`end_of_input`, flush everything (held keys too)."""
+        """Report at a barrier (nothing is written there); after :meth:`end_of_input`, write the task's netted keys."""
         return self._task_writer().snapshot(final=self._ended)
 
     def end_of_input(self) -> bool:
         """The task's input is done: the next snapshot is the last one and writes everything.
 
-        True: that snapshot must run even without new data, to write the keys held back.
+        True: that snapshot must run even without new data: it is the one that writes.
         """
         self._ended = True
         return True

@@ -1,4 +1,4 @@
-"""Cell timestamps: wall-clock milliseconds, fixed per (batch, task, round), identical on retry.
+"""Cell timestamps: wall-clock milliseconds, fixed per (batch, task), identical on retry.
 
 Why this shape. Every HBase client expects epoch-millisecond timestamps: TTLs expire
 by them, time-range queries select by them, other writers' puts and deletes compare
@@ -18,16 +18,13 @@ is a pure function of the input:
   wins: for ``minPartitions`` splits of one Kafka partition that is the later offset
   range). Task ``p`` writes in block ``p``; a replay after a driver restart writes in a
   new attempt above the abandoned one (``_attempts``);
-* a task's block holds :data:`ROUNDS` rounds of two slots each: deletes at
-  ``2r``, puts at ``2r + 1``. A put masks nothing and a delete marker at ``t`` masks
-  every put at ``<= t`` whatever the arrival order, so "delete, then put" inside a
-  round is a marker and a newer put, and retries converge;
-* the task nets its rows per key (``_buffer``): a hot key updated thousands of times
-  costs one put, not thousands of timestamps. A key moves to its next round only when
-  a delete of it follows a put of it that has already been flushed, which is a
-  deterministic function of the input and the deterministic flush points (row/byte
-  limits recorded with the attempt, barriers, the end of the task), never of time;
-  every other key stays in its round, so it keeps one version per batch.
+* a task's block is :data:`ROUNDS` rounds of two slots each (deletes at ``2r``, puts at
+  ``2r + 1``): the layout releases before 2026-11-28 wrote, kept so their in-flight
+  attempts are removed from their notes. Since then a task nets its whole input per key
+  (``_buffer``) and writes round 0 only: delete markers at the block's first millisecond,
+  puts one above. A put masks nothing and a delete marker at ``t`` masks every put at
+  ``<= t`` whatever the arrival order, so "delete, then put" is a marker and a newer put,
+  and tries converge; a hot key updated thousands of times costs one put.
 
 A batch therefore spans at most ``MAX_TASKS * TASK_WIDTH_MS`` ms (4.1 s) and usually
 ``8 * tasks`` ms; the next batch starts at ``max(now, end of this one)``, so cells

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from test_buffer_netting import reorder
+from test_buffer_netting import model, reorder
 
 from hbase_clients import thrift2_admin
 
@@ -96,18 +96,10 @@ def test_random_ops_nulls_and_two_tries_in_other_orders_leave_the_model_on_hbase
             key = rnd.choice(keys)
             if rnd.random() < 0.2:
                 rows.append(r(key, op="delete"))
-                state.pop(key, None)
                 continue
             vals = {c: rnd.choice([None, f"{c}{rnd.randrange(9)}"]) for c in ("a", "b")}
             rows.append(r(key, vals["a"], vals["b"]))
-            cur = state.setdefault(key, {})
-            for c, v in vals.items():
-                if v is not None:
-                    cur[c] = v
-                elif keep_nulls:
-                    cur.pop(c, None)
-            if not cur:
-                state.pop(key)
+        state = _applied(state, rows, keep_nulls)
         sent: list[tuple[list[object], int]] = []
         plan = f"e{batch + 1:019d}"
         with monkeypatch.context() as m:
@@ -126,6 +118,16 @@ def test_random_ops_nulls_and_two_tries_in_other_orders_leave_the_model_on_hbase
         sink.commit([first, second], batch)
         assert plain_rows(sink) == state, f"seed {seed} batch {batch}"
         assert committed_rows(sink) == state, f"seed {seed} batch {batch}"
+
+
+def _applied(state: dict[str, dict[str, str]], rows: list[dict[str, Any]],
+             keep_nulls: bool) -> dict[str, dict[str, str]]:
+    """``state`` after ``rows``, by the netting test's model of the batch (``test_buffer_netting.model``)."""
+    before = {k.encode(): {c.encode(): v.encode() for c, v in cells.items()} for k, cells in state.items()}
+    batch = [(x["id"].encode(), x["op"] or "upsert",
+              {c.encode(): None if x[c] is None else x[c].encode() for c in ("a", "b")}) for x in rows]
+    after = model(before, batch, keep_nulls)
+    return {k.decode(): {c.decode(): v.decode() for c, v in cells.items()} for k, cells in after.items()}
 
 
 def test_exactly_once_and_at_least_once_follow_each_other_on_one_sink_id(make_sink) -> None:
