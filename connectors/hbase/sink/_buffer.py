@@ -67,15 +67,14 @@ Change = tuple[bool, frozenset[bytes], dict[bytes, bytes]]
 
 
 class _RowChange:
-    """The net effect of the task's rows so far on one row key (``size``: its latest row's bytes)."""
+    """The net effect of the task's rows so far on one row key."""
 
-    __slots__ = ("cell_deletes", "deleted", "puts", "size")
+    __slots__ = ("cell_deletes", "deleted", "puts")
 
     def __init__(self) -> None:
         self.deleted = False
         self.cell_deletes: set[bytes] | None = None  # most keys never delete a cell: no set for them
         self.puts: dict[bytes, bytes] = {}
-        self.size = 0
 
     def frozen(self) -> Change:
         return self.deleted, frozenset(self.cell_deletes or ()), self.puts
@@ -129,7 +128,6 @@ class MutationBuffer:
             change = self._new(key, nbytes)
         else:
             self._held += nbytes
-            change.size = nbytes
         if deletes:
             for column in deletes:
                 change.puts.pop(column, None)
@@ -144,14 +142,12 @@ class MutationBuffer:
         if change is None:
             return self._new(key, nbytes)
         self._held += nbytes
-        change.size = nbytes
         return change
 
     def _new(self, key: bytes, nbytes: int) -> _RowChange:
         if self._held >= self.max_memory:
             self._spill()
         change = self._changes[key] = _RowChange()
-        change.size = nbytes
         self._held += KEY_OVERHEAD_BYTES + len(key) + nbytes
         return change
 
