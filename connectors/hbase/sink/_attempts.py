@@ -17,7 +17,8 @@ is its only input besides the task's own ids):
 3. The in-flight attempt is this (query, batch), on top of the same commit, and was
    started by this task's plan: a retry or a concurrent copy of a task of the same
    plan. It reuses the attempt's base, and its block is its Spark task id (partition
-   id), as the other copy's.
+   id), as the other copy's; it puts at a slot of its own in that block (``_writer``).
+   Once the driver began committing the attempt (``closing``) it is a leftover: fenced.
 4. The in-flight attempt is from an *older* plan and did not produce the last commit
    (a driver that died mid-batch; another query that took the ``sink.id`` over, or lost
    the commit to one): it is abandoned. Its base joins the new attempt's ``abandoned``
@@ -27,10 +28,13 @@ is its only input besides the task's own ids):
 
 Why it is exact (for every query shape Spark allows before the sink). Inside one attempt
 a write task's block is its partition id and it writes each key's net change once (``_buffer``:
-a key's net change is a function of its own rows, written at the task's two timestamps),
-so two copies of a task write the same cells with the same values in whatever order their
-rows and write calls arrive, and the attempt that commits writes what a run without
-failures of that plan writes. An abandoned attempt's tries noted their keys in the commit
+a key's net change is a function of its own rows): its delete markers at the block's first
+millisecond, the same for every try whatever the order of its rows, and its puts at the
+slot its try claimed. The commit first closes the attempt (no try notes, and so sends,
+anything after that), then deletes the noted puts of every try Spark did not commit
+(``_committer``), so each row ends as the committing try left it in whatever order the
+tries' rows and write calls arrived, and the attempt that commits writes what a run
+without failures of that plan writes. An abandoned attempt's tries noted their keys in the commit
 table before sending anything, conditional on their attempt still being the recorded one
 (``_commit_table``: ``c:task-*``); once replaced, none can send anything. Before the
 replacing attempt commits, the driver deletes exactly the noted versions (row, the
@@ -118,6 +122,11 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
     if attempt is not None and not _produced(commit, attempt):
         ours = attempt.prev_seq == prev and attempt.query_id == query_id and attempt.batch_id == batch_id
         if ours and attempt.plan == plan_id:
+            if attempt.closing:
+                raise FencedError(
+                    f"sink {sink_id!r}: batch {batch_id} of query {query_id} is being committed; this try of one "
+                    f"of its tasks is a leftover (a speculative or lost executor's copy) and writes nothing",
+                    batch_id=batch_id)
             return Placement(attempt.base_ms, attempt.prev_seq, attempt.gap, False, attempt.flush_rows,
                              attempt.flush_bytes, abandoned=list(attempt.abandoned), logged=attempt.logged)
         # Abandoned: an older plan of this batch, another query's attempt (a takeover), or

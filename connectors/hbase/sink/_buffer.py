@@ -1,21 +1,25 @@
 """A write task's net change per row key, spilled to local disk past a memory bound, written once.
 
 Why this shape. Exactly once needs every try of a task (a retry, a speculative copy, an
-executor declared lost that still runs) to write the *same cells at the same timestamps
-with the same values*, whatever order its rows arrive in: after a shuffle Spark gives a
-retry the same rows, but interleaves the keys differently (remote blocks arrive in any
-order; each key's own rows keep their order). Anything that depends on where in the
+executor declared lost that still runs) to leave what one try leaves, whatever order its
+rows arrive in: after a shuffle Spark gives a retry the same rows, but interleaves the
+keys differently (remote blocks arrive in any order), and where one key's rows come
+from several upstream tasks, their order too. Anything that depends on where in the
 input a row sits -- flush boundaries, a key's "round" -- differs between tries. So the
 task nets its *whole* input per key and writes each key once, at the end of its input:
 
 * the net change of a key is a function of that key's own rows alone (``_RowChange``:
   whether the row was deleted, which of the sink's cells were deleted, the last value
   of every put cell; a null with ``sink.ignore-null-value`` leaves the cell as it was,
-  whatever came before it in the batch);
-* every key of the task is written at the task's one pair of timestamps
-  (``TaskClock``: the delete slot, then the put slot one millisecond above it), so a
-  delete followed by puts is a marker below the new values, and two tries write the
-  same markers and the same values;
+  whatever came before it in the batch). Which cells it deletes does not depend on the
+  rows' order at all (a row delete anywhere, or the union of the cells nulled); only
+  the put values can;
+* every key of the task is written at the task's delete timestamp (the same on every
+  try) and the put timestamp of the try's slot (``TaskClock``; ``note`` returns the
+  slot, ``_writer``), so a delete followed by puts is a marker below the new values, and
+  tries that saw a key's rows in the same order write the same markers and the same
+  values; where they did not, the commit removes every try's puts but the committing
+  one's (``_committer``);
 * the writes go out in calls of at most ``max_rows`` rows or ``max_size`` bytes
   (``sink.buffer-flush.*``), each call one ``mutateRowsTs``: a call's rows are
   independent, so the calls of two tries may land in any interleaving.
@@ -27,11 +31,12 @@ run order, which is input order for that key), so a task's memory is bounded by
 ``sink.buffer.max-memory`` and the merge, not by its number of distinct keys.
 
 Before anything is sent, ``note`` (when given, exactly once: ``_writer``) receives the
-keys whose puts the task sends, as a stream: it records them in the commit table and is
-refused once the task's attempt was replaced, and then nothing is sent.
+keys whose puts the task sends, as a stream: it records them in the commit table, is
+refused once the task's attempt was replaced or is being committed (then nothing is
+sent), and returns the try's put slot.
 
 Any write failure raises :class:`FlushError`: Spark fails the task and retries it, and
-the retry writes the same cells at the same timestamps.
+the retry writes the same delete markers, and its puts at a slot of its own.
 """
 
 from __future__ import annotations
@@ -101,7 +106,7 @@ class MutationBuffer:
 
     def __init__(self, conn: HBaseConnection, table: str, clock: TaskClock, *, delete_columns: tuple[bytes, ...],
                  max_rows: int, max_size: int, max_memory: int = 256 << 20, batch_id: int | None = None,
-                 note: Callable[[Iterator[bytes]], None] | None = None) -> None:
+                 note: Callable[[Iterator[bytes]], int] | None = None) -> None:
         self._conn = conn
         self._table = table.encode()
         self.clock = clock
@@ -109,11 +114,11 @@ class MutationBuffer:
         self.max_rows, self.max_size, self.max_memory = max_rows, max_size, max_memory
         self.batch_id = batch_id
         self._note = note
+        self._slot = 0  # the put slot of this try (``note`` returns it)
         self._changes: dict[bytes, _RowChange] = {}
         self._held = 0  # estimated bytes of _changes
         self._runs: list[IO[bytes]] = []  # spilled runs, oldest first
         self.written = False  # something was sent (the task's timestamps are in use)
-        self.keys_written = 0
         self.spilled_runs = 0
 
     def delete_row(self, key: bytes, nbytes: int) -> None:
@@ -198,7 +203,7 @@ class MutationBuffer:
                         yield item[0]
 
             if self._note is not None:
-                self._note(keys())
+                self._slot = self._note(keys())
             else:
                 for _ in keys():
                     pass
@@ -208,7 +213,7 @@ class MutationBuffer:
             changes = ((k, d, c, p) for k, (d, c, p) in _read_run(run))
         else:
             if self._note is not None:
-                self._note(k for k, c in self._changes.items() if c.puts)
+                self._slot = self._note(k for k, c in self._changes.items() if c.puts)
             changes = ((k, c.deleted, c.cell_deletes, c.puts) for k, c in self._changes.items())
         self.written = True
         self._write(changes)
@@ -240,9 +245,8 @@ class MutationBuffer:
         """One write call's deletes, then its puts; the fault point after each call (kill tests)."""
         if not deletes and not puts:
             return
-        self.keys_written += len(puts) + len(deletes)
         self._send(deletes, self.clock.delete_ts(0))
-        self._send(puts, self.clock.put_ts(0))
+        self._send(puts, self.clock.slot_put_ts(self._slot))
         fault_point(FAULT_AFTER_PARTIAL_FLUSH, fail=lambda m: FlushError(m, batch_id=self.batch_id))
 
     def _send(self, mutations: list[object], ts: int) -> None:

@@ -194,11 +194,12 @@ class AttemptRecord(_JsonRecord):
     (``c:log-*``); ``gap`` is only ever set for an attempt of a release before 2026-11-27
     (which noted nothing) that this one replaced. ``logged``: this attempt's tasks note
     every flush before sending it (every attempt of this release; records of earlier
-    releases read as False).
+    releases read as False). ``closing``: the driver is committing the attempt
+    (``_committer``): no try may note, and so send, anything more in it.
     """
 
     _what: ClassVar[str] = "attempt record"
-    _only_when_set: ClassVar[tuple[str, ...]] = ("plan", "abandoned", "logged")
+    _only_when_set: ClassVar[tuple[str, ...]] = ("plan", "abandoned", "logged", "closing")
 
     query_id: str
     batch_id: int
@@ -210,6 +211,7 @@ class AttemptRecord(_JsonRecord):
     plan: str = ""
     abandoned: list[int] = field(default_factory=list)
     logged: bool = False
+    closing: bool = False
     version: int = RECORD_VERSION
 
 
@@ -257,20 +259,40 @@ class FlushLog:
 
 @dataclass(frozen=True)
 class TaskNote:
-    """One try's note (``c:task-<base>-<partition>-<try>``); ``chunks`` None while it is written."""
+    """One try's note (``c:task-<base>-<partition>-<try>``); ``chunks`` None while it is written.
+
+    ``<try>`` is ``s<slot>`` where the try claimed a put slot of its task's block
+    (:meth:`slot`, ``_writer``), else a random token (no Thrift2: every try puts at slot 0,
+    as every try of the 2026-11-28 release did). ``owner`` is the try's random token,
+    stored in the value only: two tries that race for one slot write different bytes, so
+    a retried ``checkAndPut`` can tell whose claim landed.
+    """
 
     base_ms: int
     partition: int
     token: str
     chunks: int | None = None
     keys: int = 0
+    owner: str = ""
+
+    @property
+    def slot(self) -> int:
+        """The put slot this try wrote at: the claimed one, or 0 for an unclaimed token."""
+        return int(self.token[1:]) if self.token[:1] == "s" and self.token[1:].isdigit() else 0
+
+    @property
+    def claimed(self) -> bool:
+        """Whether the try claimed its own put slot (then its puts can be removed alone)."""
+        return self.token[:1] == "s" and self.token[1:].isdigit()
 
     def column(self) -> bytes:
         return TASK_NOTE_PREFIX + b"%d-%d-%s" % (self.base_ms, self.partition, self.token.encode())
 
     def to_bytes(self) -> bytes:
-        return json.dumps({"chunks": self.chunks, "keys": self.keys, "version": RECORD_VERSION},
-                          sort_keys=True, separators=(",", ":")).encode()
+        data: dict[str, object] = {"chunks": self.chunks, "keys": self.keys, "version": RECORD_VERSION}
+        if self.owner:
+            data["owner"] = self.owner
+        return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
     def chunk_row(self, sink_id: str, chunk: int) -> bytes:
         name = b"%s\x00%d-%d-%s-%d" % (sink_id.encode(), self.base_ms, self.partition, self.token.encode(), chunk)
@@ -284,10 +306,10 @@ class TaskNote:
             if not isinstance(obj, dict):
                 raise ValueError("not a JSON object")
             _check_version(obj, "task note")
-            chunks, keys = obj.get("chunks"), obj.get("keys", 0)
+            chunks, keys, owner = obj.get("chunks"), obj.get("keys", 0), obj.get("owner", "")
             if not (chunks is None or isinstance(chunks, int)) or not isinstance(keys, int):
                 raise ValueError("chunks and keys must be integers")
-            return cls(int(base), int(partition), token, chunks, keys)
+            return cls(int(base), int(partition), token, chunks, keys, str(owner))
         except (ValueError, UnicodeDecodeError) as exc:
             raise ProtocolError(f"task note {column!r} is malformed: {exc}") from exc
 

@@ -45,9 +45,11 @@ from ._attempts import Placement, place, plan_clock
 from ._commit_table import (
     ATTEMPT_COLUMN,
     COMMIT_COLUMN,
+    AttemptRecord,
     CommitRecord,
     FlushLog,
     SinkState,
+    TaskNote,
     check_and_put,
     delete_cells,
     delete_task_notes,
@@ -94,6 +96,7 @@ class HBaseCommitMessage(WriterCommitMessage):
     abandoned: list[int] = field(default_factory=list)  # bases of the attempts this one replaced
     attempt_raw: bytes | None = None  # the attempt's bytes: the commit is conditional on them
     notes: int = 0  # notes this try wrote (c:task-<base>-<partition>-<try>): 1 once it noted its keys
+    slot: int | None = None  # the put slot this try claimed (None: it claimed none, see ``_writer._note``)
 
 
 def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
@@ -268,8 +271,19 @@ class Committer:
                 f"{current.batch_id if current else None}); another writer uses this sink.id",
                 batch_id=batch_id)
         covered = merge_offsets(current.offsets if current is not None else {}, offsets or {})
+        # Exactly-once tasks of this release reported their attempt's bytes: close it first,
+        # so no try of it can note (and then send) anything more, then remove every try's
+        # puts but the committing ones'.
+        attempt = first.attempt_raw
+        if self._fenced and attempt is not None:
+            closed = self._close(first, attempt, batch_id)
+            if isinstance(closed, CommitRecord):
+                return closed
+            attempt = closed
         if first.abandoned:
             self._remove_abandoned(first.sink_id, first.abandoned)
+        if self._fenced and first.attempt_raw is not None:
+            self._remove_losers(first.sink_id, first.base_ms, msgs)
         if first.gap is not None:
             self._roll_back(first.gap)
         ends = [m.ts_end for m in msgs if m.ts_end is not None]
@@ -294,10 +308,10 @@ class Committer:
             put_cell(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN, record.to_bytes())
             put_history(self._conn, self._commit_table, record)
         else:
-            # Conditional on the attempt the tasks wrote in (a newer plan or another writer
-            # replaces c:attempt before writing anything); an earlier release's tasks reported
-            # no attempt bytes: then on the commit record they started from, as it did.
-            attempt = first.attempt_raw
+            # Conditional on the attempt the tasks wrote in, as this commit closed it (a newer
+            # plan or another writer replaces c:attempt before writing anything); an earlier
+            # release's tasks reported no attempt bytes: then on the commit record they
+            # started from, as it did.
             if not check_and_put(self._conn, self._commit_table, first.sink_id, COMMIT_COLUMN,
                                  attempt if attempt is not None else state.commit_raw, record.to_bytes(),
                                  check=ATTEMPT_COLUMN if attempt is not None else None):
@@ -318,6 +332,63 @@ class Committer:
                  batch_id, record.seq, sum(m.rows for m in tasks), record.ts_lo, record.ts_hi)
         return record
 
+    def _close(self, first: HBaseCommitMessage, attempt_raw: bytes, batch_id: int) -> bytes | CommitRecord:
+        """Mark the tasks' attempt as being committed; its bytes as closed (the commit's condition).
+
+        A try notes its keys with a ``checkAndPut`` conditional on the attempt's bytes as it
+        placed them (``_writer._note``), so from here on a leftover try of this attempt (a
+        speculative copy Spark has not yet killed, a retry of a lost executor's task) sends
+        nothing; and a try that places now is fenced (``_attempts``). Every try that may
+        still send is thus noted before :meth:`_remove_losers` reads the notes. A record
+        closed already by an earlier commit call of this attempt is used as it is; a
+        commit that went through meanwhile is returned.
+        """
+        closed = replace(AttemptRecord.from_bytes(attempt_raw), closing=True).to_bytes()
+        if check_and_put(self._conn, self._commit_table, first.sink_id, ATTEMPT_COLUMN, attempt_raw, closed):
+            return closed
+        state = read_state(self._conn, self._commit_table, first.sink_id)
+        if state.attempt_raw == closed:
+            return closed
+        again = state.commit
+        if again is not None and (again.query_id, again.batch_id, again.ts_lo) == (
+                first.query_id, first.batch_id, first.base_ms):
+            log.info("sink %s batch %d was committed meanwhile by another commit of the same attempt",
+                     first.sink_id, batch_id)
+            return again
+        raise FencedError(f"sink {first.sink_id!r}: the attempt of batch {batch_id} was replaced before its "
+                          f"commit; a newer plan or another writer uses this sink.id", batch_id=batch_id)
+
+    def _remove_losers(self, sink_id: str, base_ms: int, msgs: Sequence[HBaseCommitMessage]) -> None:
+        """Delete the puts of every try of this attempt whose report Spark did not commit.
+
+        Each try of a task puts at its own slot (``_writer._note``), and Spark commits one
+        try per task: the one whose report it holds. Another try (a failed one, the loser
+        of a speculative race) may have put other values where it saw a key's rows in
+        another order; its noted versions are deleted exactly (row, the sink's columns,
+        its slot's timestamp), so each row ends as the committing try left it. A late
+        write of such a try is masked by the version delete all the same, and the attempt
+        is closed, so no try notes anything after this read. Tries that claimed no slot
+        (no Thrift2) share slot 0 and are left alone.
+        """
+        winners = {m.partition_id: m for m in _last_per_task(msgs)}
+        notes, _ = read_sink_notes(self._conn, self._commit_table, sink_id)
+        losers = []
+        for note in notes:
+            if note.base_ms != base_ms or not note.claimed or note.chunks is None:
+                continue  # another attempt's, a shared slot, or one that sent nothing
+            won = winners.get(note.partition)
+            if won is not None and (won.slot == note.slot or (won.slot is None and won.notes)):
+                continue
+            losers.append(note)
+        if losers:
+            removed = self._delete_noted(sink_id, losers, {})
+            if removed is None:
+                log.warning("sink %s: %d try(ies) Spark did not commit put at slots of their own, and without "
+                            "Thrift2 their versions stay; set hbase.thrift2.host", sink_id, len(losers))
+                return
+            log.info("batch of sink %s: removed the puts of %d try(ies) Spark did not commit (%d cell version(s))",
+                     sink_id, len(losers), removed)
+
     def _remove_abandoned(self, sink_id: str, bases: list[int]) -> None:
         """Delete exactly the versions the abandoned attempts noted, then their notes, before this batch commits.
 
@@ -335,12 +406,26 @@ class Committer:
         old = {c: v for c, v in logs.items() if log_base(c) in wanted}
         if not mine and not old:
             return
+        removed = self._delete_noted(sink_id, mine, old, abandoned=True)
+        if removed is not None:
+            log.info("removed the noted puts of %d abandoned attempt(s) (%d cell version(s), %d note(s)) from %s",
+                     len(wanted), removed, len(mine) + len(old), self._table)
+
+    def _delete_noted(self, sink_id: str, notes: list[TaskNote], logs: dict[bytes, bytes], *,
+                      abandoned: bool = False) -> int | None:
+        """Delete the versions ``notes`` (and an earlier release's flush ``logs``) noted, then the notes.
+
+        One Thrift2 version delete per noted key and sink column, at the put timestamp of
+        the noting try's slot. Returns the versions deleted; None when there is no Thrift2
+        (the notes stay, and the versions with them).
+        """
         if self._thrift2 is None:
-            log.warning("an attempt of this batch was abandoned (a driver restart or a sink.id takeover); its "
-                        "puts stay in table %s as older versions: committed and as-of reads skip them and plain "
-                        "reads show this batch's values above them, but a read of all versions lists them. Set "
-                        "hbase.thrift2.host so the sink removes them", self._table)
-            return
+            if abandoned:
+                log.warning("an attempt of this batch was abandoned (a driver restart or a sink.id takeover); its "
+                            "puts stay in table %s as older versions: committed and as-of reads skip them and plain "
+                            "reads show this batch's values above them, but a read of all versions lists them. Set "
+                            "hbase.thrift2.host so the sink removes them", self._table)
+            return None
         removed = 0
         with self._thrift2() as admin:
             pending: list[tuple[bytes, bytes, bytes, int]] = []
@@ -354,24 +439,23 @@ class Committer:
                         removed += len(pending)
                         pending.clear()
 
-            for note in mine:
+            for note in notes:
                 if note.chunks is None:
                     continue  # still being written when replaced: it sent nothing
-                ts = TaskClock(note.base_ms, note.partition).put_ts(0)
+                ts = TaskClock(note.base_ms, note.partition).slot_put_ts(note.slot)
                 versions((key, family, qualifier, ts)
                          for key in read_note_keys(self._conn, self._commit_table, sink_id, note)
                          for family, qualifier in self._qualified)
-            for flush in (FlushLog.from_cell(c, v) for c, v in sorted(old.items())):
+            for flush in (FlushLog.from_cell(c, v) for c, v in sorted(logs.items())):
                 versions((key, family, qualifier, TaskClock(flush.base_ms, flush.partition).put_ts(round_))
                          for round_, keys in flush.rounds.items() for key in keys
                          for family, qualifier in self._qualified)
             if pending:
                 admin.delete_versions(self._table, pending)
                 removed += len(pending)
-        delete_task_notes(self._conn, self._commit_table, sink_id, mine)
-        delete_cells(self._conn, self._commit_table, sink_id, sorted(old))
-        log.info("removed the noted puts of %d abandoned attempt(s) (%d cell version(s), %d note(s)) from %s",
-                 len(wanted), removed, len(mine) + len(old), self._table)
+        delete_task_notes(self._conn, self._commit_table, sink_id, notes)
+        delete_cells(self._conn, self._commit_table, sink_id, sorted(logs))
+        return removed
 
     def _roll_back(self, gap: list[int]) -> None:
         """Remove an earlier release's abandoned attempt by its time range (see ``_rollback``).

@@ -18,13 +18,19 @@ is a pure function of the input:
   wins: for ``minPartitions`` splits of one Kafka partition that is the later offset
   range). Task ``p`` writes in block ``p``; a replay after a driver restart writes in a
   new attempt above the abandoned one (``_attempts``);
-* a task's block is :data:`ROUNDS` rounds of two slots each (deletes at ``2r``, puts at
-  ``2r + 1``): the layout releases before 2026-11-28 wrote, kept so their in-flight
-  attempts are removed from their notes. Since then a task nets its whole input per key
-  (``_buffer``) and writes round 0 only: delete markers at the block's first millisecond,
-  puts one above. A put masks nothing and a delete marker at ``t`` masks every put at
-  ``<= t`` whatever the arrival order, so "delete, then put" is a marker and a newer put,
-  and tries converge; a hot key updated thousands of times costs one put.
+* a task nets its whole input per key (``_buffer``) and writes each key once: its delete
+  markers at the block's first millisecond (the same on every try: which cells a key's
+  rows delete does not depend on their order), its puts at one of the
+  :data:`TRY_SLOTS` milliseconds above, the slot its try claimed (``_writer``). Tries
+  of one task that saw a key's rows in different orders put different values, each at
+  its own slot, and the commit removes every try's puts but the committing one's
+  (``_committer``), so a row ends as one try left it. A put masks nothing and a delete
+  marker at ``t`` masks every put at ``<= t`` whatever the arrival order, so "delete,
+  then put" is a marker and a newer put; a hot key updated thousands of times costs one
+  put. Without Thrift2 (no exact-version delete) every try puts at slot 0;
+* releases before 2026-11-28 wrote :data:`ROUNDS` rounds of two slots each (deletes at
+  ``2r``, puts at ``2r + 1``) in the same block: :meth:`TaskClock.put_ts` keeps that
+  layout so their in-flight attempts are removed from their notes.
 
 A batch therefore spans at most ``MAX_TASKS * TASK_WIDTH_MS`` ms (4.1 s) and usually
 ``8 * tasks`` ms; the next batch starts at ``max(now, end of this one)``, so cells
@@ -44,6 +50,7 @@ __all__ = [
     "MAX_TASKS",
     "ROUNDS",
     "TASK_WIDTH_MS",
+    "TRY_SLOTS",
     "TaskClock",
     "next_base",
     "now_ms",
@@ -51,6 +58,7 @@ __all__ = [
 
 ROUNDS = 4
 TASK_WIDTH_MS = 2 * ROUNDS
+TRY_SLOTS = TASK_WIDTH_MS - 1  # put timestamps of a block: one try of the task each
 MAX_TASKS = 512
 BATCH_SPAN_MS = MAX_TASKS * TASK_WIDTH_MS
 
@@ -88,6 +96,16 @@ class TaskClock:
 
     def put_ts(self, round_: int) -> int:
         return self._start + 2 * self._check(round_) + 1
+
+    def slot_put_ts(self, slot: int) -> int:
+        """The put timestamp of the try that claimed ``slot`` (slot 0 is round 0's put)."""
+        if not 0 <= slot < TRY_SLOTS:
+            raise SinkError(f"internal: try slot {slot} outside 0..{TRY_SLOTS - 1}")
+        return self._start + 1 + slot
+
+    def block_end(self) -> int:
+        """First timestamp after the task's block: above every try's puts."""
+        return self._start + TASK_WIDTH_MS
 
     def end(self, round_: int) -> int:
         """First timestamp after everything written in rounds up to ``round_``."""

@@ -31,7 +31,7 @@ from ._commit_table import ATTEMPT_COLUMN, TaskNote, check_and_put, delete_task_
 from ._committer import HBaseCommitMessage, plan_attempt
 from ._encoding import encode_column
 from ._layout import SinkLayout
-from ._timestamps import TaskClock
+from ._timestamps import TRY_SLOTS, TaskClock
 
 __all__ = ["HBaseTaskWriter", "TaskIdentity"]
 
@@ -118,29 +118,58 @@ class HBaseTaskWriter:
                                        note=self._note if msg.attempt_raw is not None and o.exactly_once else None)
         msg.rows += self._add(data, self._buf)
 
-    def _note(self, keys: Iterator[bytes]) -> None:
+    def _note(self, keys: Iterator[bytes]) -> int:
         """Note this try's puts in the commit table before sending any, while the attempt is still ours.
 
-        First the try's note cell, unconditionally, as "being written" (so its chunk rows are
-        found and removed whatever happens next); then the keys, in chunk rows of their own;
-        then a ``checkAndPut`` of the cell with the chunk count, conditional on ``c:attempt``
+        First the try claims a put slot of its task's block: the first of
+        ``c:task-<base>-<partition>-s<slot>`` that does not exist, with a ``checkAndPut``
+        (a try that finds all :data:`TRY_SLOTS` taken fails; its plan's next run starts
+        afresh), written as "being written" (so its chunk rows are found and removed
+        whatever happens next). Then the keys, in chunk rows of their own; then a
+        ``checkAndPut`` of the cell with the chunk count, conditional on ``c:attempt``
         holding this task's attempt. Refused once a newer plan or another writer replaced
-        it: the try then removes its note and sends nothing (:class:`FencedError`). Two
-        writes on the sink row per try, whatever the number of keys.
+        it, or the driver began to commit it: the try then removes its note and sends
+        nothing (:class:`FencedError`). At most ``1 + slot`` claims and one more write on
+        the sink row per try, whatever the number of keys. Returns the slot the puts go to.
+
+        Without Thrift2 no exact version can be deleted, so a try's puts could not be
+        removed apart from another try's: every try then notes under a random token and
+        puts at slot 0 (tries converge where they saw each key's rows in the same order).
         """
         msg, _ = self._begun("flush")
         table, sink = self._opts.commit_table, self.sink_id
-        pending = TaskNote(msg.base_ms, msg.partition_id, secrets.token_hex(6))
-        put_cell(self._conn, table, sink, pending.column(), pending.to_bytes())
+        owner = secrets.token_hex(6)
+        if self._opts.thrift2_gateways:
+            pending = self._claim_slot(owner)
+        else:
+            pending = TaskNote(msg.base_ms, msg.partition_id, owner)
+            put_cell(self._conn, table, sink, pending.column(), pending.to_bytes())
         done = write_note_chunks(self._conn, table, sink, pending, keys)
         if not check_and_put(self._conn, table, sink, done.column(), msg.attempt_raw, done.to_bytes(),
                              check=ATTEMPT_COLUMN):
             delete_task_notes(self._conn, table, sink, [done])
             raise FencedError(
                 f"sink {self.sink_id!r}: the attempt of batch {self._id.batch_id} this task writes in (timestamp "
-                f"base {msg.base_ms}) was replaced by a newer plan or another writer; this task (partition "
-                f"{self._id.partition_id}) stops before it writes anything", batch_id=self._id.batch_id)
+                f"base {msg.base_ms}) was replaced by a newer plan or another writer, or is being committed; this "
+                f"task (partition {self._id.partition_id}) is a leftover and stops before it writes anything",
+                batch_id=self._id.batch_id)
         msg.notes += 1
+        msg.slot = pending.slot if pending.claimed else None
+        return pending.slot
+
+    def _claim_slot(self, owner: str) -> TaskNote:
+        """The first free put slot of this task's block, claimed by creating its note cell."""
+        msg, _ = self._begun("flush")
+        table, sink = self._opts.commit_table, self.sink_id
+        for slot in range(TRY_SLOTS):
+            note = TaskNote(msg.base_ms, msg.partition_id, f"s{slot}", owner=owner)
+            if check_and_put(self._conn, table, sink, note.column(), None, note.to_bytes()):
+                return note
+        raise SinkError(
+            f"sink {self.sink_id!r}: task {self._id.partition_id} of batch {self._id.batch_id} has had "
+            f"{TRY_SLOTS} tries in one plan (retries and speculative copies), each with its own put timestamp; "
+            f"no slot is left. Restart the query: its next run plans the batch afresh",
+            batch_id=self._id.batch_id)
 
     def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
         """Flush (Flink's snapshot at the barrier: unconditional) and report what is written so far."""
@@ -148,7 +177,7 @@ class HBaseTaskWriter:
         if self._buf is not None:
             self._buf.flush(final=final)
             if self._buf.written:
-                msg.ts_end = self._buf.clock.end(0)
+                msg.ts_end = self._buf.clock.block_end()
         self._clean = final
         return replace(msg)
 

@@ -341,7 +341,8 @@ def test_a_new_attempt_records_its_plan(make_sink) -> None:
 def test_a_task_costs_one_commit_table_read_and_the_first_task_one_check_and_put(make_sink, monkeypatch) -> None:
     """Round trips per task and batch: the fingerprint claims' checkAndPut is gone (was: one more
     per task), and the history copy moved from the driver's commit to the task that records
-    the attempt (the driver's commit is one checkAndPut)."""
+    the attempt (the driver's commit is two checkAndPuts: closing the attempt, then the
+    record; and one get of the notes, to remove the tries Spark did not commit)."""
     from sparkbarrier.connectors.hbase.sink import _committer
 
     calls = {"read": 0, "cap": 0, "history": 0}
@@ -362,14 +363,14 @@ def test_a_task_costs_one_commit_table_read_and_the_first_task_one_check_and_put
     assert calls == {"read": 3, "cap": 1, "history": 0}  # nothing committed yet, nothing to copy
     calls.update(read=0, cap=0)
     sink.commit(msgs, 0)
-    assert calls == {"read": 1, "cap": 1, "history": 0}  # the commit record
+    assert calls == {"read": 1, "cap": 2, "history": 0}  # closing the attempt, then the commit record
     calls.update(read=0, cap=0)
     msgs = [sink.task(rows, batch=1, partition=p, plan="p2") for p in range(3)]  # the next batch
     assert calls == {"read": 3, "cap": 1, "history": 1}  # the first task copies commit 1 into the history
     assert [m.kept_history for m in msgs] == [1, None, None]
     calls.update(read=0, cap=0, history=0)
     sink.commit(msgs, 1)
-    assert calls == {"read": 0, "cap": 1, "history": 0}  # the commit worker remembers the record it wrote
+    assert calls == {"read": 0, "cap": 2, "history": 0}  # the commit worker remembers the record it wrote
     assert sink.read() == [{"id": f"k{i}", "v": i, "s": None} for i in range(5)]
     assert [(r.seq, r.batch_id) for r in sink.history()] == [(1, 0), (2, 1)]  # commit 2 is c:commit
     assert sink.history_rows() == [1]

@@ -14,10 +14,12 @@ the same check-and-put the real one does. For every history:
 * a task writes only in an attempt its own plan recorded, the tasks that join one
   attempt agree on its base, and a task of an older plan or of an older batch is fenced
   at placement or at its next flush note, and sends nothing after that;
-* a commit goes through only while its attempt is the recorded one;
-* every put an abandoned attempt ever sends (also one landing after the commit) is
-  masked once the replacing attempt commits, and nothing else is: no version of the
-  neighbours' columns or rows, none of a committed attempt;
+* a commit goes through only while its attempt is the recorded one, and closes it first:
+  a try of that attempt that placed before the commit and writes after it is fenced;
+* each try of a task puts at a slot of its own; once a batch commits, every put of a try
+  Spark did not commit (a copy, a failed try) is masked, and so is every put an abandoned
+  attempt ever sends (also one landing after the commit), and nothing else: no version
+  of the neighbours' columns or rows, none of a committed try;
 * every attempt starts above everything recorded before it, and the committed record's
   gaps cover each abandoned attempt and no committed one;
 * a replay of a committed batch writes nothing, and the history holds every committed
@@ -26,15 +28,17 @@ the same check-and-put the real one does. For every history:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import itertools
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparkbarrier._exceptions import FencedError
 from sparkbarrier.connectors.hbase.sink._attempts import place
-from sparkbarrier.connectors.hbase.sink._commit_table import AttemptRecord, CommitRecord, FlushLog
-from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS, TaskClock
+from sparkbarrier.connectors.hbase.sink._commit_table import AttemptRecord, CommitRecord, TaskNote
+from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS, TRY_SLOTS, TaskClock
 
 SINK_COLUMN = "d:v"
 OTHER_SINK_COLUMN = "d:w"  # a second sink on the same table and family
@@ -48,6 +52,8 @@ class Table:
     commit: bytes | None = None
     attempt: bytes | None = None
     notes: dict[bytes, bytes] = field(default_factory=dict)
+    note_keys: dict[bytes, list[str]] = field(default_factory=dict)  # the note's chunk rows
+    winners: set[int] = field(default_factory=set)  # the tries Spark committed
     attempts: list[AttemptRecord] = field(default_factory=list)  # every attempt ever recorded
     committed: list[CommitRecord] = field(default_factory=list)
     history: dict[int, bytes] = field(default_factory=dict)
@@ -76,7 +82,9 @@ class Task:
     replay: bool = False
     kept: int | None = None
     fenced: bool = False
-    notes: int = 0
+    slot: int | None = None
+    sent: bool = False
+    try_id: int = field(default_factory=itertools.count().__next__)
 
 
 def start(table: Table, task: Task, now: int) -> bool:
@@ -109,21 +117,34 @@ def start(table: Table, task: Task, now: int) -> bool:
 
 
 def flush(table: Table, task: Task, *, lands_now: bool) -> None:
-    """The task's next flush (``_writer._note`` then ``_buffer._write``): one row, round 0."""
-    if task.fenced or task.replay or task.base is None or task.notes >= len(task.rows):
+    """The try's write (``_writer._note`` then ``_buffer._write``); called again, the same call twice.
+
+    The first call claims the first free put slot of the task's block (a note cell that
+    must not exist), notes the keys, and sends only if its note's ``checkAndPut`` on
+    ``c:attempt`` holds; a later call sends the same mutations again (a transport retry).
+    """
+    if task.fenced or task.replay or task.base is None:
         return
-    n = task.notes + 1
-    note = FlushLog(task.base, task.partition, n, {0: [task.rows[n - 1].encode()]})
-    if table.attempt != task.attempt_raw:  # the checkAndPut on c:attempt is refused
-        task.fenced = True
-        return
-    table.notes[note.column()] = note.to_bytes()
-    task.notes = n
-    cell = (task.rows[n - 1], SINK_COLUMN, TaskClock(task.base, task.partition).put_ts(0), f"{task.base}")
-    if lands_now:
-        land(table, cell)
-    else:
-        table.in_flight.append(cell)
+    clock = TaskClock(task.base, task.partition)
+    if not task.sent:
+        free = [k for k in range(TRY_SLOTS) if TaskNote(task.base, task.partition, f"s{k}").column() not in table.notes]
+        assert free, "no put slot left"
+        note = TaskNote(task.base, task.partition, f"s{free[0]}", owner=str(task.try_id))
+        table.notes[note.column()] = note.to_bytes()
+        if table.attempt != task.attempt_raw:  # the note's checkAndPut is refused: remove it, send nothing
+            del table.notes[note.column()]
+            task.fenced = True
+            return
+        table.notes[note.column()] = replace(note, chunks=1, keys=len(task.rows)).to_bytes()
+        table.note_keys[note.column()] = list(task.rows)
+        task.slot, task.sent = free[0], True
+    assert task.slot is not None
+    for row in task.rows:
+        cell = (row, SINK_COLUMN, clock.slot_put_ts(task.slot), f"{task.base}/{task.try_id}")
+        if lands_now:
+            land(table, cell)
+        else:
+            table.in_flight.append(cell)
 
 
 def land(table: Table, cell: tuple[str, str, int, str]) -> None:
@@ -131,7 +152,7 @@ def land(table: Table, cell: tuple[str, str, int, str]) -> None:
     table.puts[(row, column, ts)] = writer
 
 
-def commit(table: Table, tasks: list[Task], batch: int, query: str) -> bool:
+def commit(table: Table, tasks: list[Task], batch: int, query: str, rnd: Any) -> bool:
     """The driver's commit over the tasks that started (``Committer.commit``'s checks and removal)."""
     if not tasks:
         return False
@@ -143,14 +164,22 @@ def commit(table: Table, tasks: list[Task], batch: int, query: str) -> bool:
         return True
     if (current.seq if current else None) != first.prev or table.attempt != first.attempt_raw:
         return False  # conditional on the attempt: fenced
-    assert first.base is not None
+    assert first.base is not None and first.attempt_raw is not None
+    table.attempt = replace(AttemptRecord.from_bytes(first.attempt_raw), closing=True).to_bytes()  # closed
     wanted = set(first.abandoned)
-    for column, raw in table.notes.items():
-        note = FlushLog.from_cell(column, raw)
-        if note.base_ms in wanted:
-            for keys in note.rounds.values():
-                for key in keys:
-                    table.masked.add((key.decode(), SINK_COLUMN, TaskClock(note.base_ms, note.partition).put_ts(0)))
+    # Spark commits one try per task, any that wrote: the rest are removed with the abandoned attempts
+    by_partition: dict[int, list[Task]] = {}
+    for t in tasks:
+        if t.sent:
+            by_partition.setdefault(t.partition, []).append(t)
+    won = {str(rnd.choice(tries).try_id) for tries in by_partition.values()}
+    table.winners |= {int(w) for w in won}
+    for column, raw in list(table.notes.items()):
+        note = TaskNote.from_cell(column, raw)
+        loser = note.base_ms == first.base and note.chunks is not None and note.owner not in won
+        if note.base_ms in wanted or loser:
+            ts = TaskClock(note.base_ms, note.partition).slot_put_ts(note.slot)
+            table.masked |= {(key, SINK_COLUMN, ts) for key in table.note_keys[column]}
     if current is not None and not any(t.kept == current.seq for t in tasks):
         table.history[current.seq] = table.commit  # type: ignore[assignment]
     ts_hi = first.base + 8 * (1 + max(t.partition for t in tasks))
@@ -161,7 +190,7 @@ def commit(table: Table, tasks: list[Task], batch: int, query: str) -> bool:
                           read_bound=max(ts_hi, current.read_bound if current else 0), gaps=gaps)
     table.commit = record.to_bytes()
     table.committed.append(record)
-    table.notes = {}
+    table.notes, table.note_keys = {}, {}
     assert table.history == {r.seq: r.to_bytes() for r in table.committed[:-1]}, "history lacks a commit"
     return True
 
@@ -215,7 +244,15 @@ def test_only_the_committing_attempt_and_the_neighbours_stay(history, clock_step
                     flush(table, s, lands_now=True)
                     assert (table.attempt, table.notes) == before, "a leftover changed the sink row"
             previous = started
-            if commits and commit(table, started, batch, query):
+            # a copy of task 0 that places before the commit and writes after it (Spark kills
+            # the loser of a speculative race asynchronously)
+            straggler = Task(query, batch, plan, 0, tasks[0].rows) if copies else None
+            if straggler is not None and not start(table, straggler, now):
+                straggler = None
+            if commits and commit(table, started, batch, query, rnd):
+                if straggler is not None:
+                    flush(table, straggler, lands_now=True)
+                    assert not straggler.sent, "a try placed before the commit wrote after it"
                 leftovers = started
                 break
         for t in leftovers:  # tasks of a committed batch that outlive it (a speculative copy)
@@ -245,9 +282,13 @@ def check(table: Table, neighbours: set[tuple[str, str, int]]) -> None:
     for (row, column, ts), writer in table.puts.items():
         if writer == "neighbour":
             continue
-        base = int(writer)
+        base_text, _, try_id = writer.partition("/")
+        base = int(base_text)
         if base in bases:
-            assert (row, column, ts) not in table.masked, "a committed version was deleted"
+            if int(try_id) in table.winners:
+                assert (row, column, ts) not in table.masked, "a committed try's version was deleted"
+            else:
+                assert (row, column, ts) in table.masked, "a put of a try Spark did not commit stays"
         elif base < final.read_bound:  # abandoned below what readers see
             assert (row, column, ts) in table.masked, f"an abandoned put at {ts} stays"
     for record in table.committed:
