@@ -42,11 +42,11 @@ if TYPE_CHECKING:
 
     from ...barrier import CheckpointedSink
 
-__all__ = ["RunKey", "forget_runs", "new_plan_id", "new_run_id", "started_function", "validate_once"]
+__all__ = ["CheckKey", "RunKey", "forget_runs", "new_plan_id", "new_run_id", "started_function", "validate_once"]
 
 _lock = threading.Lock()
 _started: dict[RunKey, CheckpointedSink] = {}
-_validated: set[RunKey] = set()
+_validated: set[CheckKey] = set()
 
 
 @dataclass(frozen=True)
@@ -98,15 +98,34 @@ def started_function(run: RunKey, factory: Callable[[], CheckpointedSink], optio
         return fn
 
 
-def validate_once(run: RunKey, check: Callable[[], None]) -> None:
-    """Run ``check`` the first time this process plans a batch of ``run``; a failure is not remembered."""
+@dataclass(frozen=True)
+class CheckKey:
+    """What a query-start check was run for: one sink, under one ``sink.id``, at one place
+    (``where``: a stream's checkpoint location, or the write series of batch writes),
+    with the options and schema whose digest is ``given`` (the planning worker builds its
+    ``DataSource`` anew for every batch, so no run id reaches it)."""
+
+    sink: str
+    sink_id: str
+    where: str
+    given: str
+
+    def same_sink(self, other: CheckKey) -> bool:
+        return (self.sink, self.sink_id, self.where) == (other.sink, other.sink_id, other.where)
+
+
+def validate_once(key: CheckKey, check: Callable[[], None]) -> None:
+    """Run ``check`` the first time this process plans a batch of ``key``; a failure is not remembered.
+
+    A check of the same sink with other options replaces the one remembered, so going back
+    to the first options checks again."""
     with _lock:
-        if run in _validated:
+        if key in _validated:
             return
         check()
-        for old in [k for k in _validated if k.same_sink(run)]:
+        for old in [k for k in _validated if k.same_sink(key)]:
             _validated.discard(old)
-        _validated.add(run)
+        _validated.add(key)
 
 
 def forget_runs() -> None:

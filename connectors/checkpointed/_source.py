@@ -29,7 +29,6 @@ next: only module state of a reused worker process does. Hence:
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -46,7 +45,7 @@ from ...barrier._sink import CheckpointedSink, SinkContext
 from .._options import OptionSpec, OptionValues, parse_bool, parse_options, parse_stripped
 from ._driver import Completion, check_state_directory, checkpoint_location, state_directory
 from ._options import DELIVERY_GUARANTEE, RENAMED_SINK_OPTIONS
-from ._runs import RunKey, new_plan_id, new_run_id, started_function, validate_once
+from ._runs import CheckKey, RunKey, new_plan_id, new_run_id, started_function, validate_once
 from ._task import TaskCommitMessage, run_task
 
 log = logging.getLogger(__name__)
@@ -127,7 +126,7 @@ class CheckpointedStreamWriter(DataSourceStreamArrowWriter):
         # The planning worker builds its DataSource from the class and options for every
         # batch (write_into_data_source.py), so no run id reaches it: key by what was given.
         given = hashlib.sha256(json.dumps([sorted(self.options.items()), self.schema.json()]).encode()).hexdigest()
-        validate_once(dataclasses.replace(self.run, run_id="options:" + given), check)
+        validate_once(CheckKey(self.run.sink, self.run.sink_id, self.run.checkpoint_location, given), check)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         from pyspark import TaskContext

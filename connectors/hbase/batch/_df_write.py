@@ -10,7 +10,7 @@ the writer holds is plain, picklable data.
 The machinery is the streaming sink's: a write task is an :class:`HBaseTaskWriter` named
 by ``TaskIdentity(series, batch id, partition id, plan id)`` (``_attempts``), and the
 commit is :class:`Committer.commit`, conditional on the attempt. The plan id is an epoch
-raised in the commit table once per planned write (``raise_plan_id``), so a re-run of an
+raised in the commit table once per chosen write (``raise_plan_id``), so a re-run of an
 interrupted write abandons the attempt it finds and writes above it, and a task of the
 interrupted run that still writes is fenced. A write whose (series, batch id) is
 committed already writes nothing and commits nothing (rule 1 of ``_attempts``; the
@@ -36,7 +36,7 @@ from pyspark.sql.types import StructType
 from ...._exceptions import ConfigError, SinkError
 from ...._faults import fault_point
 from ....barrier.markers import split_markers
-from ...checkpointed._runs import RunKey, validate_once
+from ...checkpointed._runs import CheckKey, validate_once
 from ...storage._checkpoint_log import planned_batch
 from ..client._connection import HBaseConnection
 from ..client._connection_pool import connect, release
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
-class _Planned:
+class _BatchChoice:
     """The batch a write commits, and the commit that holds it already (a re-run), if any."""
 
     batch_id: int
@@ -73,25 +73,25 @@ def plan_batch_write(options: dict[str, str], schema: StructType, overwrite: boo
                           "mode('append')", option="mode")
     write = parse_batch_write_options(options)
     given = hashlib.sha256(json.dumps([sorted(write.sink_options.items()), schema.json()]).encode()).hexdigest()
-    validate_once(RunKey("options:" + given, "barrier-hbase", write.series, ""),
+    validate_once(CheckKey("barrier-hbase", write.sink.sink_id or "", f"series:{write.series}", given),
                   lambda: HBaseSinkFunction().validate(write.sink_options, schema))
     conn = connect(write.sink)
     try:
-        planned = _plan(conn, write)
+        chosen = _batch_to_write(conn, write)
     except BaseException:
         conn.close()
         raise
     release(conn)
-    if planned.committed is not None:
+    if chosen.committed is not None:
         log.info("sink %s: batch %d of series %s is committed already (sequence %d); this write writes nothing",
-                 write.sink.sink_id, planned.batch_id, write.series, planned.committed.seq)
+                 write.sink.sink_id, chosen.batch_id, write.series, chosen.committed.seq)
         plan = ""
     else:
         plan = raise_plan_id(write.sink_options)
-    return HBaseBatchWriter(write, schema, planned.batch_id, plan, planned.committed is not None)
+    return HBaseBatchWriter(write, schema, chosen.batch_id, plan, chosen.committed is not None)
 
 
-def _plan(conn: HBaseConnection, write: BatchWriteOptions) -> _Planned:
+def _batch_to_write(conn: HBaseConnection, write: BatchWriteOptions) -> _BatchChoice:
     """The batch id and whether it is committed: one get, and a history scan only off the common path.
 
     The common paths read the sink row alone: no batch id given, or the series' next
@@ -103,26 +103,26 @@ def _plan(conn: HBaseConnection, write: BatchWriteOptions) -> _Planned:
     latest = read_state(conn, write.sink.commit_table, sink_id).commit
     if latest is not None and latest.query_id == series:
         if wanted is None:
-            return _Planned(latest.batch_id + 1, None)
+            return _BatchChoice(latest.batch_id + 1, None)
         if wanted == latest.batch_id:
-            return _Planned(wanted, latest)
+            return _BatchChoice(wanted, latest)
         if wanted > latest.batch_id:
-            return _Planned(wanted, None)
+            return _BatchChoice(wanted, None)
     elif latest is None:
-        return _Planned(wanted or 0, None)
+        return _BatchChoice(wanted or 0, None)
     mine = [r for r in read_history(conn, write.sink.commit_table, sink_id) if r.query_id == series]
     if wanted is None:
-        return _Planned(mine[-1].batch_id + 1 if mine else 0, None)
+        return _BatchChoice(mine[-1].batch_id + 1 if mine else 0, None)
     found = next((r for r in mine if r.batch_id == wanted), None)
     if found is None and mine and mine[-1].batch_id > wanted:
         raise ConfigError(f"sink {sink_id!r}: {WRITE_BATCH_ID} {wanted} of series {series!r} was never committed, "
                           f"and the series has committed batch {mine[-1].batch_id} since; batch ids of a series "
                           f"only grow (leave {WRITE_BATCH_ID} unset for the next one)", option=WRITE_BATCH_ID)
-    return _Planned(wanted, found)
+    return _BatchChoice(wanted, found)
 
 
 class HBaseBatchWriter(DataSourceArrowWriter):
-    """One planned batch write (picklable): tasks write through the sink's task writer, the driver commits."""
+    """One chosen batch write (picklable): tasks write through the sink's task writer, the driver commits."""
 
     def __init__(self, write: BatchWriteOptions, schema: StructType, batch_id: int, plan_id: str,
                  committed: bool) -> None:
@@ -162,13 +162,13 @@ class HBaseBatchWriter(DataSourceArrowWriter):
         if self.committed:
             return
         w = self.write_options
-        planned = planned_batch(w.checkpoint_location, self.batch_id)
-        if w.checkpoint_location and planned is None:
+        chosen = planned_batch(w.checkpoint_location, self.batch_id)
+        if w.checkpoint_location and chosen is None:
             log.warning("sink %s batch %d: Spark's offset log at %s holds no Kafka offsets for this batch; the "
                         "commit record carries the previous commit's", w.sink.sink_id, self.batch_id,
                         w.checkpoint_location)
-        offsets = planned.offsets if planned is not None else {}
-        checkpoints = [planned.checkpoint_id] if planned is not None and planned.checkpoint_id is not None else []
+        offsets = chosen.offsets if chosen is not None else {}
+        checkpoints = [chosen.checkpoint_id] if chosen is not None and chosen.checkpoint_id is not None else []
         fault_point("batch_write.after_flush_before_commit")
         fn = HBaseSinkFunction()
         fn.start(w.sink_options, self.schema)

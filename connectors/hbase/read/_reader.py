@@ -142,8 +142,8 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
 
     schema = to_arrow_schema(committed_schema(record), timezone="UTC")
     by_name = {c[0]: f"{c[1]}:{c[2]}".encode() for c in record.columns}
-    # (is the row key, the cell column -- None only for the row key --, type)
-    plan = [(f.name == record.rowkey, by_name.get(f.name, b""), f.type) for f in schema]
+    # per field of the view: (is the row key, its cell column -- empty for the row key --, type)
+    layout = [(f.name == record.rowkey, by_name.get(f.name, b""), f.type) for f in schema]
     families = sorted({c[1].encode() for c in record.columns})
     gaps = record.gaps
     keys: list[bytes] = []
@@ -152,7 +152,7 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
     def emit() -> pa.RecordBatch:
         arrays = [decode_column(keys, f.type, f.name) if is_key
                   else decode_column([r.get(col) for r in rows], f.type, f.name)
-                  for (is_key, col, _), f in zip(plan, schema, strict=True)]
+                  for (is_key, col, _), f in zip(layout, schema, strict=True)]
         keys.clear()
         rows.clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -73,7 +73,7 @@ class Placement:
     ``record`` is None when the task joins an attempt that exists (a retry, or another
     task of the same plan), or replays a committed batch (``replay_of_committed``: the
     task writes nothing). ``gap`` is set only over an attempt of an earlier release
-    (``AttemptRecord``); ``logged`` is False only when joining one.
+    (``AttemptRecord``); ``noted`` is False only when joining one.
     """
 
     base_ms: int
@@ -84,11 +84,11 @@ class Placement:
     flush_bytes: int
     record: AttemptRecord | None = None
     abandoned: list[int] = field(default_factory=list)
-    logged: bool = False
-    # The attempt's bytes as the commit table holds them (set by ``_committer.plan_attempt``):
+    noted: bool = False
+    # The attempt's bytes as the commit table holds them (set by ``_committer.place_task``):
     # every flush note and the driver's commit are conditional on them.
     attempt_raw: bytes | None = None
-    # Set by ``_committer.plan_attempt``, never by :func:`place`: the sequence of the commit
+    # Set by ``_committer.place_task``, never by :func:`place`: the sequence of the commit
     # this task copied into the sink's history after recording its new attempt.
     kept_history: int | None = None
 
@@ -128,7 +128,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
                     f"of its tasks is a leftover (a speculative or lost executor's copy) and writes nothing",
                     batch_id=batch_id)
             return Placement(attempt.base_ms, attempt.prev_seq, attempt.gap, False, attempt.flush_rows,
-                             attempt.flush_bytes, abandoned=list(attempt.abandoned), logged=attempt.logged)
+                             attempt.flush_bytes, abandoned=list(attempt.abandoned), noted=attempt.noted)
         # Abandoned: an older plan of this batch, another query's attempt (a takeover), or
         # an attempt whose writer lost the commit to another one (built on an older commit).
         # It carries what it abandoned only if that too sits above the last commit.
@@ -136,16 +136,16 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
         if carried:
             abandoned = list(attempt.abandoned)
             gap = attempt.gap
-        if attempt.logged:
+        if attempt.noted:
             abandoned.append(attempt.base_ms)
         else:  # an attempt of a release that noted nothing: its range, removed as that release did
             lo = attempt.gap[0] if carried and attempt.gap else attempt.base_ms
             gap = [lo, attempt.base_ms + BATCH_SPAN_MS]
         floor = max([floor, *(b + BATCH_SPAN_MS for b in abandoned), gap[1] if gap else 0])
     record = AttemptRecord(query_id, batch_id, next_base(now_ms, floor), prev, gap, flush_rows=flush_rows,
-                           flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, logged=True)
+                           flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, noted=True)
     return Placement(record.base_ms, prev, gap, False, flush_rows, flush_bytes, record, abandoned=abandoned,
-                     logged=True)
+                     noted=True)
 
 
 def _produced(commit: CommitRecord | None, attempt: AttemptRecord) -> bool:

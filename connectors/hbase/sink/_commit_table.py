@@ -71,23 +71,23 @@ __all__ = [
     "RECORD_VERSION",
     "AttemptRecord",
     "CommitRecord",
-    "FlushLog",
+    "LegacyFlushNote",
     "SinkState",
     "TaskNote",
     "check_and_put",
     "delete_cells",
     "delete_task_notes",
     "ensure_commit_table",
+    "legacy_note_base",
+    "legacy_note_column",
     "list_sinks",
-    "log_base",
-    "log_column",
     "prune_history",
     "put_cell",
     "put_history",
     "raise_plan_epoch",
     "read_cell",
     "read_history",
-    "read_logs",
+    "read_legacy_notes",
     "read_note_keys",
     "read_sink_notes",
     "read_state",
@@ -99,7 +99,7 @@ COMMIT_FAMILY = "c"
 COMMIT_COLUMN = b"c:commit"
 ATTEMPT_COLUMN = b"c:attempt"
 HISTORY_COLUMN = b"c:history"
-LOG_PREFIX = b"c:log-"
+LEGACY_NOTE_PREFIX = b"c:log-"
 TASK_NOTE_PREFIX = b"c:task-"
 NOTE_KEYS_COLUMN = b"c:keys"
 # A note's keys go into rows of their own of at most this many bytes each (HBase refuses a
@@ -137,14 +137,17 @@ class _JsonRecord:
     # Fields written only when true: a record without them stays byte-identical to what the
     # build before them wrote, and that build rejects fields it does not know.
     _only_when_set: ClassVar[tuple[str, ...]] = ()
+    # Field -> the key the wire has always used for it, where the code's name changed.
+    _wire_names: ClassVar[dict[str, str]] = {}
 
     def to_bytes(self) -> bytes:
-        data = {k: v for k, v in asdict(self).items() if v or k not in self._only_when_set}
+        data = {self._wire_names.get(k, k): v for k, v in asdict(self).items()
+                if v or k not in self._only_when_set}
         return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls: type[_R], raw: bytes) -> _R:
-        return _build(cls, raw, cls._what)
+        return _build(cls, raw, cls._what, {wire: k for k, wire in cls._wire_names.items()})
 
 
 @dataclass(frozen=True)
@@ -192,14 +195,16 @@ class AttemptRecord(_JsonRecord):
     before 2026-11-26, which then read as the oldest plan. ``abandoned``: the bases of
     the attempts this one replaced on top of the same commit, each noting its flushes
     (``c:log-*``); ``gap`` is only ever set for an attempt of a release before 2026-11-27
-    (which noted nothing) that this one replaced. ``logged``: this attempt's tasks note
+    (which noted nothing) that this one replaced. ``noted`` (``logged`` on the wire, its
+    name until 2026-11-28): this attempt's tasks note
     every flush before sending it (every attempt of this release; records of earlier
     releases read as False). ``closing``: the driver is committing the attempt
     (``_committer``): no try may note, and so send, anything more in it.
     """
 
     _what: ClassVar[str] = "attempt record"
-    _only_when_set: ClassVar[tuple[str, ...]] = ("plan", "abandoned", "logged", "closing")
+    _only_when_set: ClassVar[tuple[str, ...]] = ("plan", "abandoned", "noted", "closing")
+    _wire_names: ClassVar[dict[str, str]] = {"noted": "logged"}
 
     query_id: str
     batch_id: int
@@ -210,14 +215,17 @@ class AttemptRecord(_JsonRecord):
     flush_bytes: int = 2 << 20
     plan: str = ""
     abandoned: list[int] = field(default_factory=list)
-    logged: bool = False
+    noted: bool = False
     closing: bool = False
     version: int = RECORD_VERSION
 
 
 @dataclass(frozen=True)
-class FlushLog:
-    """One flush's write-ahead note (``c:log-<base>-<partition>-<n>``): row keys put, per round.
+class LegacyFlushNote:
+    """A flush note of a release before 2026-11-28 (``c:log-<base>-<partition>-<n>``): row keys put, per round.
+
+    Read only to remove an attempt that release left in flight; this release notes each
+    try once (:class:`TaskNote`).
 
     Row keys are bytes; JSON carries them as latin-1 text (every byte one code point,
     so any key round-trips).
@@ -229,7 +237,7 @@ class FlushLog:
     rounds: dict[int, list[bytes]]
 
     def column(self) -> bytes:
-        return log_column(self.base_ms, self.partition, self.flush)
+        return legacy_note_column(self.base_ms, self.partition, self.flush)
 
     def to_bytes(self) -> bytes:
         data = {"version": RECORD_VERSION,
@@ -237,9 +245,9 @@ class FlushLog:
         return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
     @classmethod
-    def from_cell(cls, column: bytes, raw: bytes) -> FlushLog:
+    def from_cell(cls, column: bytes, raw: bytes) -> LegacyFlushNote:
         try:
-            base, partition, flush = (int(x) for x in column[len(LOG_PREFIX):].split(b"-"))
+            base, partition, flush = (int(x) for x in column[len(LEGACY_NOTE_PREFIX):].split(b"-"))
             obj = parse_json(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ProtocolError(f"flush note {column!r} is malformed: {exc}") from exc
@@ -407,7 +415,7 @@ def read_sink_notes(conn: HBaseConnection, commit_table: str,
     with refusals(f"cannot read the notes of sink {sink_id!r} from {commit_table!r}"):
         row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_FAMILY.encode()]))
     notes = [TaskNote.from_cell(k, v) for k, v in sorted(row.items()) if k.startswith(TASK_NOTE_PREFIX)]
-    return notes, {k: v for k, v in row.items() if k.startswith(LOG_PREFIX)}
+    return notes, {k: v for k, v in row.items() if k.startswith(LEGACY_NOTE_PREFIX)}
 
 
 def delete_task_notes(conn: HBaseConnection, commit_table: str, sink_id: str, notes: Iterable[TaskNote]) -> int:
@@ -441,22 +449,24 @@ def delete_task_notes(conn: HBaseConnection, commit_table: str, sink_id: str, no
     return len(rows)
 
 
-def log_column(base_ms: int, partition: int, flush: int) -> bytes:
-    return LOG_PREFIX + b"%d-%d-%d" % (base_ms, partition, flush)
+def legacy_note_column(base_ms: int, partition: int, flush: int) -> bytes:
+    return LEGACY_NOTE_PREFIX + b"%d-%d-%d" % (base_ms, partition, flush)
 
 
-def log_base(column: bytes) -> int | None:
+def legacy_note_base(column: bytes) -> int | None:
     """The attempt base a ``c:log-*`` column belongs to (None for other columns)."""
-    if not column.startswith(LOG_PREFIX):
+    if not column.startswith(LEGACY_NOTE_PREFIX):
         return None
     try:
-        return int(column[len(LOG_PREFIX):].split(b"-")[0])
+        return int(column[len(LEGACY_NOTE_PREFIX):].split(b"-")[0])
     except ValueError:
         return None
 
 
-def _build(cls: type[_R], raw: bytes, what: str) -> _R:
-    """Parse and version-check one record; every malformed record is a ProtocolError."""
+def _build(cls: type[_R], raw: bytes, what: str, fields: Mapping[str, str] | None = None) -> _R:
+    """Parse and version-check one record; every malformed record is a ProtocolError.
+
+    ``fields`` maps a wire key to the field it fills, where the two names differ."""
     try:
         obj = parse_json(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -465,7 +475,7 @@ def _build(cls: type[_R], raw: bytes, what: str) -> _R:
         raise ProtocolError(f"{what} is not a JSON object")
     _check_version(obj, what)
     try:
-        return cls(**obj)
+        return cls(**{(fields or {}).get(k, k): v for k, v in obj.items()})
     except TypeError as exc:
         raise ProtocolError(f"{what} has unexpected fields: {exc}") from exc
 
@@ -539,11 +549,11 @@ def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column
     return tries > 1 and read_cell(conn, commit_table, sink_id, column) == value
 
 
-def read_logs(conn: HBaseConnection, commit_table: str, sink_id: str) -> dict[bytes, bytes]:
+def read_legacy_notes(conn: HBaseConnection, commit_table: str, sink_id: str) -> dict[bytes, bytes]:
     """Every ``c:log-*`` cell of the sink row (one get of the row; only replays call it)."""
     with refusals(f"cannot read the flush notes of sink {sink_id!r} from {commit_table!r}"):
         row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_FAMILY.encode()]))
-    return {k: v for k, v in row.items() if k.startswith(LOG_PREFIX)}
+    return {k: v for k, v in row.items() if k.startswith(LEGACY_NOTE_PREFIX)}
 
 
 def delete_cells(conn: HBaseConnection, commit_table: str, sink_id: str, columns: list[bytes]) -> None:

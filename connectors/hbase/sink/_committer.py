@@ -1,16 +1,20 @@
 """The sink's commit protocol: executors agree on a timestamp base, the driver commits it.
 
-Executor (:func:`plan_attempt`, once per write task): read the sink's row in the
+Executor (:func:`place_task`, once per write task): read the sink's row in the
 commit table and decide where the task writes (``_attempts``: from the query, batch and
 plan ids, never from the data); a new attempt is recorded with ``checkAndPut``, so the
 tasks of one plan agree on its base. A replay after a driver restart is a new plan and
-so a new attempt above the abandoned one. Before each flush a task notes it in the sink
-row, conditional on its attempt still being recorded (``_writer``, ``c:task-*``).
+so a new attempt above the abandoned one. Before it sends anything a try claims a put
+slot and notes its keys in the commit table, conditional on its attempt still being
+recorded as it placed it (``_writer``, ``c:task-*``).
 
-Driver (:class:`Committer`, Spark's ``commit``/``abort``): ``commit`` writes ``c:commit``
-with ``checkAndPut`` conditional on ``c:attempt`` still holding the attempt the tasks
-wrote in: a newer plan or another writer replaced it first, and then the commit is
-refused (:class:`FencedError`, or a no-op when the same attempt's commit went through
+Driver (:class:`Committer`, Spark's ``commit``/``abort``): ``commit`` first closes the
+attempt (a ``checkAndPut`` of ``c:attempt`` marking it ``closing``: no try notes or sends
+anything after that), deletes the noted puts of every try Spark did not commit (each try
+puts at a slot of its own, so only the committed try's stay), and writes ``c:commit``
+with ``checkAndPut`` conditional on ``c:attempt`` holding the closed attempt: a newer
+plan or another writer replaced it first, and then the commit is refused
+(:class:`FencedError`, or a no-op when the same attempt's commit went through
 meanwhile). Every commit is also kept in the sink's history (as-of reads, lineage): the
 task that records the next batch's attempt copies the commit it builds on into the
 history while its input is still arriving, and reports it; only when no task reports
@@ -47,13 +51,13 @@ from ._commit_table import (
     COMMIT_COLUMN,
     AttemptRecord,
     CommitRecord,
-    FlushLog,
+    LegacyFlushNote,
     SinkState,
     TaskNote,
     check_and_put,
     delete_cells,
     delete_task_notes,
-    log_base,
+    legacy_note_base,
     prune_history,
     put_cell,
     put_history,
@@ -65,7 +69,7 @@ from ._commit_table import (
 from ._rollback import roll_back_gap
 from ._timestamps import BATCH_SPAN_MS, TaskClock, now_ms
 
-__all__ = ["Committer", "HBaseCommitMessage", "plan_attempt"]
+__all__ = ["Committer", "HBaseCommitMessage", "place_task"]
 
 log = logging.getLogger(__name__)
 _MAX_PLAN_ROUNDS = 20
@@ -99,7 +103,7 @@ class HBaseCommitMessage(WriterCommitMessage):
     slot: int | None = None  # the put slot this try claimed (None: it claimed none, see ``_writer._note``)
 
 
-def plan_attempt(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
+def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
                  batch_id: int, *, plan_id: str = "", fenced: bool = True, max_rows: int = 1000,
                  max_size: int = 2 << 20, history_retain: int = 0) -> Placement:
     """The timestamp base and flush limits this task writes with (executor; one get, at most one
@@ -164,7 +168,7 @@ def _tidy(conn: HBaseConnection, commit_table: str, sink_id: str, current: Commi
     try:
         notes, logs = read_sink_notes(conn, commit_table, sink_id)
         final = [n for n in notes if n.base_ms <= current.ts_lo]
-        old = sorted(c for c in logs if (log_base(c) or 0) <= current.ts_lo)
+        old = sorted(c for c in logs if (legacy_note_base(c) or 0) <= current.ts_lo)
         if final:
             delete_task_notes(conn, commit_table, sink_id, final)
         if old:
@@ -259,7 +263,7 @@ class Committer:
             return current
         if all(m.replay_of_committed for m in msgs):
             # Committed earlier, under a sink.id another series has committed to since
-            # (``plan_attempt`` found it in the history): nothing was written, nothing to commit.
+            # (``place_task`` found it in the history): nothing was written, nothing to commit.
             log.info("sink %s batch %d was committed before another series' batch; commit is a no-op",
                      first.sink_id, batch_id)
             return None
@@ -392,7 +396,7 @@ class Committer:
     def _remove_abandoned(self, sink_id: str, bases: list[int]) -> None:
         """Delete exactly the versions the abandoned attempts noted, then their notes, before this batch commits.
 
-        From the notes alone (``_commit_table.TaskNote``; ``FlushLog`` for an attempt of a
+        From the notes alone (``_commit_table.TaskNote``; ``LegacyFlushNote`` for an attempt of a
         release before 2026-11-28): each noted key, each of the sink's columns, the put
         timestamp of the noting task's block. No scan; nothing of another writer's rows
         or columns. A noted write that lands after this is masked by the version delete
@@ -403,7 +407,7 @@ class Committer:
         wanted = set(bases)
         notes, logs = read_sink_notes(self._conn, self._commit_table, sink_id)
         mine = [n for n in notes if n.base_ms in wanted]
-        old = {c: v for c, v in logs.items() if log_base(c) in wanted}
+        old = {c: v for c, v in logs.items() if legacy_note_base(c) in wanted}
         if not mine and not old:
             return
         removed = self._delete_noted(sink_id, mine, old, abandoned=True)
@@ -446,7 +450,7 @@ class Committer:
                 versions((key, family, qualifier, ts)
                          for key in read_note_keys(self._conn, self._commit_table, sink_id, note)
                          for family, qualifier in self._qualified)
-            for flush in (FlushLog.from_cell(c, v) for c, v in sorted(logs.items())):
+            for flush in (LegacyFlushNote.from_cell(c, v) for c, v in sorted(logs.items())):
                 versions((key, family, qualifier, TaskClock(flush.base_ms, flush.partition).put_ts(round_))
                          for round_, keys in flush.rounds.items() for key in keys
                          for family, qualifier in self._qualified)

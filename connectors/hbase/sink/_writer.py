@@ -28,7 +28,7 @@ from ..client._connection_pool import connect, release
 from ._attempts import Placement
 from ._buffer import MutationBuffer
 from ._commit_table import ATTEMPT_COLUMN, TaskNote, check_and_put, delete_task_notes, put_cell, write_note_chunks
-from ._committer import HBaseCommitMessage, plan_attempt
+from ._committer import HBaseCommitMessage, place_task
 from ._encoding import encode_column
 from ._layout import SinkLayout
 from ._timestamps import TRY_SLOTS, TaskClock
@@ -79,7 +79,7 @@ class HBaseTaskWriter:
         key, so order does not matter), and a new plan writes in a new attempt (``_attempts``).
         """
         opts, ident = self._opts, self._id
-        placement = self._placement = plan_attempt(self._conn, opts.commit_table, self.sink_id, ident.query_id,
+        placement = self._placement = place_task(self._conn, opts.commit_table, self.sink_id, ident.query_id,
                                          ident.batch_id, plan_id=ident.plan_id, fenced=opts.exactly_once,
                                          max_rows=opts.max_rows, max_size=opts.max_size,
                                          history_retain=opts.history_retain)

@@ -421,7 +421,7 @@ def test_a_remembered_record_that_changed_is_read_again_and_fences(make_sink) ->
         ours = read_state(conn, sink.opts.commit_table, sink.opts.sink_id).commit
         assert ours is not None and ours.seq == pending.prev_seq
         theirs = replace(ours, seq=ours.seq + 1, query_id="other-query", batch_id=7)
-        their_attempt = AttemptRecord("other-query", 7, ours.read_bound + 1, ours.seq, plan="p3", logged=True)
+        their_attempt = AttemptRecord("other-query", 7, ours.read_bound + 1, ours.seq, plan="p3", noted=True)
         put_cell(conn, sink.opts.commit_table, sink.opts.sink_id, ATTEMPT_COLUMN, their_attempt.to_bytes())
         put_cell(conn, sink.opts.commit_table, sink.opts.sink_id, COMMIT_COLUMN, theirs.to_bytes())
         with pytest.raises(FencedError, match="another writer"):

@@ -88,7 +88,7 @@ class Task:
 
 
 def start(table: Table, task: Task, now: int) -> bool:
-    """One task's begin (``plan_attempt`` over the model); False when fenced."""
+    """One task's begin (``place_task`` over the model); False when fenced."""
     for _ in range(5):
         commit = CommitRecord.from_bytes(table.commit) if table.commit else None
         attempt = AttemptRecord.from_bytes(table.attempt) if table.attempt else None
