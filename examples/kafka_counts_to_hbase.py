@@ -6,7 +6,7 @@ Counts the records per Kafka key; each micro-batch writes only the keys it chang
 refuses update mode for every Python streaming sink, so the batch goes through
 ``foreachBatch(sparkbarrier.hbase_batch_writer(...))``: docs/hbase-aggregations.md.
 Endpoints: --bootstrap, --hbase, --hbase-thrift2, else the devstack's SPARKBARRIER_*
-variables. The README shows the part between the two ``# README`` lines;
+variables. The README and docs/hbase-aggregations.md link it;
 tests/examples/test_kafka_counts_example.py runs the file on the devstack.
 """
 import argparse
@@ -29,14 +29,12 @@ spark = SparkSession.builder.appName("kafka-counts-to-hbase").getOrCreate()
 kafka = {"kafka.bootstrap.servers": args.bootstrap, "subscribe": args.topic, "startingOffsets": "earliest",
          "kafka.group.id": f"{args.table}-counts"}  # receives the offsets of completed batches only
 hbase = {"hbase.thrift.host": args.hbase, "hbase.thrift2.host": args.hbase_thrift2, "create.table": "true"}
-# README
 counts = (spark.readStream.format("barrier-kafka").options(**kafka).load()
           .groupBy(F.col("key").cast("string").alias("user")).agg(F.count("*").alias("n")))
 query = (counts.writeStream.outputMode("update")  # Spark takes update mode only here
          .foreachBatch(sparkbarrier.hbase_batch_writer(
              hbase, table=args.table, rowkey="user", **{"sink.id": f"{args.table}-counts"}))
          .option("checkpointLocation", args.checkpoint).trigger(availableNow=True).start())
-# README
 query.awaitTermination()
 spark.read.format("barrier-hbase").options(**{k: v for k, v in hbase.items() if k != "create.table"}) \
     .option("table", args.table).option("sink.id", f"{args.table}-counts").load().orderBy("user").show()

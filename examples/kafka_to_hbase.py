@@ -7,7 +7,8 @@ Endpoints: --bootstrap, --hbase (Thrift1 gateway list), --hbase-thrift2, else th
 SPARKBARRIER_* variables (``python -m sparkbarrier.devstack env``). ``--source kafka`` reads
 with Spark's own Kafka source instead, which must be on the classpath (``spark-submit
 --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<Spark version>``). The README shows
-this file's code; tests/examples/test_kafka_to_hbase_example.py runs it on the devstack.
+the part between the two ``# README`` lines; tests/examples/test_kafka_to_hbase_example.py
+runs the file on the devstack.
 """
 import argparse
 import os
@@ -26,6 +27,7 @@ cli.add_argument("--table", default="orders")
 cli.add_argument("--checkpoint", default="/tmp/sparkbarrier-example/orders")
 cli.add_argument("--source", choices=["barrier-kafka", "kafka"], default="barrier-kafka")
 args = cli.parse_args()
+# README
 kafka = {"kafka.bootstrap.servers": args.bootstrap, "subscribe": args.topic}
 group = f"{args.table}-etl"  # receives the offsets of completed batches only
 
@@ -54,3 +56,4 @@ if args.source == "kafka":
 committed = spark.read.format("barrier-hbase").options(**hbase).load()  # or .option("as.of.batch", n)
 committed.orderBy("id").show(truncate=False)
 spark.stop()
+# README

@@ -1,4 +1,4 @@
-"""The README's update-mode example (examples/kafka_counts_to_hbase.py), run as users run it.
+"""The update-mode example the README and the manual link (examples/kafka_counts_to_hbase.py), run as users run it.
 
 A subprocess with its own SparkSession against the devstack: keyed records in a fresh
 topic; the committed view equals the records counted per key, once.
@@ -23,13 +23,9 @@ EXAMPLE = ROOT / "examples" / "kafka_counts_to_hbase.py"
 KEYS = ["ada", "bob", "ada", "cy", "ada", "bob"]
 
 
-def _excerpt() -> str:
-    """The code between the file's two ``# README`` lines."""
-    return EXAMPLE.read_text().split("# README\n")[1]
-
-
-def test_readme_shows_the_example_excerpt_verbatim() -> None:
-    assert f"```python\n{_excerpt()}```\n" in (ROOT / "README.md").read_text()
+def test_readme_and_the_aggregations_page_link_the_example() -> None:
+    assert "](examples/kafka_counts_to_hbase.py)" in (ROOT / "README.md").read_text()
+    assert "](../examples/kafka_counts_to_hbase.py)" in (ROOT / "docs" / "hbase-aggregations.md").read_text()
 
 
 def test_example_counts_each_key_once(kafka_bootstrap: str, hbase_thrift: tuple[str, int],
