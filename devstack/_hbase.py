@@ -15,6 +15,7 @@ own port: only Thrift2 can set and read family attributes such as
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import shutil
 import time
@@ -62,7 +63,10 @@ THRIFT_TLS = "hbase-thrift-tls"
 TLS_HOST = "localhost"
 _TLS_CA = "sparkbarrier-thrift-ca"
 THRIFT2_MAIN = "org.apache.hadoop.hbase.thrift2.ThriftServer"
-MASTER_HEAP = "2g"  # 1g ran out of heap under the sink benchmark after a long session
+# 1g ran out of heap under the sink benchmark after a long session; the 10-million-row
+# benchmark sets more (``SPARKBARRIER_DEVSTACK_HBASE_HEAP=6g``, read at ``up``).
+HEAP_ENV = "SPARKBARRIER_DEVSTACK_HBASE_HEAP"
+MASTER_HEAP = "2g"
 # Data is wiped on every start, so a graceful flush on ``down`` buys nothing; the
 # standalone regionserver otherwise spends ~20 s retrying reports to its stopped master.
 MASTER_STOP_GRACE_S = 8.0
@@ -155,7 +159,7 @@ def prepare(
     thrift2_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT2]),
                     "--infoport", "-1", "start")
     return {
-        MASTER: java.command(marker=markers[MASTER], heap=MASTER_HEAP, classpath=cp,
+        MASTER: java.command(marker=markers[MASTER], heap=os.environ.get(HEAP_ENV) or MASTER_HEAP, classpath=cp,
                              main=MASTER_MAIN, args=("start",), options=options),
         THRIFT: java.command(marker=markers[THRIFT], heap=THRIFT_HEAP, classpath=cp,
                              main=THRIFT_MAIN, args=thrift_args, options=options),
