@@ -32,25 +32,15 @@ from sparkbarrier.connectors.storage._files import WEBHDFS_ENV, folder
 from sparkbarrier.connectors.storage._webhdfs_retry import RETRY_ENV
 from sparkbarrier.devstack import Devstack
 from sparkbarrier.devstack._hdfs import Hdfs, HdfsEndpoints, HdfsPort
+from sparkbarrier.devstack._process import free_ports
 
 pytestmark = [pytest.mark.slow, pytest.mark.hdfs]
-
-
-def _free_ports() -> dict[HdfsPort, int]:
-    sockets = [socket.socket() for _ in HdfsPort]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return {port: sock.getsockname()[1] for port, sock in zip(HdfsPort, sockets, strict=True)}
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 @pytest.fixture(scope="module")
 def own_hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Hdfs, HdfsEndpoints]]:
     home = tmp_path_factory.mktemp("hdfs-restarts") / "devstack-home"
-    cluster = Hdfs(home, ports=_free_ports())
+    cluster = Hdfs(home, ports=dict(zip(HdfsPort, free_ports(len(HdfsPort)), strict=True)))
     try:
         yield cluster, cluster.up()
     finally:
