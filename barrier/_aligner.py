@@ -37,7 +37,7 @@ import logging
 from collections.abc import Hashable, Sequence
 
 from .._exceptions import ProtocolError
-from ._channels import ChannelBook
+from ._channels import ChannelHandler
 from ._handler import AbortReason, CheckpointTarget
 from .markers import CancelCheckpointMarker, CheckpointBarrier
 
@@ -46,29 +46,17 @@ __all__ = ["CheckpointBarrierAligner"]
 log = logging.getLogger(__name__)
 
 
-class CheckpointBarrierAligner:
+class CheckpointBarrierAligner(ChannelHandler):
     """Decides blocking, triggering and declining for exactly-once checkpoints."""
 
     def __init__(self, channels: Sequence[Hashable], target: CheckpointTarget) -> None:
-        self._book = ChannelBook(channels, "an aligner")
+        super().__init__(channels, "an aligner")
         self._closed = self._book.closed
         self._target = target
         self._blocked: set[Hashable] = set()
         self._current_id: int | None = None  # newest id started, triggered or declined
 
     # -- introspection -----------------------------------------------------
-
-    @property
-    def channels(self) -> tuple[Hashable, ...]:
-        return self._book.channels
-
-    def add_channel(self, channel: Hashable) -> None:
-        """Add an input channel first seen mid-stream (no-op for a known one).
-
-        A channel added during an alignment has not delivered that checkpoint's barrier,
-        so the checkpoint now also waits for it.
-        """
-        self._book.add(channel)
 
     @property
     def current_checkpoint_id(self) -> int | None:

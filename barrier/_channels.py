@@ -2,7 +2,9 @@
 
 Both handlers must reject the same corrupt streams the same way: a marker from an
 unknown channel, anything after a channel's ``EndOfPartition``, and a barrier id
-that does not strictly increase on its channel.
+that does not strictly increase on its channel. They also show their channels to the
+input processor the same way (:class:`ChannelHandler`), so the ``channels`` /
+``add_channel`` half of :class:`~._handler.BarrierHandler` is written once.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Hashable, Sequence
 
 from .._exceptions import ProtocolError
 
-__all__ = ["ChannelBook"]
+__all__ = ["ChannelBook", "ChannelHandler"]
 
 
 class ChannelBook:
@@ -67,3 +69,27 @@ class ChannelBook:
     def close(self, channel: Hashable) -> None:
         self.check_open(channel, "EndOfPartition", None)
         self.closed.add(channel)
+
+
+class ChannelHandler:
+    """The channel half of a barrier handler, over one :class:`ChannelBook`.
+
+    Base of the aligner and the tracker: what a channel is, and what adding one means,
+    does not depend on the delivery guarantee.
+    """
+
+    def __init__(self, channels: Sequence[Hashable], role: str) -> None:
+        self._book = ChannelBook(channels, role)
+
+    @property
+    def channels(self) -> tuple[Hashable, ...]:
+        return self._book.channels
+
+    def add_channel(self, channel: Hashable) -> None:
+        """Add an input channel first seen mid-stream (no-op for a known one).
+
+        A checkpoint pending when the channel is added has not received its barrier
+        from that channel, so it now also waits for it (the aligner's alignment and the
+        tracker's count both compare against every open channel).
+        """
+        self._book.add(channel)

@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
-from ._channels import ChannelBook
+from ._channels import ChannelHandler
 from ._handler import AbortReason, CheckpointTarget
 from .markers import CancelCheckpointMarker, CheckpointBarrier
 
@@ -52,7 +52,7 @@ class _Count:
         return first
 
 
-class CheckpointBarrierTracker:
+class CheckpointBarrierTracker(ChannelHandler):
     """Counts barriers per checkpoint without ever blocking a channel."""
 
     def __init__(
@@ -62,24 +62,12 @@ class CheckpointBarrierTracker:
         *,
         max_tracked: int = MAX_CHECKPOINTS_TO_TRACK,
     ) -> None:
-        self._book = ChannelBook(channels, "a tracker")
+        super().__init__(channels, "a tracker")
         self._closed = self._book.closed
         self._target = target
         self._max_tracked = max_tracked
         self._pending: deque[_Count] = deque()
         self._latest_pending: int | None = None
-
-    @property
-    def channels(self) -> tuple[Hashable, ...]:
-        return self._book.channels
-
-    def add_channel(self, channel: Hashable) -> None:
-        """Add an input channel first seen mid-stream (no-op for a known one).
-
-        A channel added during an alignment has not delivered that checkpoint's barrier,
-        so the checkpoint now also waits for it.
-        """
-        self._book.add(channel)
 
     @property
     def pending_ids(self) -> tuple[int, ...]:

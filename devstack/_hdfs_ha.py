@@ -38,7 +38,6 @@ import json
 import logging
 import os
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -53,6 +52,7 @@ from ._maven import Classpath, resolve_classpath
 from ._process import (
     ProcessRecord,
     died,
+    free_ports,
     kill_processes,
     log_tail,
     marker_for,
@@ -373,14 +373,7 @@ class HdfsHaPair:
 def _free_ports() -> dict[str, int]:
     """Seven free ports on 127.0.0.1, held together while chosen so none repeats."""
     keys = ("nn1_rpc", "nn1_http", "nn2_rpc", "nn2_http", "dn", "dn_http", "dn_ipc")
-    sockets = [socket.socket() for _ in keys]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        ports = {key: int(sock.getsockname()[1]) for key, sock in zip(keys, sockets, strict=True)}
-    finally:
-        for sock in sockets:
-            sock.close()
+    ports = dict(zip(keys, free_ports(len(keys)), strict=True))
     if any(port_accepts(p) for p in ports.values()):  # pragma: no cover -- a race with another process
         raise DevstackError("a port chosen for the hdfs ha pair was taken at once", fix="try again")
     return ports

@@ -29,7 +29,6 @@ import logging
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -46,6 +45,7 @@ from ._maven import resolve_classpath
 from ._process import (
     ProcessRecord,
     died,
+    free_ports,
     is_ours,
     log_tail,
     marker_for,
@@ -75,21 +75,6 @@ class KerberosKafkaEndpoints:
     sasl_ssl: str  # "localhost:<port>"
     ca_pem: str  # the CA of the SASL_SSL listener's certificate
     service_name: str = SERVICE
-
-
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct ports free on 127.0.0.1 right now (sockets held until all are
-    chosen, so the kernel cannot hand out one twice)."""
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            socks.append(sock)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def _tls(data: Path) -> tuple[Path, Path, str]:
@@ -195,7 +180,7 @@ class KerberosKafka:
     def _start(self) -> KerberosKafkaEndpoints:
         java = find_java(self._environ)
         classpath = resolve_classpath("kafka", self.paths, java)
-        plain, controller, sasl, ssl = _free_ports(4)
+        plain, controller, sasl, ssl = free_ports(4)
         data = self.data
         shutil.rmtree(data, ignore_errors=True)
         data.mkdir(parents=True)

@@ -32,6 +32,7 @@ __all__ = [
     "check_requested_ports",
     "choose_ports",
     "died",
+    "free_ports",
     "is_ours",
     "kill_processes",
     "log_tail",
@@ -260,6 +261,25 @@ def _free_port(avoid: set[int]) -> int:
         if port not in avoid:
             return port
     raise DevstackError("no free TCP port found on 127.0.0.1", fix="free some ports")
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct ports free on 127.0.0.1 right now (sockets held until all are
+    chosen, so the kernel cannot hand out one twice).
+
+    For a throw-away server whose ports nobody asked for (a test's own stack, the
+    Kerberized Kafka); ports someone may request go through :func:`choose_ports`.
+    """
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((_HOST, 0))
+            socks.append(sock)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def choose_ports(requests: Mapping[P, int | None]) -> dict[P, int]:

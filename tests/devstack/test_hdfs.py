@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -22,6 +21,7 @@ from devstack_helpers import run_cli
 from sparkbarrier.devstack import Devstack, DevstackError
 from sparkbarrier.devstack._config import port_requests
 from sparkbarrier.devstack._hdfs import Hdfs, HdfsPort, _site
+from sparkbarrier.devstack._process import free_ports
 
 _USER = {"user.name": "sparkbarrier-test"}
 
@@ -44,17 +44,6 @@ def _read(webhdfs: str, path: str) -> tuple[bytes, str]:
     assert response.status_code == 200, response.text
     assert [r.status_code for r in response.history] == [307]
     return response.content, response.history[0].headers["Location"]
-
-
-def _free_ports() -> dict[HdfsPort, int]:
-    sockets = [socket.socket() for _ in HdfsPort]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return {port: sock.getsockname()[1] for port, sock in zip(HdfsPort, sockets, strict=True)}
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def test_every_address_is_loopback_and_the_settings_are_the_contract(tmp_path: Path) -> None:
@@ -139,7 +128,7 @@ def test_env_prints_the_hdfs_and_webhdfs_variables_while_it_runs(hdfs) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_a_restart_keeps_the_files_and_a_fresh_start_wipes_them(scratch_home: Path) -> None:
-    hdfs = Hdfs(scratch_home, ports=_free_ports())
+    hdfs = Hdfs(scratch_home, ports=dict(zip(HdfsPort, free_ports(len(HdfsPort)), strict=True)))
     endpoints = hdfs.up()
     _write(endpoints.webhdfs, "/kept/file", b"still here")
     assert hdfs.up() == endpoints  # idempotent: nothing restarted

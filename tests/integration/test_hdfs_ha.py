@@ -18,13 +18,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from folder_calls import folder_calls
 from polling import wait_for
 
 from sparkbarrier.connectors.storage._files import WEBHDFS_ENV, Folder, folder
@@ -68,27 +68,8 @@ def test_folder_calls_follow_a_crash_failover_and_a_graceful_one(ha_pair, monkey
     pair, endpoints = ha_pair
     monkeypatch.setenv(RETRY_ENV, "60")
     f = folder(f"{endpoints.uri}/tests/folder-{os.getpid()}-{time.time_ns()}")
-    done: list[tuple[int, float, float]] = []  # (sequence number, start, seconds the create + read + list took)
-    failures: list[BaseException] = []
-    stop = threading.Event()
-
-    def work() -> None:
-        n = 0
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                f.create(f"{n:05d}", str(n).encode())
-                if f.read(f"{n:05d}") != str(n).encode() or f"{n:05d}" not in f.names():
-                    raise AssertionError(f"file {n} did not read back")
-            except BaseException as exc:  # the test's verdict: any failure is reported below
-                failures.append(exc)
-                return
-            done.append((n, started, time.monotonic() - started))
-            n += 1
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
-    try:
+    with folder_calls(f, join_timeout=90) as calls:
+        done, failures = calls.done, calls.failures
         wait_for(lambda: len(done) >= 3 or failures, timeout=30, what="calls before the crash")
         dead, active = _active(pair)
         pair.kill(dead)
@@ -102,9 +83,6 @@ def test_folder_calls_follow_a_crash_failover_and_a_graceful_one(ha_pair, monkey
         pair.failover(active, dead)
         assert pair.state(dead) == "active" and pair.state(active) == "standby"
         wait_for(lambda: len(done) >= before + 3 or failures, timeout=60, what="calls after the graceful failover")
-    finally:
-        stop.set()
-        worker.join(timeout=90)
     assert failures == [], failures
     assert [n for n, _, _ in done] == list(range(len(done)))
     # The call in flight when the NameNode died waited for the promotion and completed.

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from folder_calls import folder_calls
 from polling import wait_for
 
 from sparkbarrier import KerberosError
@@ -107,27 +107,8 @@ def test_folder_calls_authenticate_at_each_namenode_and_follow_a_crash_failover(
     with pytest.raises(Transient, match="StandbyException"):
         client._request(Attempt(NAMENODE_IDS.index(standby), False, 10.0), "GETFILESTATUS", path="/")
 
-    done: list[tuple[int, float, float]] = []  # (sequence number, start, seconds create + read + list took)
-    failures: list[BaseException] = []
-    stop = threading.Event()
-
-    def work() -> None:
-        n = 0
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                f.create(f"{n:05d}", str(n).encode())
-                if f.read(f"{n:05d}") != str(n).encode() or f"{n:05d}" not in f.names():
-                    raise AssertionError(f"file {n} did not read back")
-            except BaseException as exc:  # noqa: BLE001 -- the verdict: every failure is reported below
-                failures.append(exc)
-                return
-            done.append((n, started, time.monotonic() - started))
-            n += 1
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
-    try:
+    with folder_calls(f, join_timeout=45) as calls:
+        done, failures = calls.done, calls.failures
         wait_for(lambda: len(done) >= 3 or failures, timeout=20, what="calls before the crash")
         pair.kill(active)
         crashed_at = time.monotonic()
@@ -136,9 +117,6 @@ def test_folder_calls_authenticate_at_each_namenode_and_follow_a_crash_failover(
         promoted_at = time.monotonic()
         wait_for(lambda: sum(s > promoted_at for _, s, _ in done) >= 3 or failures, timeout=30,
                  what="calls after the promotion")
-    finally:
-        stop.set()
-        worker.join(timeout=45)
     assert failures == [], failures
     assert [n for n, _, _ in done] == list(range(len(done)))
     waited = [took for _, s, took in done if s <= crashed_at < s + took]

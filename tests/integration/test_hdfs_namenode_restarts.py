@@ -19,12 +19,12 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from folder_calls import folder_calls
 from polling import wait_for
 
 from sparkbarrier import FileSystemError
@@ -32,25 +32,15 @@ from sparkbarrier.connectors.storage._files import WEBHDFS_ENV, folder
 from sparkbarrier.connectors.storage._webhdfs_retry import RETRY_ENV
 from sparkbarrier.devstack import Devstack
 from sparkbarrier.devstack._hdfs import Hdfs, HdfsEndpoints, HdfsPort
+from sparkbarrier.devstack._process import free_ports
 
 pytestmark = [pytest.mark.slow, pytest.mark.hdfs]
-
-
-def _free_ports() -> dict[HdfsPort, int]:
-    sockets = [socket.socket() for _ in HdfsPort]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return {port: sock.getsockname()[1] for port, sock in zip(HdfsPort, sockets, strict=True)}
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 @pytest.fixture(scope="module")
 def own_hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Hdfs, HdfsEndpoints]]:
     home = tmp_path_factory.mktemp("hdfs-restarts") / "devstack-home"
-    cluster = Hdfs(home, ports=_free_ports())
+    cluster = Hdfs(home, ports=dict(zip(HdfsPort, free_ports(len(HdfsPort)), strict=True)))
     try:
         yield cluster, cluster.up()
     finally:
@@ -98,27 +88,8 @@ def test_folder_calls_ride_through_a_namenode_crash_and_restart_and_a_namenode_d
     monkeypatch.setenv(RETRY_ENV, "150")  # longer than a kill + start of the devstack's NameNode
     base = f"{endpoints.uri}/tests/restart-{os.getpid()}-{time.time_ns()}"
     f = folder(base)
-    done: list[tuple[int, float]] = []  # (sequence number, seconds the create + read + list took)
-    failures: list[BaseException] = []
-    stop = threading.Event()
-
-    def work() -> None:
-        n = 0
-        while not stop.is_set():
-            started = time.monotonic()
-            try:
-                f.create(f"{n:05d}", str(n).encode())
-                if f.read(f"{n:05d}") != str(n).encode() or f"{n:05d}" not in f.names():
-                    raise AssertionError(f"file {n} did not read back")
-            except BaseException as exc:  # the test's verdict: any failure is reported below
-                failures.append(exc)
-                return
-            done.append((n, time.monotonic() - started))
-            n += 1
-
-    worker = threading.Thread(target=work, daemon=True)
-    worker.start()
-    try:
+    with folder_calls(f, join_timeout=160) as calls:
+        done, failures = calls.done, calls.failures
         wait_for(lambda: len(done) >= 3 or failures, timeout=60, what="calls before the crash")
         namenode = next(p for p in cluster.status().processes if p.name == "hdfs-namenode")
         assert namenode.pid is not None
@@ -138,13 +109,10 @@ def test_folder_calls_ride_through_a_namenode_crash_and_restart_and_a_namenode_d
         restarted_at = time.monotonic()
         assert cluster.up() == endpoints  # both daemons again, the same ports and metadata
         wait_for(lambda: len(done) >= before + 3 or failures, timeout=120, what="calls after the restart")
-    finally:
-        stop.set()
-        worker.join(timeout=160)
     assert failures == [], failures
-    assert [n for n, _ in done] == list(range(len(done)))
-    slowest = max(seconds for _, seconds in done)
+    assert [n for n, _, _ in done] == list(range(len(done)))
+    slowest = max(seconds for _, _, seconds in done)
     assert slowest > 1, "no call waited: the NameNode was never down under a call"
-    assert f.names() == [f"{n:05d}" for n, _ in done]
+    assert f.names() == [f"{n:05d}" for n, _, _ in done]
     print(f"\nride-through: {len(done)} create+read+list calls, {before} before the crash; slowest {slowest:.1f} s; "
           f"the restart (up()) took {time.monotonic() - restarted_at:.1f} s")

@@ -224,20 +224,24 @@ class ClusterView:
                 if regex is None or regex.fullmatch(t) for p in ids}
 
     def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        tps = list(tps)
-        if not tps:
-            return {}
-        found = self._retrying("look up earliest offsets", lambda: self._client().beginning_offsets(
-            [KafkaTP(t.topic, t.partition) for t in tps]), tps)
-        return {TopicPartition(k.topic, k.partition): v for k, v in found.items()}
+        return self._offsets("earliest", lambda client, ktps: client.beginning_offsets(ktps), tps)
 
     def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets; under ``read_committed`` the last stable offset."""
+        return self._offsets("latest", lambda client, ktps: client.end_offsets(ktps), tps)
+
+    def _offsets(self, which: str, lookup: Callable[[KafkaConsumer, list[KafkaTP]], dict[KafkaTP, int]],
+                 tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """One ListOffsets lookup of ``tps`` under the retry budgets; no request for none.
+
+        The client is taken inside each attempt, not once before them, so an attempt
+        that has to make it (the first lookup) is retried like the lookup itself.
+        """
         tps = list(tps)
         if not tps:
             return {}
-        found = self._retrying("look up latest offsets", lambda: self._client().end_offsets(
-            [KafkaTP(t.topic, t.partition) for t in tps]), tps)
+        found = self._retrying(f"look up {which} offsets", lambda: lookup(
+            self._client(), [KafkaTP(t.topic, t.partition) for t in tps]), tps)
         return {TopicPartition(k.topic, k.partition): v for k, v in found.items()}
 
     def for_times(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
