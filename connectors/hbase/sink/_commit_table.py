@@ -55,7 +55,7 @@ import struct
 import sys
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import ClassVar, TypeVar
 
 from ...._exceptions import ProtocolError
@@ -362,7 +362,7 @@ def write_note_chunks(conn: HBaseConnection, commit_table: str, sink_id: str, no
                 put()
     if pending:
         put()
-    return TaskNote(note.base_ms, note.partition, note.token, chunks, count)
+    return replace(note, chunks=chunks, keys=count)
 
 
 def _encode_keys(keys: list[bytes], lengths: list[int]) -> bytes:
