@@ -38,11 +38,12 @@ without failures of that plan writes. An abandoned attempt's tries noted their k
 table before sending anything, conditional on their attempt still being the recorded one
 (``_commit_table``: ``c:task-*``); once replaced, none can send anything. Before the
 replacing attempt commits, the driver deletes exactly the noted versions (row, the
-sink's columns, the put timestamp of the task's block): no scan, nothing
+sink's columns, the put timestamp of the try's slot): no scan, nothing
 of another writer's rows or columns, nothing outside those timestamps; a note whose
-mutations land later is masked by the version delete all the same. The committed and
-as-of views skip every abandoned attempt's range, and the abandoned attempt's delete
-markers (HBase cannot take them back) mask only versions below that range, which the
+mutations land later is masked by the version delete all the same. Only an abandoned
+at-least-once attempt (its tries note nothing: ``unnoted``), or any without Thrift2,
+leaves puts, and only its range becomes a gap the committed and as-of views skip. The
+abandoned attempt's delete markers (HBase cannot take them back) mask only versions below that range, which the
 committing attempt's own deletes of the same rows mask too, the batch's input being the
 same. Nothing here looks at the rows.
 
@@ -84,6 +85,7 @@ class Placement:
     flush_bytes: int
     record: AttemptRecord | None = None
     abandoned: list[int] = field(default_factory=list)
+    unnoted: list[int] = field(default_factory=list)  # of ``abandoned``: at-least-once attempts, puts unnoted
     noted: bool = False
     # The attempt's bytes as the commit table holds them (set by ``_committer.place_task``):
     # every flush note and the driver's commit are conditional on them.
@@ -100,7 +102,8 @@ def plan_clock(plan_id: str) -> int | None:
 
 
 def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_id: str, batch_id: int,
-          plan_id: str, now_ms: int, flush_rows: int, flush_bytes: int, sink_id: str = "") -> Placement:
+          plan_id: str, now_ms: int, flush_rows: int, flush_bytes: int, sink_id: str = "",
+          noting: bool = True) -> Placement:
     """The rule of the module docstring; pure (the caller reads the row and writes ``record``)."""
     if commit is not None and commit.query_id == query_id and commit.batch_id == batch_id:
         return Placement(commit.ts_lo, commit.seq - 1 if commit.seq > 1 else None, None, True,
@@ -118,6 +121,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
     prev = commit.seq if commit is not None else None
     floor = commit.read_bound if commit is not None else 0
     abandoned: list[int] = []
+    unnoted: list[int] = []
     gap = None
     if attempt is not None and not _produced(commit, attempt):
         ours = attempt.prev_seq == prev and attempt.query_id == query_id and attempt.batch_id == batch_id
@@ -128,23 +132,29 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
                     f"of its tasks is a leftover (a speculative or lost executor's copy) and writes nothing",
                     batch_id=batch_id)
             return Placement(attempt.base_ms, attempt.prev_seq, attempt.gap, False, attempt.flush_rows,
-                             attempt.flush_bytes, abandoned=list(attempt.abandoned), noted=attempt.noted)
+                             attempt.flush_bytes, abandoned=list(attempt.abandoned), unnoted=list(attempt.unnoted),
+                             noted=attempt.noted)
         # Abandoned: an older plan of this batch, another query's attempt (a takeover), or
         # an attempt whose writer lost the commit to another one (built on an older commit).
         # It carries what it abandoned only if that too sits above the last commit.
         carried = attempt.prev_seq == prev
         if carried:
             abandoned = list(attempt.abandoned)
+            unnoted = list(attempt.unnoted)
             gap = attempt.gap
         if attempt.noted:
             abandoned.append(attempt.base_ms)
+            if attempt.at_least_once:
+                unnoted.append(attempt.base_ms)
         else:  # an attempt of a release that noted nothing: its range, removed as that release did
             lo = attempt.gap[0] if carried and attempt.gap else attempt.base_ms
             gap = [lo, attempt.base_ms + BATCH_SPAN_MS]
         floor = max([floor, *(b + BATCH_SPAN_MS for b in abandoned), gap[1] if gap else 0])
     record = AttemptRecord(query_id, batch_id, next_base(now_ms, floor), prev, gap, flush_rows=flush_rows,
-                           flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, noted=True)
+                           flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, noted=True,
+                           at_least_once=not noting, unnoted=unnoted)
     return Placement(record.base_ms, prev, gap, False, flush_rows, flush_bytes, record, abandoned=abandoned,
+                     unnoted=unnoted,
                      noted=True)
 
 

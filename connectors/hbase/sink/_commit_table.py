@@ -200,10 +200,13 @@ class AttemptRecord(_JsonRecord):
     every flush before sending it (every attempt of this release; records of earlier
     releases read as False). ``closing``: the driver is committing the attempt
     (``_committer``): no try may note, and so send, anything more in it.
+    ``at_least_once``: the attempt's tries note nothing (``delivery.guarantee``), so
+    once abandoned its puts cannot be removed; ``unnoted``: those of ``abandoned`` that
+    are such attempts (their ranges become gaps of the commit record).
     """
 
     _what: ClassVar[str] = "attempt record"
-    _only_when_set: ClassVar[tuple[str, ...]] = ("plan", "abandoned", "noted", "closing")
+    _only_when_set: ClassVar[tuple[str, ...]] = ("plan", "abandoned", "noted", "closing", "at_least_once", "unnoted")
     _wire_names: ClassVar[dict[str, str]] = {"noted": "logged"}
 
     query_id: str
@@ -217,6 +220,8 @@ class AttemptRecord(_JsonRecord):
     abandoned: list[int] = field(default_factory=list)
     noted: bool = False
     closing: bool = False
+    at_least_once: bool = False
+    unnoted: list[int] = field(default_factory=list)
     version: int = RECORD_VERSION
 
 

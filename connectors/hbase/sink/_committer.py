@@ -98,6 +98,7 @@ class HBaseCommitMessage(WriterCommitMessage):
     held_keys: int = 0  # always 0 since 2026-11-28 (a task writes each key once); kept for reports of earlier builds
     kept_history: int | None = None  # the commit (sequence) this task copied into the history
     abandoned: list[int] = field(default_factory=list)  # bases of the attempts this one replaced
+    unnoted: list[int] = field(default_factory=list)  # of those, at-least-once ones: their ranges become gaps
     attempt_raw: bytes | None = None  # the attempt's bytes: the commit is conditional on them
     notes: int = 0  # notes this try wrote (c:task-<base>-<partition>-<try>): 1 once it noted its keys
     slot: int | None = None  # the put slot this try claimed (None: it claimed none, see ``_writer._note``)
@@ -123,7 +124,7 @@ def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id:
         clock = plan_clock(plan_id)
         placement = place(current, state.attempt, query_id=query_id, batch_id=batch_id, plan_id=plan_id,
                           now_ms=clock if clock is not None else now_ms(), flush_rows=max_rows, flush_bytes=max_size,
-                          sink_id=sink_id)
+                          sink_id=sink_id, noting=fenced)
         if placement.record is None:
             return replace(placement, attempt_raw=None if placement.replay_of_committed else state.attempt_raw)
         if current is not None and current.query_id != query_id:
@@ -299,7 +300,8 @@ class Committer:
             source_checkpoints=sorted(set(source_checkpoints)),
             gaps=_merge_gaps(current.gaps if current is not None else [],
                              [first.gap] if first.gap is not None else [],
-                             [[b, b + BATCH_SPAN_MS] for b in first.abandoned]),
+                             [[b, b + BATCH_SPAN_MS] for b in first.abandoned
+                              if self._thrift2 is None or b in first.unnoted]),
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
             committed_at_ms=now_ms(), flush_rows=first.flush_rows, flush_bytes=first.flush_bytes,
         )

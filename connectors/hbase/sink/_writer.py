@@ -89,6 +89,7 @@ class HBaseTaskWriter:
                                        placement.replay_of_committed,
                                        flush_rows=placement.flush_rows, flush_bytes=placement.flush_bytes,
                                        kept_history=placement.kept_history, abandoned=list(placement.abandoned),
+                                       unnoted=list(placement.unnoted),
                                        attempt_raw=placement.attempt_raw)
         if placement.replay_of_committed:
             log.info("sink %s batch %d is committed already (a replay after a restart); task %d counts its rows "
