@@ -1,6 +1,7 @@
 """One large batch: barrier-kafka → barrier-hbase against barrier-kafka → a bare put-only sink.
 
     .venv/bin/python benchmarks/bench_large_batch.py [--rows 1000000] [--partitions 4] [--rounds 2]
+    .venv/bin/python benchmarks/bench_large_batch.py --rows 10000000 --partitions 200 --kill-and-replay
 
 Why: issue 49 measured one batch of a million rows at 2.2× a bare put sink, and 65 MiB of
 flush notes in one row of the commit table. Each round runs, in one Spark session
@@ -16,6 +17,12 @@ The order alternates per round (put, hbase, then hbase, put). Printed per case: 
 ``addBatch`` and ``triggerExecution`` (ms), the ratio of the sink's to the put sink's in the
 same round, and, for the sink, the largest row of the commit table (bytes, polled while
 the batch runs) and its note rows.
+
+``--kill-and-replay`` (issue 49's scale check): the sink's batch runs in a child driver that
+the fault hook kills after every task wrote and before the commit; this process then
+replays the batch from the same checkpoint (a new plan: the killed attempt is abandoned and
+its noted puts removed) and commits. Printed: the replay's times, the commit table's largest
+row, and how many versions the table's first 200 keys hold.
 """
 
 from __future__ import annotations
@@ -121,10 +128,11 @@ class RowWatch:
         self._thread.join(60)
 
 
-def run_case(spark: Any, ep: Any, case: str, topic: str) -> dict[str, Any]:
+def run_case(spark: Any, ep: Any, case: str, topic: str, *, table: str | None = None,
+             checkpoint: str | None = None) -> dict[str, Any]:
     import happybase
 
-    table = f"bench_large_{case}_{uuid.uuid4().hex[:6]}"
+    table = table or f"bench_large_{case}_{uuid.uuid4().hex[:6]}"
     df = (spark.readStream.format("barrier-kafka").option("kafka.bootstrap.servers", ep.kafka_bootstrap)
           .option("subscribe", topic).option("startingOffsets", "earliest")
           .option("kafka.group.id", table).load()
@@ -145,7 +153,7 @@ def run_case(spark: Any, ep: Any, case: str, topic: str) -> dict[str, Any]:
                   .option("commit.table", f"{table}_commits"))
     started = time.monotonic()
     watch = RowWatch(ep.hbase_thrift[0], ep.hbase_thrift[1], f"{table}_commits") if case == "hbase" else None
-    query = writer.option("checkpointLocation", tempfile.mkdtemp()).trigger(availableNow=True).start()
+    query = writer.option("checkpointLocation", checkpoint or tempfile.mkdtemp()).trigger(availableNow=True).start()
     if watch is not None:
         with watch:
             query.awaitTermination(1800)
@@ -168,6 +176,42 @@ def run_case(spark: Any, ep: Any, case: str, topic: str) -> dict[str, Any]:
     return out
 
 
+def versions_of_first_keys(ep: Any, table: str, n: int = 200) -> list[int]:
+    """How many versions of ``d:v`` the table's first ``n`` rows hold (1 each: nothing left of a try)."""
+    import happybase
+
+    conn = happybase.Connection(*ep.hbase_thrift)
+    try:
+        t = conn.table(table)
+        return [len(t.cells(key, b"d:v", versions=10)) for key, _ in t.scan(limit=n)]
+    finally:
+        conn.close()
+
+
+def kill_and_replay(ep: Any, topic: str, partitions: int) -> None:
+    """The batch in a child driver killed after every task wrote, before the commit
+    (``sink.after_flush_before_commit``); then its replay in this process commits it."""
+    import subprocess
+
+    from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV
+
+    table = f"bench_large_replay_{uuid.uuid4().hex[:6]}"
+    checkpoint = tempfile.mkdtemp()
+    env = {**os.environ, FAULT_ENV: "sink.after_flush_before_commit@1", FAULT_STATE_DIR_ENV: tempfile.mkdtemp()}
+    started = time.monotonic()
+    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", topic, table, checkpoint],
+                           env=env, check=False)
+    first = round(time.monotonic() - started, 1)
+    if child.returncode == 0:
+        raise RuntimeError("the first driver was not killed at sink.after_flush_before_commit")
+    spark = session("")
+    replay = run_case(spark, ep, "hbase", topic, table=table, checkpoint=checkpoint)
+    spark.stop()
+    print(json.dumps({"kill_and_replay": True, "partitions": partitions, "first_driver_killed_after_s": first,
+                      **{f"replay_{k}": v for k, v in replay.items()},
+                      "versions_of_200_keys": sorted(set(versions_of_first_keys(ep, table)))}), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -175,11 +219,23 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--warmup-rows", type=int, default=20_000,
                     help="one unreported round of each case first (JIT, Python workers)")
+    ap.add_argument("--kill-and-replay", action="store_true",
+                    help="instead: the sink's batch killed before its commit, then replayed (issue 49, item 3)")
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)  # internal: topic, table, checkpoint
     args = ap.parse_args()
 
     from sparkbarrier.devstack import Devstack
 
     ep = Devstack().up()
+    if args.child:
+        topic, table, checkpoint = args.child
+        run_case(session(""), ep, "hbase", topic, table=table, checkpoint=checkpoint)
+        return
+    if args.kill_and_replay:
+        topic = f"bench_large_{uuid.uuid4().hex[:6]}"
+        produce(ep.kafka_bootstrap, topic, args.rows, args.partitions)
+        kill_and_replay(ep, topic, args.partitions)
+        return
     spark = session("")
     register_put_sink(spark)
     if args.warmup_rows:
