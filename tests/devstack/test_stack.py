@@ -114,6 +114,7 @@ def _running(home: Path) -> dict[str, int]:
     return {p.name: p.pid for p in Devstack(home).status().processes if p.alive and p.pid}
 
 
+@pytest.mark.timeout(480)  # a start, two gateways, an HBase restart: 3.5 min on two loaded cores
 def test_up_starts_the_default_set_and_up_all_adds_the_gateways_beside_it(
         scratch_home: Path, scratch_env: dict[str, str], shared: Devstack) -> None:
     # One throw-away stack for every step (each start of it costs a minute on two cores).
