@@ -215,7 +215,7 @@ def _print_status(status: StackStatus) -> None:
             state = "off (up --all)"
         pid = p.pid if p.pid is not None else "-"
         ports = " ".join(f"{k}={v}" for k, v in p.ports.items()) or "-"
-        print(f"  {p.name:<13} {state:<19} pid={pid:<8} {ports}  log={p.log}")
+        print(f"  {p.name:<16} {state:<19} pid={pid:<8} {ports}  log={p.log}")
     if status.endpoints is not None:
         print(status.endpoints.exports(), end="")
 
