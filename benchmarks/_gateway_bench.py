@@ -1,8 +1,9 @@
 """Gateway scale-out and TLS cost (``--gateways`` of bench_hbase_sink.py / bench_hbase_read.py).
 
-Against a running devstack (it finds the gateways and their pids through
-``Devstack().status()``): ``--tasks`` processes write (or read the committed view of)
-N rows of 10 columns with the sink's task writer / reader, spread by partition over
+Against the devstack (``Devstack().up(all_gateways=True)`` starts the second and the TLS
+gateway if they are off; the gateways' pids come from ``Devstack().status()``): ``--tasks``
+processes write (or read the committed view of) N rows of 10 columns with the sink's
+task writer / reader, spread by partition over
 
 * ``1 gateway``    -- every task through the first Thrift1 gateway (the baseline);
 * ``2 gateways``   -- ``hbase.thrift.host`` = both gateways (task i starts at gateway i mod 2);
@@ -45,8 +46,8 @@ def _cpu_s(pid: int) -> float:
 
 def _configs() -> tuple[dict[str, dict[str, str]], dict[str, int]]:
     stack = Devstack()
-    ep = stack.endpoints()
-    assert ep is not None and ep.hbase_thrift_tls is not None, "start the devstack first"
+    ep = stack.up(all_gateways=True)
+    assert ep.hbase_thrift_tls is not None
     pids = {p.name: p.pid for p in stack.status().processes if p.name.startswith("hbase-thrift") and p.pid}
     (a, pa_), (b, pb) = ep.hbase_thrift_gateways[:2]
     tls_host, tls_port = ep.hbase_thrift_tls

@@ -1,5 +1,8 @@
-"""``python -m sparkbarrier.devstack up | down | status | env | kdc up|down|env | kerberos up|down|env |
-cluster up|down|env|status | hdfs up|down|env|status``.
+"""``python -m sparkbarrier.devstack up [--all] | down | status | env | kdc up|down|env |
+kerberos up|down|env | cluster up|down|env|status | hdfs up|down|env|status``.
+
+``up`` starts what the demo uses (Kafka, HBase, Thrift1, Thrift2); ``up --all`` also the
+second Thrift1 gateway and the TLS one, which only some tests use.
 
 stdout carries only machine-usable output (``export`` lines, the status table);
 progress goes to stderr. Any ``DevstackError`` ends as ONE line on stderr
@@ -38,16 +41,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--home", help="state directory (env SPARKBARRIER_DEVSTACK_HOME)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="start (idempotent) and print export lines")
+    up = sub.add_parser("up", help="start Kafka, HBase, Thrift1 and Thrift2 (idempotent) and print export lines")
+    up.add_argument("--all", action="store_true", dest="all_gateways",
+                    help="also the second Thrift1 gateway and the TLS (HTTPS) one")
     for port in Port:
         if port is Port.KDC or port in CLUSTER_PORTS:  # optional: started by `kdc up`, `cluster up`
             continue
+        also = " (with --all)" if port in (Port.HBASE_THRIFT_B, Port.HBASE_THRIFT_TLS) else ""
         up.add_argument(port.flag, type=int, dest=port.key, metavar="N",
-                        help=f"{port.key} port (default {port.default}, env {port.env})")
+                        help=f"{port.key} port{also} (default {port.default}, env {port.env})")
     up.add_argument("--timeout", type=float, default=240.0,
                     help="seconds allowed for the servers to start (default 240)")
     sub.add_parser("down", help="stop this stack's servers (the KDC and the 3-node cluster too)")
-    sub.add_parser("status", help="show processes; exit 3 if not all run")
+    sub.add_parser("status", help="show processes; exit 3 if one that `up` starts is not running")
     sub.add_parser("env", help="print export lines of the running stack; exit 3 if not running")
     kdc = sub.add_parser("kdc", help="the optional private Kerberos KDC (MIT, realm "
                          f"{REALM}): up (idempotent) | down | env")
@@ -205,9 +211,11 @@ def _print_status(status: StackStatus) -> None:
     print(f"devstack home: {status.home}")
     for p in status.processes:
         state = "up" if p.alive and p.serving else ("alive, not serving" if p.alive else "down")
+        if p.optional and p.pid is None:
+            state = "off (up --all)"
         pid = p.pid if p.pid is not None else "-"
         ports = " ".join(f"{k}={v}" for k, v in p.ports.items()) or "-"
-        print(f"  {p.name:<13} {state:<19} pid={pid:<8} {ports}  log={p.log}")
+        print(f"  {p.name:<16} {state:<19} pid={pid:<8} {ports}  log={p.log}")
     if status.endpoints is not None:
         print(status.endpoints.exports(), end="")
 
@@ -225,7 +233,7 @@ def _run(args: argparse.Namespace) -> int:
         ports = {p: v for p in Port if (v := getattr(args, p.key, None)) is not None}
         stack = Devstack(args.home, ports=ports, start_timeout_s=args.timeout)
         started = time.monotonic()
-        endpoints = stack.up()
+        endpoints = stack.up(all_gateways=args.all_gateways)
         logging.getLogger(__name__).info("up in %.1fs", time.monotonic() - started)
         print(endpoints.exports(), end="")
         return 0

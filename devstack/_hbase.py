@@ -10,6 +10,10 @@ for 60 s (``hbase.thrift.server.socket.read.timeout``), so clients must reconnec
 The Thrift2 server (``THBaseService``, same jar, same defaults) is a third JVM on its
 own port: only Thrift2 can set and read family attributes such as
 ``KEEP_DELETED_CELLS``, list region boundaries and delete one exact cell version.
+
+Two more Thrift1 gateways start only on request (:func:`prepare_gateways`, after the
+master runs): a second plain one and a TLS one. The demo uses neither; the tests of
+gateway failover and TLS do.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ __all__ = [
     "THRIFT_MAIN",
     "THRIFT_TLS",
     "prepare",
+    "prepare_gateways",
     "probe",
     "probe_thrift2",
     "probe_tls",
@@ -137,7 +142,7 @@ def prepare(
     data_dir: Path,
     ports: Mapping[Port, int],
 ) -> dict[str, list[str]]:
-    """Wipe ``data_dir``, write ``hbase-site.xml``; return ``{MASTER|THRIFT|THRIFT_B|THRIFT2: cmd}``.
+    """Wipe ``data_dir``, write ``hbase-site.xml``; return ``{MASTER|THRIFT|THRIFT2: cmd}``.
 
     The conf dir leads the classpath, which is how HBase finds ``hbase-site.xml``.
     """
@@ -145,31 +150,55 @@ def prepare(
     conf = data_dir / "conf"
     conf.mkdir(parents=True)
     (conf / "hbase-site.xml").write_text(_site_xml(_site(data_dir, ports)))
-    log4j = write_log4j_config(conf)
-    options = (*JAVA17_OPTIONS, *_COMMON_OPTIONS, f"-Dlog4j2.configurationFile={log4j}")
-    cp = classpath.as_arg(conf)
-    thrift_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT]),
-                   "--infoport", "-1", "start")
-    tls_conf = _tls_conf(data_dir, conf)
-    thrift_tls_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT_TLS]),
-                       "--infoport", "-1", "start")
-    thrift_b_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT_B]),
-                     "--infoport", "-1", "start")
-    # ``-p`` wins over hbase.regionserver.thrift.port, so all gateways share the site file.
-    thrift2_args = ("-b", "127.0.0.1", "-p", str(ports[Port.HBASE_THRIFT2]),
-                    "--infoport", "-1", "start")
+    write_log4j_config(conf)
     return {
-        MASTER: java.command(marker=markers[MASTER], heap=os.environ.get(HEAP_ENV) or MASTER_HEAP, classpath=cp,
-                             main=MASTER_MAIN, args=("start",), options=options),
-        THRIFT: java.command(marker=markers[THRIFT], heap=THRIFT_HEAP, classpath=cp,
-                             main=THRIFT_MAIN, args=thrift_args, options=options),
-        THRIFT_TLS: java.command(marker=markers[THRIFT_TLS], heap=THRIFT_HEAP, classpath=classpath.as_arg(tls_conf),
-                                 main=THRIFT_MAIN, args=thrift_tls_args, options=options),
-        THRIFT_B: java.command(marker=markers[THRIFT_B], heap=THRIFT_HEAP, classpath=cp,
-                               main=THRIFT_MAIN, args=thrift_b_args, options=options),
-        THRIFT2: java.command(marker=markers[THRIFT2], heap=THRIFT_HEAP, classpath=cp,
-                              main=THRIFT2_MAIN, args=thrift2_args, options=options),
+        MASTER: _command(java, classpath, conf, marker=markers[MASTER], heap=os.environ.get(HEAP_ENV) or MASTER_HEAP,
+                         main=MASTER_MAIN, args=("start",)),
+        THRIFT: _gateway(java, classpath, conf, markers[THRIFT], THRIFT_MAIN, ports[Port.HBASE_THRIFT]),
+        THRIFT2: _gateway(java, classpath, conf, markers[THRIFT2], THRIFT2_MAIN, ports[Port.HBASE_THRIFT2]),
     }
+
+
+def prepare_gateways(
+    java: Java,
+    classpath: Classpath,
+    *,
+    markers: Mapping[str, str],
+    data_dir: Path,
+    ports: Mapping[Port, int],
+) -> dict[str, list[str]]:
+    """``{THRIFT_B|THRIFT_TLS: cmd}`` for the HBase that :func:`prepare` set up in ``data_dir``.
+
+    Reads that site file (so the gateways find its ZooKeeper) and makes the TLS gateway's
+    certificate afresh; wipes nothing else, so it runs beside a live master.
+    """
+    conf = data_dir / "conf"
+    if not (conf / "hbase-site.xml").is_file():
+        raise DevstackError(f"no HBase configuration in {conf} to start the extra gateways with",
+                            fix="run `python -m sparkbarrier.devstack up --all`")
+    for stale in ("tls", "conf-tls"):
+        shutil.rmtree(data_dir / stale, ignore_errors=True)
+    tls_conf = _tls_conf(data_dir, conf)
+    write_log4j_config(tls_conf)
+    return {
+        THRIFT_B: _gateway(java, classpath, conf, markers[THRIFT_B], THRIFT_MAIN, ports[Port.HBASE_THRIFT_B]),
+        THRIFT_TLS: _gateway(java, classpath, tls_conf, markers[THRIFT_TLS], THRIFT_MAIN,
+                             ports[Port.HBASE_THRIFT_TLS]),
+    }
+
+
+def _gateway(java: Java, classpath: Classpath, conf: Path, marker: str, main: str, port: int) -> list[str]:
+    # ``-p`` wins over hbase.regionserver.thrift.port, so all gateways share the site file.
+    return _command(java, classpath, conf, marker=marker, heap=THRIFT_HEAP, main=main,
+                    args=("-b", "127.0.0.1", "-p", str(port), "--infoport", "-1", "start"))
+
+
+def _command(java: Java, classpath: Classpath, conf: Path, *, marker: str, heap: str, main: str,
+             args: tuple[str, ...]) -> list[str]:
+    log4j = conf / "log4j2.properties"
+    options = (*JAVA17_OPTIONS, *_COMMON_OPTIONS, f"-Dlog4j2.configurationFile={log4j}")
+    return java.command(marker=marker, heap=heap, classpath=classpath.as_arg(conf), main=main,
+                        args=args, options=options)
 
 
 def tls_ca(data_dir: Path) -> Path:

@@ -53,7 +53,8 @@ _HOST = "127.0.0.1"
 @dataclass(frozen=True)
 class ProcessStatus:
     """One server process: ``alive`` = pid is ours and running; ``serving`` = its ports
-    accept connections."""
+    accept connections; ``optional`` = started only on request (``up --all``), so the
+    stack runs without it."""
 
     name: str
     pid: int | None
@@ -61,6 +62,7 @@ class ProcessStatus:
     serving: bool
     ports: dict[str, int]
     log: str
+    optional: bool = field(default=False, kw_only=True)  # kw_only: subclasses add fields
 
 
 

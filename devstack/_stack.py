@@ -1,11 +1,16 @@
 """The dev stack as one object: ``up`` (idempotent), ``down``, ``status``, ``endpoints``.
 
-Two components, each started and health-checked as a unit:
+Components, each started and health-checked as a unit:
 
 * ``kafka``: process ``kafka`` (KRaft broker + controller);
 * ``hbase``: processes ``hbase-master`` (master, regionserver, ZooKeeper),
   ``hbase-thrift`` (Thrift1, what happybase speaks) and ``hbase-thrift2``
-  (THBaseService: family attributes, region locations, exact-version deletes).
+  (THBaseService: family attributes, region locations, exact-version deletes);
+* ``gateways``, only with ``up(all_gateways=True)`` (``up --all``): ``hbase-thrift-b``
+  (a second Thrift1 gateway, for failover between gateways) and ``hbase-thrift-tls``
+  (Thrift1 over HTTPS). The demo needs neither, so plain ``up`` leaves them out; the
+  tests that use them ask for them (``tests/conftest.py``, ``every_gateway``). They
+  serve the ``hbase`` component's master, so they stop whenever it restarts.
 
 Optional, started apart (``cluster up``, ``_kafka_cluster``): a 3-node Kafka cluster
 for failover tests; (``hdfs up``, ``_hdfs``): an HDFS with WebHDFS for checkpoints.
@@ -13,8 +18,9 @@ for failover tests; (``hdfs up``, ``_hdfs``): an HDFS with WebHDFS for checkpoin
 
 ``up`` leaves a component alone while all its processes are ours, alive and listening
 (and answer a real round trip); otherwise it stops what is left of it and starts it
-afresh from empty data. Whatever ``up`` started is stopped again if ``up`` fails, so
-a failed ``up`` leaves nothing running that it started. ``up``/``down`` of one home
+afresh from empty data; it stops the gateways it was not asked for only when their
+HBase restarts (another session may be using them). Whatever ``up`` started is stopped
+again if ``up`` fails, so a failed ``up`` leaves nothing running that it started. ``up``/``down`` of one home
 are serialised with a file lock, so concurrent pytest sessions share one stack.
 """
 
@@ -81,11 +87,14 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+_GATEWAYS = "gateways"  # the component of the on-demand gateways
 
 _COMPONENTS: dict[str, tuple[str, ...]] = {
     "kafka": (_kafka.NAME,),
-    "hbase": (_hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2, _hbase.THRIFT_B, _hbase.THRIFT_TLS),
+    "hbase": (_hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2),
+    _GATEWAYS: (_hbase.THRIFT_B, _hbase.THRIFT_TLS),
 }
+_DEFAULT = ("kafka", "hbase")  # what ``up`` starts; ``up(all_gateways=True)`` adds _GATEWAYS
 _PROCESS_PORTS: dict[str, tuple[Port, ...]] = {
     _kafka.NAME: (Port.KAFKA, Port.KAFKA_CONTROLLER, Port.KAFKA_SASL_SSL, Port.KAFKA_MTLS,
                   Port.KAFKA_WRONG_HOST),
@@ -96,6 +105,7 @@ _PROCESS_PORTS: dict[str, tuple[Port, ...]] = {
     _hbase.THRIFT_TLS: (Port.HBASE_THRIFT_TLS,),
 }
 _PROCESSES = tuple(name for names in _COMPONENTS.values() for name in names)
+_REQUIRED = tuple(name for c in _DEFAULT for name in _COMPONENTS[c])
 _STOP_GRACE_S = {_hbase.MASTER: _hbase.MASTER_STOP_GRACE_S}
 _RECHECK_S = 60.0  # budget for the round trip against an already running stack
 
@@ -107,8 +117,9 @@ class Endpoints:
     kafka_bootstrap: str
     hbase_thrift: tuple[str, int]
     hbase_thrift2: tuple[str, int]
-    hbase_thrift_gateways: tuple[tuple[str, int], ...] = ()  # every Thrift1 gateway, first = hbase_thrift
-    hbase_thrift_tls: tuple[str, int] | None = None  # the TLS (HTTPS) Thrift1 gateway
+    # Every running plain Thrift1 gateway, first = hbase_thrift (the second: `up --all`).
+    hbase_thrift_gateways: tuple[tuple[str, int], ...] = ()
+    hbase_thrift_tls: tuple[str, int] | None = None  # the TLS (HTTPS) Thrift1 gateway, while it runs
     hbase_thrift_tls_ca: str | None = None  # the CA (PEM) that signed its certificate
     kafka_security: str | None = None  # the secured listeners' manifest (JSON file)
     kafka_cluster_bootstrap: str | None = None  # the optional 3-node cluster, while it runs
@@ -146,8 +157,9 @@ class StackStatus:
 
     @property
     def running(self) -> bool:
-        """Every process alive and serving."""
-        return all(p.alive and p.serving for p in self.processes)
+        """Every process that ``up`` starts alive and serving (the gateways of ``up --all``
+        may be off)."""
+        return all(p.alive and p.serving for p in self.processes if not p.optional)
 
 
 @dataclass
@@ -197,26 +209,30 @@ class Devstack:
                 serving=serving,
                 ports=dict(record.ports) if record else {},
                 log=str(self.paths.logs / f"{name}.log"),
+                optional=name not in _REQUIRED,
             ))
         return StackStatus(self.paths.home, tuple(rows), self.endpoints())
 
     def endpoints(self) -> Endpoints | None:
-        """Endpoints of a running stack, or None if any process is not alive."""
+        """Endpoints of a running stack, or None if a process that ``up`` starts is not
+        alive; the on-demand gateways are named only while they are alive."""
         records = self._records()
-        if not all(r is not None and is_ours(r) for r in records.values()):
+        if not all(r is not None and is_ours(r) for n, r in records.items() if n in _REQUIRED):
             return None
-        kafka, thrift = records[_kafka.NAME], records[_hbase.THRIFT]
-        thrift2, thrift_b, tls = records[_hbase.THRIFT2], records[_hbase.THRIFT_B], records[_hbase.THRIFT_TLS]
+        kafka, thrift, thrift2 = records[_kafka.NAME], records[_hbase.THRIFT], records[_hbase.THRIFT2]
         assert kafka is not None and thrift is not None and thrift2 is not None  # checked above
-        assert thrift_b is not None and tls is not None
+        alive = {n: r for n, r in records.items() if r is not None and is_ours(r)}
         first = ("127.0.0.1", thrift.ports[Port.HBASE_THRIFT.key])
+        second = alive.get(_hbase.THRIFT_B)
+        tls = alive.get(_hbase.THRIFT_TLS)
         return Endpoints(
             kafka_bootstrap=f"127.0.0.1:{kafka.ports[Port.KAFKA.key]}",
             hbase_thrift=first,
             hbase_thrift2=("127.0.0.1", thrift2.ports[Port.HBASE_THRIFT2.key]),
-            hbase_thrift_gateways=(first, ("127.0.0.1", thrift_b.ports[Port.HBASE_THRIFT_B.key])),
-            hbase_thrift_tls=(_hbase.TLS_HOST, tls.ports[Port.HBASE_THRIFT_TLS.key]),
-            hbase_thrift_tls_ca=str(_hbase.tls_ca(self.paths.data("hbase"))),
+            hbase_thrift_gateways=(first, *([("127.0.0.1", second.ports[Port.HBASE_THRIFT_B.key])]
+                                            if second else [])),
+            hbase_thrift_tls=(_hbase.TLS_HOST, tls.ports[Port.HBASE_THRIFT_TLS.key]) if tls else None,
+            hbase_thrift_tls_ca=str(_hbase.tls_ca(self.paths.data("hbase"))) if tls else None,
             kafka_security=str(_kafka.security_manifest(self.paths.data("kafka"))),
             kafka_cluster_bootstrap=_kafka_cluster.KafkaCluster(
                 self.paths.home, cache=self.paths.cache, environ=self._environ).running_bootstrap(),
@@ -241,27 +257,36 @@ class Devstack:
         return [r.name for r in stopped]
 
     # ------------------------------------------------------------------ up
-    def up(self) -> Endpoints:
+    def up(self, *, all_gateways: bool = False) -> Endpoints:
         """Start what is not running, verify everything serves, return the endpoints.
 
-        Idempotent. Raises ``DevstackError`` (after stopping whatever this call
-        started) when a prerequisite is missing or a server fails to come up.
+        Starts Kafka, the HBase master, Thrift1 and Thrift2 (what the demo uses); with
+        ``all_gateways`` also the second Thrift1 gateway and the TLS one, beside a running
+        HBase without restarting it. Idempotent. Raises ``DevstackError`` (after stopping
+        whatever this call started) when a prerequisite is missing or a server fails to
+        come up.
         """
         self.paths.ensure()
+        wanted = [*_DEFAULT, *([_GATEWAYS] if all_gateways else [])]
         with stack_lock(self.paths.run):
             records = self._records()
             healthy = {c for c, names in _COMPONENTS.items()
                        if all(self._serving(records[n]) for n in names)}
-            self._check_requested_ports(records, healthy)
-            to_start = [c for c in _COMPONENTS if c not in healthy]
-            names = [n for c in to_start for n in _COMPONENTS[c]]
-            if any(records[n] is not None for n in names):
+            self._check_requested_ports(records, healthy & set(wanted))
+            to_start = [c for c in wanted if c not in healthy or (c == _GATEWAYS and "hbase" not in healthy)]
+            # A master that restarts takes its gateways along (they would serve the old one).
+            to_stop = [c for c in _COMPONENTS if c in to_start or (c == _GATEWAYS and "hbase" in to_start)]
+            names = [n for c in to_stop for n in _COMPONENTS[c]]
+            if any(records[n] is not None for c in to_start for n in _COMPONENTS[c]):
                 log.info("restarting %s (not all processes serve)", ", ".join(to_start))
+            if _GATEWAYS in to_stop and _GATEWAYS not in to_start and any(
+                    records[n] is not None for n in _COMPONENTS[_GATEWAYS]):
+                log.info("stopping the extra gateways with their HBase (`up --all` starts them again)")
             stop_recorded(self.paths.run, names, grace_by_name=_STOP_GRACE_S)
             if to_start:
                 self._start(to_start)
             else:
-                self._recheck()
+                self._recheck(wanted)
         endpoints = self.endpoints()
         if endpoints is None:
             raise DevstackError("a server died right after start",
@@ -284,42 +309,48 @@ class Devstack:
                     check_requested_ports(name, record, _PROCESS_PORTS[name], self._port_requests,
                                           "python -m sparkbarrier.devstack down")
 
-    def _recheck(self) -> None:
+    def _recheck(self, components: list[str]) -> None:
+        """A real round trip through each already running ``components``' servers."""
         endpoints = self.endpoints()
         if endpoints is None:
             return
         deadline = time.monotonic() + _RECHECK_S
-        _kafka.probe(endpoints.kafka_bootstrap, deadline=deadline)
-        if endpoints.kafka_security:
-            _kafka_security.probe(Path(endpoints.kafka_security), deadline=deadline)
-        _hbase.probe(*endpoints.hbase_thrift, deadline=deadline)
-        _hbase.probe_thrift2(*endpoints.hbase_thrift2, deadline=deadline)
-        for gateway in endpoints.hbase_thrift_gateways[1:]:
-            _hbase.probe(*gateway, deadline=deadline)
-        if endpoints.hbase_thrift_tls is not None:
-            _hbase.probe_tls(endpoints.hbase_thrift_tls[1], _hbase.tls_ca(self.paths.data("hbase")),
-                             deadline=deadline)
-        log.info("already running and healthy")
+        if "kafka" in components:
+            _kafka.probe(endpoints.kafka_bootstrap, deadline=deadline)
+            if endpoints.kafka_security:
+                _kafka_security.probe(Path(endpoints.kafka_security), deadline=deadline)
+        if "hbase" in components:
+            _hbase.probe(*endpoints.hbase_thrift, deadline=deadline)
+            _hbase.probe_thrift2(*endpoints.hbase_thrift2, deadline=deadline)
+        if _GATEWAYS in components:
+            for gateway in endpoints.hbase_thrift_gateways[1:]:
+                _hbase.probe(*gateway, deadline=deadline)
+            if endpoints.hbase_thrift_tls is not None:
+                _hbase.probe_tls(endpoints.hbase_thrift_tls[1], _hbase.tls_ca(self.paths.data("hbase")),
+                                 deadline=deadline)
+        log.info("already running and healthy: %s", ", ".join(components))
 
     def _start(self, components: list[str]) -> None:
         java = find_java(self._environ)
-        classpaths = {c: resolve_classpath(c, self.paths, java) for c in components}
+        classpaths = {c: resolve_classpath("hbase" if c == _GATEWAYS else c, self.paths, java)
+                      for c in components}
         wanted = {p: self._port_requests[p] for c in components
                   for n in _COMPONENTS[c] for p in _PROCESS_PORTS[n]}
         ports = choose_ports(wanted)
         started = _Started()
         deadline = time.monotonic() + self._start_timeout_s
+        markers = {n: marker_for(n, self.paths.home) for n in _PROCESSES}
+        gateways: dict[str, list[str]] = {}  # the Thrift servers to start, by name
         try:
             if "hbase" in components:
-                cmds = _hbase.prepare(
-                    java, classpaths["hbase"],
-                    markers={n: marker_for(n, self.paths.home) for n in _COMPONENTS["hbase"]},
-                    data_dir=self.paths.data("hbase"), ports=ports)
-                self._spawn(started, _hbase.MASTER, cmds[_hbase.MASTER], ports)
+                cmds = _hbase.prepare(java, classpaths["hbase"], markers=markers,
+                                      data_dir=self.paths.data("hbase"), ports=ports)
+                self._spawn(started, _hbase.MASTER, cmds.pop(_hbase.MASTER), ports)
+                gateways.update(cmds)
             if "kafka" in components:
                 log_path = self._fresh_log(_kafka.NAME)
                 cmd = _kafka.prepare(
-                    java, classpaths["kafka"], marker=marker_for(_kafka.NAME, self.paths.home),
+                    java, classpaths["kafka"], marker=markers[_kafka.NAME],
                     data_dir=self.paths.data("kafka"), ports=ports, log_path=log_path)
                 self._spawn(started, _kafka.NAME, cmd, ports, truncate=False)
                 self._wait_port(started, _kafka.NAME, ports[Port.KAFKA], deadline)
@@ -333,32 +364,35 @@ class Devstack:
                          ports[Port.KAFKA], ports[Port.KAFKA_SASL_SSL], ports[Port.KAFKA_MTLS])
             if "hbase" in components:
                 self._wait_port(started, _hbase.MASTER, ports[Port.HBASE_ZOOKEEPER], deadline)
-                # The gateways boot side by side (JVM start-up dominates), then are probed
-                # in turn: Thrift1 with a data round trip, Thrift2 with an admin call.
-                self._spawn(started, _hbase.THRIFT, cmds[_hbase.THRIFT], ports)
-                self._spawn(started, _hbase.THRIFT2, cmds[_hbase.THRIFT2], ports)
-                self._spawn(started, _hbase.THRIFT_B, cmds[_hbase.THRIFT_B], ports)
-                self._spawn(started, _hbase.THRIFT_TLS, cmds[_hbase.THRIFT_TLS], ports)
-                self._wait_port(started, _hbase.THRIFT, ports[Port.HBASE_THRIFT], deadline)
-                self._wait_port(started, _hbase.THRIFT2, ports[Port.HBASE_THRIFT2], deadline)
-                self._wait_port(started, _hbase.THRIFT_B, ports[Port.HBASE_THRIFT_B], deadline)
-                self._wait_port(started, _hbase.THRIFT_TLS, ports[Port.HBASE_THRIFT_TLS], deadline)
-                watch = self._watch(started, _hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2, _hbase.THRIFT_B,
-                                    _hbase.THRIFT_TLS)
-                _hbase.probe("127.0.0.1", ports[Port.HBASE_THRIFT], deadline=deadline,
-                             check=watch)
-                log.info("hbase thrift serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT])
-                _hbase.probe_thrift2("127.0.0.1", ports[Port.HBASE_THRIFT2], deadline=deadline,
-                                     check=watch)
-                log.info("hbase thrift2 serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT2])
-                _hbase.probe("127.0.0.1", ports[Port.HBASE_THRIFT_B], deadline=deadline, check=watch)
-                log.info("hbase second thrift gateway serves on 127.0.0.1:%d", ports[Port.HBASE_THRIFT_B])
-                _hbase.probe_tls(ports[Port.HBASE_THRIFT_TLS], _hbase.tls_ca(self.paths.data("hbase")),
-                                 deadline=deadline, check=watch)
-                log.info("hbase thrift (TLS, HTTPS) serves on %s:%d", _hbase.TLS_HOST, ports[Port.HBASE_THRIFT_TLS])
+            if _GATEWAYS in components:  # after prepare, which wipes the data dir
+                gateways.update(_hbase.prepare_gateways(
+                    java, classpaths[_GATEWAYS], markers=markers, data_dir=self.paths.data("hbase"),
+                    ports=ports))
+            self._start_gateways(started, gateways, ports, deadline)
         except BaseException:
             self._abort(started)
             raise
+
+    def _start_gateways(self, started: _Started, cmds: Mapping[str, list[str]],
+                        ports: Mapping[Port, int], deadline: float) -> None:
+        """The gateways boot side by side (JVM start-up dominates), then are probed in
+        turn: Thrift1 with a data round trip, Thrift2 with an admin call, TLS by listing
+        tables over HTTPS."""
+        for name, cmd in cmds.items():
+            self._spawn(started, name, cmd, ports)
+        for name in cmds:
+            self._wait_port(started, name, ports[_PROCESS_PORTS[name][0]], deadline)
+        watch = self._watch(started, *started.procs)
+        for name in cmds:
+            port = ports[_PROCESS_PORTS[name][0]]
+            if name == _hbase.THRIFT2:
+                _hbase.probe_thrift2("127.0.0.1", port, deadline=deadline, check=watch)
+            elif name == _hbase.THRIFT_TLS:
+                _hbase.probe_tls(port, _hbase.tls_ca(self.paths.data("hbase")), deadline=deadline, check=watch)
+            else:
+                _hbase.probe("127.0.0.1", port, deadline=deadline, check=watch)
+            log.info("%s serves on %s:%d", name, _hbase.TLS_HOST if name == _hbase.THRIFT_TLS else "127.0.0.1",
+                     port)
 
     def _fresh_log(self, name: str) -> Path:
         path = self.paths.logs / f"{name}.log"

@@ -7,7 +7,8 @@ Endpoints are chosen once per session, in this order:
   (c) the project's devstack (``python -m sparkbarrier.devstack up``), the default, with
       or without a Docker engine, so ``./dev test`` runs the same servers everywhere.
 The HBase Thrift2 endpoint (``hbase_thrift2``) is ``SPARKBARRIER_HBASE_THRIFT2`` if set,
-else the devstack's; where the backend has none (testcontainers), a test that needs it
+else the devstack's. The devstack's second Thrift1 gateway and its TLS one start only
+for the tests that ask for them (``every_gateway``); where the backend has none (testcontainers), a test that needs it
 fails naming the variable: a missing server is a failure, never a skip.
 The pytest header says which one was used. Servers start lazily: pure unit tests never
 wait for them.
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -124,7 +125,8 @@ class Servers:
     kafka_bootstrap: str
     hbase_thrift: tuple[str, int]
     hbase_thrift2: tuple[str, int] | None = None  # None: no Thrift2 server available
-    hbase_gateways: tuple[tuple[str, int], ...] = ()  # every Thrift1 gateway of the HBase
+    # The running Thrift1 gateways and the TLS one; every one of them: fixture every_gateway.
+    hbase_gateways: tuple[tuple[str, int], ...] = ()
     hbase_tls: tuple[str, int] | None = None  # a Thrift1 gateway over HTTPS, and its CA file
     hbase_tls_ca: str | None = None
 
@@ -209,6 +211,25 @@ def servers() -> Iterator[Servers]:
         yield Servers(endpoints.kafka_bootstrap, tuple(endpoints.hbase_thrift),
                       thrift2 or tuple(endpoints.hbase_thrift2), tuple(endpoints.hbase_thrift_gateways),
                       endpoints.hbase_thrift_tls, endpoints.hbase_thrift_tls_ca)
+
+
+@pytest.fixture(scope="session")
+def every_gateway(servers: Servers) -> Servers:
+    """``servers`` with every HBase gateway: ``hbase_gateways`` lists two plain Thrift1
+    gateways and ``hbase_tls`` names the TLS one.
+
+    The devstack starts these two only on demand (the demo uses neither): here, the first
+    time a test asks, beside the running HBase, and returns once both serve. Left running
+    like the rest of the shared stack (idle, and another session may use them). Other
+    backends: what their variables name.
+    """
+    if _BACKEND != "devstack":
+        return servers
+    from sparkbarrier.devstack import Devstack
+
+    endpoints = Devstack().up(all_gateways=True)
+    return replace(servers, hbase_gateways=tuple(endpoints.hbase_thrift_gateways),
+                   hbase_tls=endpoints.hbase_thrift_tls, hbase_tls_ca=endpoints.hbase_thrift_tls_ca)
 
 
 @pytest.fixture(scope="session")

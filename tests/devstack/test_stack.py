@@ -1,12 +1,15 @@
 """The devstack against real servers: idempotent up, status, env, down/up cycles.
 
 Tests on the shared stack (default home) only ever call ``up``/``status``/``env``;
-anything that stops servers runs in a throw-away home on free ports.
+anything that stops servers runs in a throw-away home on free ports. The shared stack's
+on-demand gateways (second Thrift1, TLS) may or may not run, as other tests asked.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -27,14 +30,16 @@ _EXPORT = re.compile(
     r"export SPARKBARRIER_KAFKA_BOOTSTRAP=127\.0\.0\.1:(\d+)\n"
     r"export SPARKBARRIER_HBASE_THRIFT=127\.0\.0\.1:(\d+)\n"
     r"export SPARKBARRIER_HBASE_THRIFT2=127\.0\.0\.1:(\d+)\n"
-    r"export SPARKBARRIER_HBASE_THRIFT_GATEWAYS=127\.0\.0\.1:\2,127\.0\.0\.1:(\d+)\n"
-    r"export SPARKBARRIER_HBASE_THRIFT_TLS=localhost:(\d+)\n"
-    r"export SPARKBARRIER_HBASE_THRIFT_TLS_CA=/\S+/sparkbarrier-thrift-ca\.pem\n"
+    r"export SPARKBARRIER_HBASE_THRIFT_GATEWAYS=127\.0\.0\.1:\2(?:,127\.0\.0\.1:(\d+))?\n"
+    r"(?:export SPARKBARRIER_HBASE_THRIFT_TLS=localhost:(\d+)\n"
+    r"export SPARKBARRIER_HBASE_THRIFT_TLS_CA=/\S+/sparkbarrier-thrift-ca\.pem\n)?"
     r"export SPARKBARRIER_KAFKA_SECURITY=(/\S+/kafka-security\.json)\n"
     r"(?:export SPARKBARRIER_KAFKA_CLUSTER_BOOTSTRAP=127\.0\.0\.1:\d+,127\.0\.0\.1:\d+,127\.0\.0\.1:\d+\n)?"
     r"(?:export SPARKBARRIER_HDFS=hdfs://127\.0\.0\.1:\d+\nexport SPARKBARRIER_WEBHDFS=http://127\.0\.0\.1:\d+\n)?"
 )  # the last line while the optional 3-node cluster runs (`cluster up`, fixture kafka_cluster)
-_PROCESSES = ["kafka", "hbase-master", "hbase-thrift", "hbase-thrift2", "hbase-thrift-b", "hbase-thrift-tls"]
+_DEFAULT = ["kafka", "hbase-master", "hbase-thrift", "hbase-thrift2"]  # what `up` starts
+_ON_DEMAND = ["hbase-thrift-b", "hbase-thrift-tls"]  # what `up --all` adds
+_PROCESSES = _DEFAULT + _ON_DEMAND
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +64,14 @@ def test_status_reports_every_process_with_pid_and_ports(shared: Devstack) -> No
     status = shared.status()
     assert status.running
     assert [p.name for p in status.processes] == _PROCESSES
-    assert all(p.pid and p.alive and p.serving and p.ports for p in status.processes)
+    assert [p.name for p in status.processes if p.optional] == _ON_DEMAND
+    assert all(p.pid and p.alive and p.serving and p.ports for p in status.processes if not p.optional)
     result = run_cli("status")
     assert result.returncode == 0
-    for name in _PROCESSES:
+    for name in _DEFAULT:
         assert re.search(rf"{name}\s+up\s+pid=\d+", result.stdout), result.stdout
+    for name in _ON_DEMAND:  # as other tests asked for them
+        assert re.search(rf"{name}\s+(up\s+pid=\d+|off \(up --all\)\s+pid=-)", result.stdout), result.stdout
     thrift2 = next(p for p in status.processes if p.name == "hbase-thrift2")
     assert set(thrift2.ports) == {"hbase_thrift2"}
     assert thrift2.log.endswith("hbase-thrift2.log")
@@ -102,7 +110,14 @@ def test_cli_up_on_running_stack_prints_env_on_stdout_only(shared: Devstack) -> 
     assert "already running" in result.stderr
 
 
-def test_up_down_cycle_in_a_separate_home(scratch_home: Path, shared: Devstack) -> None:
+def _running(home: Path) -> dict[str, int]:
+    return {p.name: p.pid for p in Devstack(home).status().processes if p.alive and p.pid}
+
+
+@pytest.mark.timeout(480)  # a start, two gateways, an HBase restart: 3.5 min on two loaded cores
+def test_up_starts_the_default_set_and_up_all_adds_the_gateways_beside_it(
+        scratch_home: Path, scratch_env: dict[str, str], shared: Devstack) -> None:
+    # One throw-away stack for every step (each start of it costs a minute on two cores).
     stack = Devstack(scratch_home)
     endpoints = stack.up()
     shared_endpoints = shared.endpoints()
@@ -110,9 +125,47 @@ def test_up_down_cycle_in_a_separate_home(scratch_home: Path, shared: Devstack) 
     assert endpoints.kafka_bootstrap != shared_endpoints.kafka_bootstrap
     assert endpoints.hbase_thrift != shared_endpoints.hbase_thrift
     assert endpoints.hbase_thrift2 != shared_endpoints.hbase_thrift2
-    assert len(stack_pids(scratch_home)) == 6
-    assert sorted(stack.down()) == ["hbase-master", "hbase-thrift", "hbase-thrift-b", "hbase-thrift-tls",
-                                    "hbase-thrift2", "kafka"]
+    # `up`: what the demo uses, nothing else.
+    default = _running(scratch_home)
+    assert sorted(default) == sorted(_DEFAULT)
+    assert len(stack_pids(scratch_home)) == 4
+    assert endpoints.hbase_thrift_gateways == (endpoints.hbase_thrift,)
+    assert endpoints.hbase_thrift_tls is None and endpoints.hbase_thrift_tls_ca is None
+    assert stack.status().running
+    status = run_cli("status", env=scratch_env)
+    assert status.returncode == 0, status.stderr
+    for name in _ON_DEMAND:
+        assert re.search(rf"{name}\s+off \(up --all\)\s+pid=-", status.stdout), status.stdout
+    env = run_cli("env", env=scratch_env)
+    assert "SPARKBARRIER_HBASE_THRIFT_TLS" not in env.stdout
+    assert f"SPARKBARRIER_HBASE_THRIFT_GATEWAYS=127.0.0.1:{endpoints.hbase_thrift[1]}\n" in env.stdout
+
+    # `up --all`: the two gateways start beside the running servers, which stay as they were.
+    result = run_cli("up", "--all", env=scratch_env)
+    assert result.returncode == 0, result.stderr
+    every = stack.endpoints()
+    assert every is not None and _EXPORT.fullmatch(result.stdout), result.stdout
+    assert len(every.hbase_thrift_gateways) == 2 and every.hbase_thrift_gateways[0] == endpoints.hbase_thrift
+    assert every.hbase_thrift_tls is not None and every.hbase_thrift_tls_ca
+    assert f"export SPARKBARRIER_HBASE_THRIFT_TLS=localhost:{every.hbase_thrift_tls[1]}\n" in result.stdout
+    all_six = _running(scratch_home)
+    assert sorted(all_six) == sorted(_PROCESSES)
+    assert {n: all_six[n] for n in _DEFAULT} == default
+
+    # A plain `up` leaves running gateways alone (another session may be using them).
+    assert stack.up() == every
+    assert _running(scratch_home) == all_six
+
+    # A restarted HBase takes them along: they would serve a master that is gone.
+    os.kill(all_six["hbase-master"], signal.SIGKILL)
+    restarted = stack.up()
+    after = _running(scratch_home)
+    assert sorted(after) == sorted(_DEFAULT)
+    assert after["kafka"] == default["kafka"] and after["hbase-master"] != default["hbase-master"]
+    assert restarted.hbase_thrift_tls is None and len(restarted.hbase_thrift_gateways) == 1
+    assert [p.name for p in stack.status().processes if p.optional and p.pid is None] == _ON_DEMAND
+
+    assert sorted(stack.down()) == sorted(_DEFAULT)
     assert stack_pids(scratch_home) == []
     assert stack.endpoints() is None
     assert not stack.status().running

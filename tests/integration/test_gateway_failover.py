@@ -25,8 +25,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.spark, pytest.mark.kafka, pytest.mar
 
 
 @pytest.mark.timeout(300)
-def test_query_rides_through_a_gateway_killed_mid_run(tmp_path: Path, unique_name, private_stack) -> None:
-    home, endpoints = private_stack
+def test_query_rides_through_a_gateway_killed_mid_run(tmp_path: Path, unique_name,
+                                                      private_stack_every_gateway) -> None:
+    home, endpoints = private_stack_every_gateway
     name = unique_name("gwfail")
     gateways = tuple(tuple(g) for g in endpoints.hbase_thrift_gateways)
     assert len(gateways) == 2

@@ -20,7 +20,8 @@ def make_sink(servers: Any, unique_name: Callable[[str], str]) -> Callable[..., 
 
 
 @pytest.fixture(scope="module")
-def tls_gateway(servers: Any) -> tuple[str, int, str]:
+def tls_gateway(every_gateway: Any) -> tuple[str, int, str]:
     """``(host, port, CA file)`` of the devstack's TLS Thrift1 gateway (Thrift over HTTPS)."""
-    assert servers.hbase_tls is not None and servers.hbase_tls_ca, "the devstack runs a TLS gateway"
+    servers = every_gateway
+    assert servers.hbase_tls is not None and servers.hbase_tls_ca, "no TLS gateway (SPARKBARRIER_HBASE_THRIFT_TLS)"
     return (*servers.hbase_tls, servers.hbase_tls_ca)

@@ -88,8 +88,9 @@ def _peer_ports() -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def gateways(servers: Any) -> str:
-    assert len(servers.hbase_gateways) >= 2, "the devstack runs two Thrift1 gateways"
+def gateways(every_gateway: Any) -> str:
+    servers = every_gateway
+    assert len(servers.hbase_gateways) >= 2, "two Thrift1 gateways needed (SPARKBARRIER_HBASE_THRIFT_GATEWAYS)"
     return ",".join(f"{h}:{p}" for h, p in servers.hbase_gateways[:2])
 
 
