@@ -174,6 +174,20 @@ def test_tries_that_saw_a_keys_own_rows_in_other_orders_leave_each_row_as_the_co
                 assert len(sink.versions(key.encode(), f"d:{column}".encode())) <= batch + 1, (key, column)
 
 
+def test_an_attempt_noted_under_a_random_token_is_removed_at_slot_0(make_sink) -> None:
+    """Upgrade: the 2026-11-28 release's tries noted under a random token and put at slot 0 (as a
+    sink without Thrift2 still does). A replay by this release abandons such an attempt and
+    removes its puts there."""
+    old = make_sink(AB, **{"hbase.thrift2.port": ""})
+    old.task([r("a", "1")], batch=0, plan="e0000000000000000001")
+    (note,) = old.notes()
+    assert not note.rsplit(b"-", 1)[1].startswith(b"s")  # a random token, no slot claimed
+    new = make_sink(AB, table=old.opts.table)
+    replay = new.task([r("b", "2")], batch=0, plan="e0000000000000000002")
+    assert new.commit([replay], 0).gaps == []
+    assert plain_rows(new) == {"b": {"a": "2"}} == committed_rows(new)
+
+
 def test_a_try_still_running_when_its_batch_commits_sends_nothing(make_sink) -> None:
     """A speculative copy Spark has not killed yet, past its placement when the driver commits
     the batch: the commit closed the attempt, so the copy's note is refused and it writes nothing
