@@ -248,7 +248,12 @@ def _solo_rounds(args: argparse.Namespace, argv: list[str], tmp: Path,
             cmd = [sys.executable, str(Path(__file__).resolve()), *child_argv, "--rounds", "1",
                    "--paths", path, "--cluster-home", str(cluster_home), "--json-out", str(out)]
             print(f"round {i + 1}, {path} alone: {' '.join(cmd[2:])}", flush=True)
-            subprocess.run(cmd, check=True, timeout=900)
+            try:
+                subprocess.run(cmd, check=True, timeout=900)
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+                print(f"round {i + 1}, {path} alone: failed ({exc}); its stalls are left out",
+                      flush=True)
+                continue
             for fault, per_path in json.loads(out.read_text())[0].items():
                 merged.setdefault(fault, {}).update(
                     {k: v for k, v in per_path.items() if k != "at query age (s)"})
@@ -353,9 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     print("| fault | at query age (s) | " + " | ".join(paths) + " | path / JVM (median) |")
     print("| --- | ---: |" + " ---: |" * (len(paths) + 1))
     for fault in rounds[0]:
-        ages = " / ".join(f"{r[fault]['at query age (s)']:.0f}" for r in rounds)
-        cells = [" / ".join(f"{r[fault][p]:.1f}" for r in rounds) for p in paths]
-        ratios = [statistics.median(r[fault][p] / r[fault]["jvm"] for r in rounds)
+        ages = " / ".join(f"{r[fault]['at query age (s)']:.0f}" for r in rounds if fault in r)
+        cells = [" / ".join(f"{r[fault][p]:.1f}" if p in r.get(fault, {}) else "-" for r in rounds)
+                 for p in paths]
+        ratios = [statistics.median([r[fault][p] / r[fault]["jvm"] for r in rounds
+                                     if p in r.get(fault, {}) and "jvm" in r.get(fault, {})] or [0.0])
                   for p in paths if p != "jvm"]
         print(f"| {fault} | {ages} | " + " | ".join(cells) + " | "
               + " / ".join(f"{x:.2f}" for x in ratios) + " |")
