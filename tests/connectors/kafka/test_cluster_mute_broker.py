@@ -45,7 +45,7 @@ def _fill(bootstrap: str, topic: str, partitions: int) -> None:
     producer.close(10)
 
 
-def test_planning_rounds_end_within_one_short_try_while_a_leader_is_mute(
+def test_planning_rounds_end_within_two_short_tries_while_a_leader_is_mute(
         kafka_cluster, unique_name) -> None:
     topic = kafka_cluster.create_topic(unique_name("mute")[:60], partitions=3)
     _fill(kafka_cluster.bootstrap, topic, 3)
