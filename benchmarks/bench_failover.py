@@ -47,6 +47,14 @@ query), down 20 s, then the coordinator, same; the queries are the default reade
 planner and of the read tasks that waits 1 s or more is written to a file
 (``SPARKBARRIER_KAFKA_WAITS``, :mod:`sparkbarrier.connectors.kafka.client._waits`) and listed
 per fault: which call, which partition and broker, how long.
+
+``--solo``: as the issue's user ran it, one query per run: each path of a round runs in
+a process of its own (a fresh Spark application with that one query, then the JVM
+source's, ...) against the same cluster, healed between runs. ``--leader-is-controller``:
+partition 0 is created led by the active KRaft controller, so the leader kill also
+kills the controller. The ``freeze`` fault SIGSTOPs partition 0's leader instead
+(a broker that holds its connections and accepts new ones but answers nothing, as a
+long GC pause or a stopped VM) and SIGCONTs it after ``--down-s``.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -66,7 +75,8 @@ sys.path[:0] = [str(HERE.parent / "tests" / "integration"), str(HERE.parent / "t
 
 from failover_kit import NO_POOL, PATHS, FailoverRun  # noqa: E402
 
-FAULTS = ("leader", "coordinator", "rolling")
+FAULTS = ("leader", "freeze", "coordinator", "rolling")
+DEFAULT_FAULTS = ",".join(f for f in FAULTS if f != "freeze")
 
 
 def _spark():
@@ -112,15 +122,30 @@ def _report_waits(fault: str, since_wall: float, until_wall: float) -> None:
 def _paths(args: argparse.Namespace) -> tuple[str, ...]:
     if args.paths:
         chosen = tuple(p for p in args.paths.split(",") if p)
-        if "jvm" not in chosen:
+        if "jvm" not in chosen and not args.cluster_home:  # a --solo run is one path
             raise SystemExit("--paths must include jvm: every stall is reported against it")
         return chosen
     return PATHS + ((NO_POOL,) if args.no_pool_path else ())
 
 
+def _controller_led_topic(cluster, name: str, partitions: int) -> int:
+    """Create ``name`` with partition 0 led by the active controller; return that node."""
+    controller = cluster.active_controller()
+    nodes = cluster.node_ids
+    first = nodes.index(controller)
+    order = nodes[first:] + nodes[:first]  # the controller first, then the others
+    assignments = {p: order[p % 3:] + order[:p % 3] for p in range(partitions)}
+    cluster.create_topic(name, partitions, assignments=assignments)
+    return controller
+
+
 def _round(spark, cluster, workdir: Path, args: argparse.Namespace) -> dict[str, dict[str, float]]:
     paths = _paths(args)
-    run = FailoverRun(spark, cluster, workdir, f"bench_failover_{uuid.uuid4().hex[:8]}",
+    name = f"bench_failover_{uuid.uuid4().hex[:8]}"
+    if args.leader_is_controller:
+        print(f"  partition 0 created led by the active controller, node "
+              f"{_controller_led_topic(cluster, name, args.partitions)}", flush=True)
+    run = FailoverRun(spark, cluster, workdir, name,
                       paths=paths, partitions=args.partitions,
                       offsets_partitions=cluster.offsets_partitions, rate=args.rate,
                       max_offsets_per_trigger=args.max_offsets, sink=args.sink)
@@ -149,8 +174,11 @@ def _round(spark, cluster, workdir: Path, args: argparse.Namespace) -> dict[str,
             if args.kill_after_s is not None:  # the fault's schedule, not a wait for a condition
                 time.sleep(max(0.0, started + args.kill_after_s - time.monotonic()))
             leader = cluster.leader(run.topic, 0)
+            controller = cluster.active_controller()
             since = time.monotonic()
             cluster.kill(leader)
+            print(f"  SIGKILLed node {leader}, partition 0's leader, {since - started:.1f} s into "
+                  f"the query (the active controller: node {controller})", flush=True)
             back_after(leader, down_s)
             measure("leader SIGKILL", since)
             stalls["leader SIGKILL"]["at query age (s)"] = since - started
@@ -158,8 +186,23 @@ def _round(spark, cluster, workdir: Path, args: argparse.Namespace) -> dict[str,
             cluster.wait_healthy()
             run.wait_batches(2)
 
+        if "freeze" in args.faults:
+            leader = cluster.leader(run.topic, 0)
+            since = time.monotonic()
+            cluster.freeze(leader)
+            print(f"  froze node {leader} (SIGSTOP), partition 0's leader", flush=True)
+            try:
+                time.sleep(down_s if down_s is not None else 20.0)  # the fault's length
+            finally:
+                cluster.thaw(leader)
+            measure("leader SIGSTOP", since)
+            stalls["leader SIGSTOP"]["at query age (s)"] = since - started
+            cluster.wait_healthy()
+            run.wait_batches(2)
+
         if "coordinator" in args.faults:
-            coordinator = cluster.coordinator(run.queries["native"].group)
+            # every query's group has the same coordinator (failover_kit)
+            coordinator = cluster.coordinator(next(iter(run.queries.values())).group)
             since = time.monotonic()
             cluster.kill(coordinator)
             back_after(coordinator, down_s)
@@ -184,6 +227,43 @@ def _round(spark, cluster, workdir: Path, args: argparse.Namespace) -> dict[str,
     return stalls
 
 
+def _solo_rounds(args: argparse.Namespace, argv: list[str], tmp: Path,
+                 cluster_home: Path) -> list[dict]:
+    """Each round: every path in a process of its own (``--cluster-home``), in turn."""
+    rounds = []
+    skip = {"--solo", "--rounds"}
+    child_argv, it = [], iter(argv)
+    for a in it:  # the caller's options, without --solo, --rounds N and --paths P
+        if a in skip or a == "--paths":
+            if a != "--solo":
+                next(it, None)
+            continue
+        if a.startswith(("--rounds=", "--paths=")):
+            continue
+        child_argv.append(a)
+    for i in range(args.rounds):
+        merged: dict[str, dict[str, float]] = {}
+        for path in _paths(args):
+            out = tmp / f"solo-{i}-{path}.json"
+            cmd = [sys.executable, str(Path(__file__).resolve()), *child_argv, "--rounds", "1",
+                   "--paths", path, "--cluster-home", str(cluster_home), "--json-out", str(out)]
+            print(f"round {i + 1}, {path} alone: {' '.join(cmd[2:])}", flush=True)
+            try:
+                subprocess.run(cmd, check=True, timeout=900)
+            except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+                print(f"round {i + 1}, {path} alone: failed ({exc}); its stalls are left out",
+                      flush=True)
+                continue
+            for fault, per_path in json.loads(out.read_text())[0].items():
+                merged.setdefault(fault, {}).update(
+                    {k: v for k, v in per_path.items() if k != "at query age (s)"})
+                merged[fault].setdefault("at query age (s)", per_path["at query age (s)"])
+                merged[fault][f"{path} at query age (s)"] = per_path["at query age (s)"]
+        rounds.append(merged)
+        print(f"round {i + 1}: {merged}", flush=True)
+    return rounds
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -202,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="SIGKILL the leader once every query completed this many batches")
     parser.add_argument("--no-pool-path", action="store_true",
                         help=f"a fifth query, {NO_POOL}: the compiled reader without its pool")
-    parser.add_argument("--faults", default=",".join(FAULTS),
+    parser.add_argument("--faults", default=DEFAULT_FAULTS,
                         help=f"which of {','.join(FAULTS)}, in that order")
     parser.add_argument("--paths", default=None,
                         help=f"comma-separated queries to run (of {','.join(PATHS + (NO_POOL,))}; "
@@ -212,20 +292,27 @@ def main(argv: list[str] | None = None) -> int:
                         help="issue 44's setup (see the module docstring)")
     parser.add_argument("--issue50", action="store_true",
                         help="issue 50's setup (see the module docstring)")
+    parser.add_argument("--solo", action="store_true",
+                        help="one query per run: each path in a process of its own")
+    parser.add_argument("--leader-is-controller", action="store_true",
+                        help="partition 0 led by the active KRaft controller")
+    parser.add_argument("--cluster-home", default=None, help=argparse.SUPPRESS)  # --solo's runs
+    parser.add_argument("--json-out", default=None, help=argparse.SUPPRESS)
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     if args.issue50:
         args.broker_defaults, args.partitions, args.rate, args.max_offsets = True, 4, 250, 1000
         args.sink, args.kill_after_batches = "foreachBatch", 4
         args.down_s = 20.0 if args.down_s is None else args.down_s
         args.paths = args.paths or "native,confluent,jvm"
-        if args.faults == ",".join(FAULTS):
+        if args.faults == DEFAULT_FAULTS:
             args.faults = "leader,coordinator"
     if args.issue44:
         args.broker_defaults, args.partitions, args.rate, args.max_offsets = True, 4, 250, 1000
         args.sink, args.no_pool_path = "foreachBatch", True
         args.down_s = 20.0 if args.down_s is None else args.down_s
         args.kill_after_s = 30.0 if args.kill_after_s is None else args.kill_after_s
-        if args.faults == ",".join(FAULTS):
+        if args.faults == DEFAULT_FAULTS:
             args.faults = "leader,coordinator"
     args.faults = [f for f in args.faults.split(",") if f]
     unknown = set(args.faults) - set(FAULTS)
@@ -235,24 +322,33 @@ def main(argv: list[str] | None = None) -> int:
     from sparkbarrier.devstack._kafka_cluster import KafkaCluster
 
     rounds = []
+    profile = "broker-defaults" if args.broker_defaults else "devstack"
     with tempfile.TemporaryDirectory(prefix="bench-failover-") as tmp:
         # every slow Kafka call of the planner and the read tasks (connectors/kafka/client/_waits.py)
         os.environ.setdefault("SPARKBARRIER_KAFKA_WAITS", str(Path(tmp) / "kafka-waits.jsonl"))
-        if args.broker_defaults:
-            cluster = KafkaCluster(Path(tmp) / "cluster-home", profile="broker-defaults")
+        if args.cluster_home:  # one run of --solo: the caller's cluster, left running
+            cluster = KafkaCluster(Path(args.cluster_home), profile=profile)
+        elif args.broker_defaults:
+            cluster = KafkaCluster(Path(tmp) / "cluster-home", profile=profile)
         else:  # the devstack's home, as `python -m sparkbarrier.devstack cluster up`
             cluster = KafkaCluster()
         try:
             cluster.up()
-            spark = _spark()
-            for i in range(args.rounds):
-                cluster.heal()  # every broker back and in sync before a round
-                rounds.append(_round(spark, cluster, Path(tmp) / f"r{i}", args))
-                print(f"round {i + 1}: {rounds[-1]}", flush=True)
-            spark.stop()
+            if args.solo:
+                rounds = _solo_rounds(args, argv, Path(tmp), cluster.paths.home)
+            else:
+                spark = _spark()
+                for i in range(args.rounds):
+                    cluster.heal()  # every broker back and in sync before a round
+                    rounds.append(_round(spark, cluster, Path(tmp) / f"r{i}", args))
+                    print(f"round {i + 1}: {rounds[-1]}", flush=True)
+                spark.stop()
         finally:
-            if args.broker_defaults:
+            if args.broker_defaults and not args.cluster_home:
                 cluster.down()
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(rounds))
+        return 0
 
     profile = "Kafka's default broker settings" if args.broker_defaults else "the devstack's settings"
     paths = _paths(args)
@@ -262,9 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     print("| fault | at query age (s) | " + " | ".join(paths) + " | path / JVM (median) |")
     print("| --- | ---: |" + " ---: |" * (len(paths) + 1))
     for fault in rounds[0]:
-        ages = " / ".join(f"{r[fault]['at query age (s)']:.0f}" for r in rounds)
-        cells = [" / ".join(f"{r[fault][p]:.1f}" for r in rounds) for p in paths]
-        ratios = [statistics.median(r[fault][p] / r[fault]["jvm"] for r in rounds)
+        ages = " / ".join(f"{r[fault]['at query age (s)']:.0f}" for r in rounds if fault in r)
+        cells = [" / ".join(f"{r[fault][p]:.1f}" if p in r.get(fault, {}) else "-" for r in rounds)
+                 for p in paths]
+        ratios = [statistics.median([r[fault][p] / r[fault]["jvm"] for r in rounds
+                                     if p in r.get(fault, {}) and "jvm" in r.get(fault, {})] or [0.0])
                   for p in paths if p != "jvm"]
         print(f"| {fault} | {ages} | " + " | ".join(cells) + " | "
               + " / ".join(f"{x:.2f}" for x in ratios) + " |")

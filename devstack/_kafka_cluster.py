@@ -17,9 +17,10 @@ failover bench); the questions tests ask (leader, ISR, coordinator) are answered
 Life cycle: ``up`` is idempotent. It leaves a cluster alone whose three nodes are
 ours and serving (after a health check); otherwise it stops what is left and starts
 afresh, wiping the data and formatting storage once for all three nodes (one cluster
-id). ``kill`` (SIGKILL), ``stop`` (SIGTERM: controlled shutdown) and ``start`` act on
-one node and keep its data and ports, so a restart never formats. ``down`` stops the
-three; the stack's ``down`` does too.
+id). ``kill`` (SIGKILL), ``stop`` (SIGTERM: controlled shutdown), ``freeze``/``thaw``
+(SIGSTOP/SIGCONT: a broker that is there but mute) and ``start`` act on one node and
+keep its data and ports, so a restart never formats. ``down`` stops the three; the
+stack's ``down`` does too.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -226,16 +228,19 @@ class KafkaCluster(ClusterQuestions):
             self._admin.close()
 
     def heal(self, timeout_s: float = 120.0) -> None:
-        """Start every node that is not running (keeping its data), then wait until the
-        cluster is healthy: what a test that left a node down owes the next one. A
-        cluster that was never started (or is down) is started with ``up``."""
+        """Start every node that is not running (keeping its data) and thaw any frozen
+        one, then wait until the cluster is healthy: what a test that left a node down
+        owes the next one. A cluster that was never started (or is down) is started
+        with ``up``."""
         deadline = time.monotonic() + timeout_s
         records = self._records()
         if any(r is None for r in records.values()):
             self.up(timeout_s)
             return
         for node_id, record in records.items():
-            if record is not None and not is_ours(record):
+            if record is not None and is_ours(record):
+                os.kill(record.pid, signal.SIGCONT)  # one a test left frozen; else a no-op
+            elif record is not None:
                 log.info("node %d of the kafka cluster is down; starting it", node_id)
                 self.start(node_id, timeout_s=max(1.0, deadline - time.monotonic()))
         self.wait_healthy(timeout_s=max(1.0, deadline - time.monotonic()))
@@ -257,6 +262,28 @@ class KafkaCluster(ClusterQuestions):
         killed = bool(kill_processes([self._record(node_id)]))
         log.info("kafka cluster node %d %s", node_id, "killed" if killed else "was not running")
         return killed
+
+    def freeze(self, node_id: int) -> bool:
+        """SIGSTOP the node's JVM: a broker that is there and says nothing (a long GC
+        pause, a stopped VM, a half-open network). Its port still completes TCP
+        handshakes (the kernel answers them) and its connections stay open, but no
+        request is answered; the controller fences it after ``broker.session.timeout.ms``.
+        True if it was running. :meth:`thaw` (or ``kill``) ends it."""
+        record = self._record(node_id)
+        if not is_ours(record):
+            return False
+        os.kill(record.pid, signal.SIGSTOP)
+        log.info("kafka cluster node %d frozen (SIGSTOP)", node_id)
+        return True
+
+    def thaw(self, node_id: int) -> bool:
+        """SIGCONT a node :meth:`freeze` stopped; True if it was running."""
+        record = self._record(node_id)
+        if not is_ours(record):
+            return False
+        os.kill(record.pid, signal.SIGCONT)
+        log.info("kafka cluster node %d thawed (SIGCONT)", node_id)
+        return True
 
     def stop(self, node_id: int, *, grace_s: float = _STOP_GRACE_S) -> bool:
         """SIGTERM: the node's controlled shutdown hands its leaderships over before it

@@ -169,6 +169,11 @@ class ClusterAdmin:
         finally:
             admin.close()
 
+    def active_controller(self) -> int:
+        """The node leading the KRaft quorum now (DescribeQuorum): the active controller."""
+        quorum = self._call(lambda admin: admin.describe_metadata_quorum())
+        return int(quorum["topics"][0]["partitions"][0]["leader_id"])
+
     def registered(self, node_ids: Iterable[int]) -> str | None:
         """None once every one of ``node_ids`` is registered and unfenced, else what is not."""
         brokers = self.brokers()
@@ -176,13 +181,18 @@ class ClusterAdmin:
         return f"brokers {missing} not registered or fenced" if missing else None
 
     def create_topic(self, name: str, partitions: int, replication_factor: int,
-                     configs: dict[str, str] | None = None, *, timeout_s: float = 30.0) -> None:
+                     configs: dict[str, str] | None = None, *, timeout_s: float = 30.0,
+                     assignments: Mapping[int, Sequence[int]] | None = None) -> None:
         """Create ``name`` (an existing one is kept) and wait until every partition has a
-        leader and its full ISR."""
+        leader and its full ISR. ``assignments``: partition -> replicas, the first one the
+        leader (every partition must be given; the counts then come from it)."""
         from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-        spec = {"num_partitions": partitions, "replication_factor": replication_factor,
-                "configs": dict(configs or {})}
+        spec: dict[str, Any] = {"num_partitions": partitions, "replication_factor": replication_factor,
+                                "configs": dict(configs or {})}
+        if assignments:
+            spec.update(num_partitions=-1, replication_factor=-1,
+                        assignments={p: list(r) for p, r in assignments.items()})
 
         def create() -> str | None:
             try:
@@ -309,9 +319,15 @@ class ClusterQuestions(abc.ABC):
         return self._admin_client().wait_coordinator(group_id, self.node_ids, timeout_s=timeout_s)
 
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 3, *,
-                     configs: Mapping[str, str] | None = None, timeout_s: float = 30.0) -> str:
+                     configs: Mapping[str, str] | None = None, timeout_s: float = 30.0,
+                     assignments: Mapping[int, Sequence[int]] | None = None) -> str:
         """Create ``name`` (an existing one is kept) and wait until every partition has
-        a leader and its full ISR; return ``name``."""
+        a leader and its full ISR; return ``name``. ``assignments``: partition ->
+        replicas, the first one the partition's leader."""
         self._admin_client().create_topic(name, partitions, replication_factor, dict(configs or {}),
-                                          timeout_s=timeout_s)
+                                          timeout_s=timeout_s, assignments=assignments)
         return name
+
+    def active_controller(self) -> int:
+        """The node that is the active KRaft controller now."""
+        return self._admin_client().active_controller()

@@ -2,13 +2,13 @@
 
 Wraps one group-less ``KafkaConsumer`` used only for metadata and ListOffsets
 (it never fetches records and never joins a group). Created lazily by the
-planner; all calls are synchronous and bounded by ``request_timeout_ms``.
+planner; all calls are synchronous, in tries bounded by :data:`._tries.TRY_S`.
 
 Discovery runs every batch, so it refreshes the metadata of the subscribed or assigned
 topics only, as Spark's JVM source describes only those: the consumer's ``topics()``
 asks for every topic in the cluster (5-6 ms a batch at 150 topics, growing with the
 cluster). Only ``subscribePattern`` needs every topic's name, as in Spark. kafka-python
-3 has no public call for a targeted refresh, so :func:`_refresh_topics` drives the
+3 has no public call for a targeted refresh, so :func:`._tries.refresh_topics` drives the
 consumer's own metadata cache and falls back to ``topics()`` where a kafka-python
 release lays it out differently. Not a ``KafkaAdminClient.describe_topics``: that
 client stalled each lookup ~2 s whenever a broker restarted (measured in a rolling
@@ -28,12 +28,14 @@ Two retry budgets, because two different things go wrong:
   (1 s) first held up a batch planned while a broker restarted by at least a second.
 
 Either way the query fails with :class:`SourceError` naming what was looked up and
-the option, never with a bare client exception.
+the option, never with a bare client exception. Each attempt is one try of
+:data:`._tries.TRY_S`, not kafka-python's 30 s request timeout: a broker that holds a
+connection without answering costs one short try, then its connection is closed and
+another broker is asked (:mod:`._tries`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 import time
@@ -41,7 +43,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from kafka import KafkaConsumer, TopicPartition as KafkaTP
-from kafka.errors import KafkaError, TopicAuthorizationFailedError, UnknownTopicOrPartitionError
+from kafka.errors import KafkaError, KafkaTimeoutError
 
 from ...._exceptions import SourceError
 from .._options import KafkaSourceOptions
@@ -49,6 +51,7 @@ from ..client._failover import ProblemLog, retry_failover
 from ..client._positions import TopicPartition
 from ..client._secrets import install_client_log_redaction
 from ..client._waits import waiting
+from ._tries import TryBudget, drop_unanswered, forbid_auto_create, refresh_topics
 
 __all__ = ["ClusterView"]
 
@@ -83,6 +86,7 @@ class ClusterView:
         self._regex = re.compile(options.pattern) if options.pattern else None
         self._answered = False
         self._problems = ProblemLog(log, "barrier-kafka")
+        self._tries: TryBudget | None = None
 
     def _client(self) -> KafkaConsumer:
         if self._consumer is None:
@@ -97,19 +101,42 @@ class ClusterView:
                 enable_auto_commit=False,
                 allow_auto_create_topics=False,
             )
-            _forbid_auto_create(self._consumer)  # its offset lookups request metadata too
+            forbid_auto_create(self._consumer)  # its offset lookups request metadata too
         return self._consumer
+
+    def _try(self, call: Callable[[KafkaConsumer, int], T]) -> T:
+        """``call(client, timeout_ms)`` as one bounded try (:mod:`._tries`): on no answer,
+        the connections still waiting are closed before the retriable timeout goes up."""
+        client = self._client()
+        if self._tries is None:
+            self._tries = TryBudget(client.config["request_timeout_ms"])
+        tries = self._tries
+        timeout_ms = tries.next_ms()
+        try:
+            result = call(client, timeout_ms)
+        except KafkaTimeoutError:
+            tries.timed_out()
+            # half the try: a request sent late in it (after a metadata wait) counts too
+            dropped = drop_unanswered(client, timeout_ms / 2000)
+            if dropped:
+                log.debug("barrier-kafka: no answer within %d ms; closed the connections to %s",
+                          timeout_ms, ", ".join(dropped))
+            raise
+        tries.answered()
+        return result
 
     def _partitions(self, topics: list[str] | None) -> dict[str, set[int]]:
         """Partition ids of ``topics`` that exist now (every non-internal topic when
         None), from one fresh metadata request; a topic that does not exist, or that this
         client may not describe, is absent (as in the consumer's metadata)."""
         client = self._client()
-        if topics is None or not _refresh_topics(client, topics):
-            existing = client.topics()  # every topic
+        if not self._try(lambda c, ms: refresh_topics(c, topics, ms)):
+            existing = client.topics()  # every topic (another kafka-python layout)
             return {t: set(client.partitions_for_topic(t) or ()) for t in existing
                     if topics is None or t in topics}
-        cluster = client._cluster  # kafka-python's metadata cache: see _refresh_topics
+        cluster = client._cluster  # kafka-python's metadata cache: see refresh_topics
+        if topics is None:
+            return {t: set(cluster.partitions_for_topic(t) or ()) for t in cluster.topics()}
         found: dict[str, set[int]] = {}
         for topic in topics:
             ids = cluster.partitions_for_topic(topic)
@@ -224,32 +251,31 @@ class ClusterView:
                 if regex is None or regex.fullmatch(t) for p in ids}
 
     def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return self._offsets("earliest", lambda client, ktps: client.beginning_offsets(ktps), tps)
+        return self._offsets("earliest", lambda client, ktps, ms: client.beginning_offsets(ktps, timeout_ms=ms), tps)
 
     def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """End offsets; under ``read_committed`` the last stable offset."""
-        return self._offsets("latest", lambda client, ktps: client.end_offsets(ktps), tps)
+        return self._offsets("latest", lambda client, ktps, ms: client.end_offsets(ktps, timeout_ms=ms), tps)
 
-    def _offsets(self, which: str, lookup: Callable[[KafkaConsumer, list[KafkaTP]], dict[KafkaTP, int]],
+    def _offsets(self, which: str, lookup: Callable[[KafkaConsumer, list[KafkaTP], int], dict[KafkaTP, int]],
                  tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """One ListOffsets lookup of ``tps`` under the retry budgets; no request for none.
-
-        The client is taken inside each attempt, not once before them, so an attempt
-        that has to make it (the first lookup) is retried like the lookup itself.
-        """
+        """One ListOffsets lookup of ``tps`` under the retry budgets, each try bounded
+        (``_try``); no request for none."""
         tps = list(tps)
         if not tps:
             return {}
-        found = self._retrying(f"look up {which} offsets", lambda: lookup(
-            self._client(), [KafkaTP(t.topic, t.partition) for t in tps]), tps)
+        ktps = [KafkaTP(t.topic, t.partition) for t in tps]
+        found = self._retrying(f"look up {which} offsets", lambda: self._try(
+            lambda c, ms: lookup(c, ktps, ms)), tps)
         return {TopicPartition(k.topic, k.partition): v for k, v in found.items()}
 
     def for_times(self, stamps: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
         """First offset at/after each timestamp; None where no such record exists."""
         if not stamps:
             return {}
-        found = self._retrying("look up offsets by timestamp", lambda: self._client().offsets_for_times(
-            {KafkaTP(t.topic, t.partition): ts for t, ts in stamps.items()}))
+        kstamps = {KafkaTP(t.topic, t.partition): ts for t, ts in stamps.items()}
+        found = self._retrying("look up offsets by timestamp", lambda: self._try(
+            lambda c, ms: c.offsets_for_times(kstamps, timeout_ms=ms)))
         return {TopicPartition(k.topic, k.partition): (v.offset if v is not None else None)
                 for k, v in found.items()}
 
@@ -258,43 +284,3 @@ class ClusterView:
             self._consumer.close()
             self._consumer = None
 
-
-def _refresh_topics(client: KafkaConsumer, topics: list[str]) -> bool:
-    """Fetch fresh metadata for ``topics`` into ``client``'s cache; False when this
-    kafka-python lays its consumer out otherwise (the caller then asks for every topic).
-
-    What ``KafkaConsumer.topics()`` does (kafka-python 3.0: wait for a refresh in flight,
-    then request one and wait for it), with the consumer's tracked topics instead of all.
-    A request naming one topic fails its future with that topic's error: a topic that
-    does not exist (yet) or may not be described is simply absent, as before.
-    """
-    if not _forbid_auto_create(client):
-        return False
-    try:
-        cluster, net, manager = client._cluster, client._net, client._manager
-        if cluster.metadata_refresh_in_progress:
-            net.run(manager.wait_for, cluster.request_update(), None)
-        for topic in topics:
-            cluster.add_topic(topic)
-        update = cluster.request_update
-    except AttributeError:
-        return False
-    with contextlib.suppress(UnknownTopicOrPartitionError, TopicAuthorizationFailedError):
-        net.run(manager.wait_for, update(), None)
-    return True
-
-
-def _forbid_auto_create(client: KafkaConsumer) -> bool:
-    """Make ``client``'s metadata requests never create a topic; False when that cannot be said.
-
-    kafka-python 3.0 builds a consumer's metadata cache without the consumer's
-    ``allow_auto_create_topics`` (its default is True), so a request naming a missing
-    topic creates it on a broker with ``auto.create.topics.enable`` (the broker's
-    default): the planner would create the topic it waits for. The cache's own setting
-    is the one its requests read.
-    """
-    config = getattr(getattr(client, "_cluster", None), "config", None)
-    if not isinstance(config, dict):
-        return False
-    config["allow_auto_create_topics"] = False
-    return True

@@ -225,7 +225,8 @@ def test_discovery_describes_the_selected_topics_each_call(kafka: KafkaTool, uni
     (not every topic of the cluster) and still sees new topics and partitions;
     a missing topic or partition is absent, not an error."""
     from sparkbarrier.connectors.kafka import parse_source_options
-    from sparkbarrier.connectors.kafka.planner._cluster import ClusterView, _refresh_topics
+    from sparkbarrier.connectors.kafka.planner._cluster import ClusterView
+    from sparkbarrier.connectors.kafka.planner._tries import refresh_topics
     from sparkbarrier.connectors.kafka.client._positions import TopicPartition as TP
 
     prefix = unique_name("d")
@@ -244,7 +245,7 @@ def test_discovery_describes_the_selected_topics_each_call(kafka: KafkaTool, uni
     }
     try:
         # the installed kafka-python takes the targeted refresh (not the every-topic fallback)
-        assert _refresh_topics(views["subscribe"]._client(), [first])
+        assert refresh_topics(views["subscribe"]._client(), [first], 5000)
         for view in views.values():
             assert view.discover() == {TP(first, 0)}
         kafka.add_partitions(first, 2)
