@@ -269,20 +269,18 @@ class KafkaCluster(ClusterQuestions):
         handshakes (the kernel answers them) and its connections stay open, but no
         request is answered; the controller fences it after ``broker.session.timeout.ms``.
         True if it was running. :meth:`thaw` (or ``kill``) ends it."""
-        record = self._record(node_id)
-        if not is_ours(record):
-            return False
-        os.kill(record.pid, signal.SIGSTOP)
-        log.info("kafka cluster node %d frozen (SIGSTOP)", node_id)
-        return True
+        return self._signal(node_id, signal.SIGSTOP, "frozen")
 
     def thaw(self, node_id: int) -> bool:
         """SIGCONT a node :meth:`freeze` stopped; True if it was running."""
+        return self._signal(node_id, signal.SIGCONT, "thawed")
+
+    def _signal(self, node_id: int, sig: signal.Signals, done: str) -> bool:
         record = self._record(node_id)
         if not is_ours(record):
             return False
-        os.kill(record.pid, signal.SIGCONT)
-        log.info("kafka cluster node %d thawed (SIGCONT)", node_id)
+        os.kill(record.pid, sig)
+        log.info("kafka cluster node %d %s (%s)", node_id, done, sig.name)
         return True
 
     def stop(self, node_id: int, *, grace_s: float = _STOP_GRACE_S) -> bool:

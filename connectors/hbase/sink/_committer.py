@@ -189,6 +189,17 @@ def _last_per_task(msgs: Sequence[HBaseCommitMessage]) -> list[HBaseCommitMessag
     return list(last.values())
 
 
+def _committed_meanwhile(state: SinkState, first: HBaseCommitMessage) -> CommitRecord | None:
+    """The commit record, when it is this attempt's: another commit of the same attempt went through."""
+    again = state.commit
+    if again is None or (again.query_id, again.batch_id, again.ts_lo) != (first.query_id, first.batch_id,
+                                                                          first.base_ms):
+        return None
+    log.info("sink %s batch %d was committed meanwhile by another commit of the same attempt",
+             first.sink_id, first.batch_id)
+    return again
+
+
 def _merge_gaps(old: list[list[int]], *new: list[list[int]]) -> list[list[int]]:
     """The committed record's gaps: the earlier ones, then each abandoned range (touching ones joined)."""
     gaps = [list(g) for g in old]
@@ -323,11 +334,8 @@ class Committer:
                                  check=ATTEMPT_COLUMN if attempt is not None else None):
                 if remembered:
                     return None
-                again = read_state(self._conn, self._commit_table, first.sink_id).commit
-                if again is not None and (again.query_id, again.batch_id, again.ts_lo) == (
-                        first.query_id, first.batch_id, first.base_ms):
-                    log.info("sink %s batch %d was committed meanwhile by another commit of the same attempt",
-                             first.sink_id, batch_id)
+                again = _committed_meanwhile(read_state(self._conn, self._commit_table, first.sink_id), first)
+                if again is not None:
                     return again
                 raise FencedError(f"sink {first.sink_id!r}: the attempt of batch {batch_id} was replaced, or the "
                                   f"commit record changed, while committing; a newer plan or another writer "
@@ -355,11 +363,8 @@ class Committer:
         state = read_state(self._conn, self._commit_table, first.sink_id)
         if state.attempt_raw == closed:
             return closed
-        again = state.commit
-        if again is not None and (again.query_id, again.batch_id, again.ts_lo) == (
-                first.query_id, first.batch_id, first.base_ms):
-            log.info("sink %s batch %d was committed meanwhile by another commit of the same attempt",
-                     first.sink_id, batch_id)
+        again = _committed_meanwhile(state, first)
+        if again is not None:
             return again
         raise FencedError(f"sink {first.sink_id!r}: the attempt of batch {batch_id} was replaced before its "
                           f"commit; a newer plan or another writer uses this sink.id", batch_id=batch_id)

@@ -92,14 +92,7 @@ def test_random_ops_nulls_and_two_tries_in_other_orders_leave_the_model_on_hbase
     keys = [f"k{i}" for i in range(8)]
     state: dict[str, dict[str, str]] = {}
     for batch in range(3):
-        rows = []
-        for _ in range(rnd.randint(5, 40)):
-            key = rnd.choice(keys)
-            if rnd.random() < 0.2:
-                rows.append(r(key, op="delete"))
-                continue
-            vals = {c: rnd.choice([None, f"{c}{rnd.randrange(9)}"]) for c in ("a", "b")}
-            rows.append(r(key, vals["a"], vals["b"]))
+        rows = _random_rows(rnd, keys, rnd.randint(5, 40))
         state = _applied(state, rows, keep_nulls)
         sent: list[tuple[list[object], int]] = []
         plan = f"e{batch + 1:019d}"
@@ -138,13 +131,7 @@ def test_tries_that_saw_a_keys_own_rows_in_other_orders_leave_each_row_as_the_co
     keys = [f"k{i}" for i in range(6)]
     state: dict[str, dict[str, str]] = {}
     for batch in range(3):
-        rows = []
-        for _ in range(rnd.randint(10, 40)):
-            key = rnd.choice(keys)
-            if rnd.random() < 0.2:
-                rows.append(r(key, op="delete"))
-                continue
-            rows.append(r(key, *(rnd.choice([None, f"{c}{rnd.randrange(9)}"]) for c in ("a", "b"))))
+        rows = _random_rows(rnd, keys, rnd.randint(10, 40))
         tries = [rows, *(rnd.sample(rows, len(rows)) for _ in range(2))]
         neighbour = [r(f"n{batch}-{i}", f"n{i}") for i in range(3)]
         sent: list[tuple[list[object], int]] = []
@@ -205,6 +192,18 @@ def test_a_try_still_running_when_its_batch_commits_sends_nothing(make_sink) -> 
     after = sink.task([r("k", "after")], batch=1, plan="e0000000000000000002")
     assert after.replay_of_committed
     assert plain_rows(sink) == {"k": {"a": "1"}} == committed_rows(sink)
+
+
+def _random_rows(rnd: random.Random, keys: list[str], n: int) -> list[dict[str, Any]]:
+    """``n`` rows over ``keys``: a fifth deletes, the rest upserts with random nulls in ``a`` and ``b``."""
+    rows = []
+    for _ in range(n):
+        key = rnd.choice(keys)
+        if rnd.random() < 0.2:
+            rows.append(r(key, op="delete"))
+            continue
+        rows.append(r(key, *(rnd.choice([None, f"{c}{rnd.randrange(9)}"]) for c in ("a", "b"))))
+    return rows
 
 
 def _applied(state: dict[str, dict[str, str]], rows: list[dict[str, Any]],
