@@ -291,15 +291,18 @@ class Committer:
         # so no try of it can note (and then send) anything more, then remove every try's
         # puts but the committing ones'.
         attempt = first.attempt_raw
-        if self._fenced and attempt is not None:
+        closing = self._fenced and attempt is not None
+        if closing and attempt is not None:
             closed = self._close(first, attempt, batch_id)
             if isinstance(closed, CommitRecord):
                 return closed
             attempt = closed
-        if first.abandoned:
-            self._remove_abandoned(first.sink_id, first.abandoned)
-        if self._fenced and first.attempt_raw is not None:
-            self._remove_losers(first.sink_id, first.base_ms, msgs)
+        if first.abandoned or closing:  # one get of the notes serves both removals
+            notes, logs = read_sink_notes(self._conn, self._commit_table, first.sink_id)
+            if first.abandoned:
+                self._remove_abandoned(first.sink_id, first.abandoned, notes, logs)
+            if closing:
+                self._remove_losers(first.sink_id, first.base_ms, msgs, notes)
         if first.gap is not None:
             self._roll_back(first.gap)
         ends = [m.ts_end for m in msgs if m.ts_end is not None]
@@ -369,7 +372,8 @@ class Committer:
         raise FencedError(f"sink {first.sink_id!r}: the attempt of batch {batch_id} was replaced before its "
                           f"commit; a newer plan or another writer uses this sink.id", batch_id=batch_id)
 
-    def _remove_losers(self, sink_id: str, base_ms: int, msgs: Sequence[HBaseCommitMessage]) -> None:
+    def _remove_losers(self, sink_id: str, base_ms: int, msgs: Sequence[HBaseCommitMessage],
+                       notes: list[TaskNote]) -> None:
         """Delete the puts of every try of this attempt whose report Spark did not commit.
 
         Each try of a task puts at its own slot (``_writer._note``), and Spark commits one
@@ -382,7 +386,6 @@ class Committer:
         (no Thrift2) share slot 0 and are left alone.
         """
         winners = {m.partition_id: m for m in _last_per_task(msgs)}
-        notes, _ = read_sink_notes(self._conn, self._commit_table, sink_id)
         losers = []
         for note in notes:
             if note.base_ms != base_ms or not note.claimed or note.chunks is None:
@@ -400,7 +403,8 @@ class Committer:
             log.info("batch of sink %s: removed the puts of %d try(ies) Spark did not commit (%d cell version(s))",
                      sink_id, len(losers), removed)
 
-    def _remove_abandoned(self, sink_id: str, bases: list[int]) -> None:
+    def _remove_abandoned(self, sink_id: str, bases: list[int], notes: list[TaskNote],
+                          logs: dict[bytes, bytes]) -> None:
         """Delete exactly the versions the abandoned attempts noted, then their notes, before this batch commits.
 
         From the notes alone (``_commit_table.TaskNote``; ``LegacyFlushNote`` for an attempt of a
@@ -412,7 +416,6 @@ class Committer:
         abandoned attempt costs what it wrote, once.
         """
         wanted = set(bases)
-        notes, logs = read_sink_notes(self._conn, self._commit_table, sink_id)
         mine = [n for n in notes if n.base_ms in wanted]
         old = {c: v for c, v in logs.items() if legacy_note_base(c) in wanted}
         if not mine and not old:

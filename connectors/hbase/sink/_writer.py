@@ -141,7 +141,7 @@ class HBaseTaskWriter:
         table, sink = self._opts.commit_table, self.sink_id
         owner = secrets.token_hex(6)
         if self._opts.thrift2_gateways:
-            pending = self._claim_slot(owner)
+            pending = self._claim_slot(msg, owner)
         else:
             pending = TaskNote(msg.base_ms, msg.partition_id, owner)
             put_cell(self._conn, table, sink, pending.column(), pending.to_bytes())
@@ -158,9 +158,8 @@ class HBaseTaskWriter:
         msg.slot = pending.slot if pending.claimed else None
         return pending.slot
 
-    def _claim_slot(self, owner: str) -> TaskNote:
+    def _claim_slot(self, msg: HBaseCommitMessage, owner: str) -> TaskNote:
         """The first free put slot of this task's block, claimed by creating its note cell."""
-        msg, _ = self._begun("flush")
         table, sink = self._opts.commit_table, self.sink_id
         for slot in range(TRY_SLOTS):
             note = TaskNote(msg.base_ms, msg.partition_id, f"s{slot}", owner=owner)
