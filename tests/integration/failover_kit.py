@@ -291,11 +291,12 @@ class FailoverRun:
         q = self.queries[path]
         return q.batches[-1][0] if q.batches else -1
 
-    def wait_batches(self, more: int, timeout: float = 180) -> None:
-        """Until every query completed ``more`` further batches with data."""
-        base = {p: self.completed_batches(p) for p in self.queries}
-        wait_for(lambda: all(self.completed_batches(p) >= base[p] + more for p in self.queries),
-                 timeout, f"{more} more batches on every path (from {base})")
+    def wait_batches(self, more: int, timeout: float = 180, paths: Iterable[str] | None = None) -> None:
+        """Until every query (or each of ``paths``) completed ``more`` further batches with data."""
+        chosen = list(self.queries) if paths is None else [p for p in paths if p in self.queries]
+        base = {p: self.completed_batches(p) for p in chosen}
+        wait_for(lambda: all(self.completed_batches(p) >= base[p] + more for p in chosen),
+                 timeout, f"{more} more batches on {'every path' if paths is None else chosen} (from {base})")
 
     def check_commits_resume(self, timeout: float = 180) -> None:
         """A commit lands within one batch: once a query completed batch B+2 after now,

@@ -42,7 +42,12 @@ def test_queries_survive_leader_and_coordinator_kills_and_a_rolling_restart(
 
         leader = kafka_cluster.leader(run.topic, 0)
         kafka_cluster.kill(leader)
-        run.wait_batches(2)
+        # barrier-kafka's paths must ride through with the leader down. Spark's JVM source
+        # is not waited for here: its AdminClient sometimes waits out its own 60 s
+        # (default.api.timeout.ms) on a dead leader (RESULTS, issue 50), which would only
+        # lengthen the suite; it resumes by the coordinator step below, which waits for
+        # every path, and ends exact like the others.
+        run.wait_batches(2, paths=[p for p in run.queries if p != "jvm"])
         _no_failures(run, f"killing leader {leader}")
         kafka_cluster.start(leader)
         kafka_cluster.wait_healthy()
