@@ -72,6 +72,7 @@ __all__ = [
     "AttemptRecord",
     "CommitRecord",
     "LegacyFlushNote",
+    "SinkRow",
     "SinkState",
     "TaskNote",
     "check_and_put",
@@ -90,6 +91,7 @@ __all__ = [
     "read_legacy_notes",
     "read_note_keys",
     "read_sink_notes",
+    "read_sink_row",
     "read_state",
     "write_note_chunks",
 ]
@@ -417,15 +419,40 @@ def _note_chunk(conn: HBaseConnection, commit_table: str, sink_id: str, row: byt
 def read_sink_notes(conn: HBaseConnection, commit_table: str,
                     sink_id: str) -> tuple[list[TaskNote], dict[bytes, bytes]]:
     """Every try's note in the sink row, and the flush notes of earlier releases (one get)."""
-    with refusals(f"cannot read the notes of sink {sink_id!r} from {commit_table!r}"):
+    row = read_sink_row(conn, commit_table, sink_id)
+    return row.notes, row.legacy_notes
+
+
+@dataclass(frozen=True)
+class SinkRow:
+    """The whole sink row, read in one get: its state and every note in it."""
+
+    state: SinkState
+    notes: list[TaskNote]
+    legacy_notes: dict[bytes, bytes]
+
+
+def read_sink_row(conn: HBaseConnection, commit_table: str, sink_id: str) -> SinkRow:
+    """The sink row's commit, attempt and notes (one get of the family; notes are a few
+    dozen bytes each, O(tries) of the running batch and the last committed one)."""
+    with refusals(f"cannot read sink {sink_id!r} from commit table {commit_table!r}"):
         row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_FAMILY.encode()]))
     notes = [TaskNote.from_cell(k, v) for k, v in sorted(row.items()) if k.startswith(TASK_NOTE_PREFIX)]
-    return notes, {k: v for k, v in row.items() if k.startswith(LEGACY_NOTE_PREFIX)}
+    return SinkRow(SinkState(row.get(COMMIT_COLUMN), row.get(ATTEMPT_COLUMN)), notes,
+                   {k: v for k, v in row.items() if k.startswith(LEGACY_NOTE_PREFIX)})
 
 
-def delete_task_notes(conn: HBaseConnection, commit_table: str, sink_id: str, notes: Iterable[TaskNote]) -> int:
-    """Delete notes and their chunk rows (a note still being written: its chunks until one is missing)."""
-    notes = list(notes)
+def delete_task_notes(conn: HBaseConnection, commit_table: str, sink_id: str, notes: Iterable[TaskNote], *,
+                      cells: Iterable[bytes] = (), history: tuple[CommitRecord, bytes] | None = None) -> int:
+    """Delete notes and their chunk rows (a note still being written: its chunks until one is missing).
+
+    In the same ``mutateRows`` call (one round trip; rows apart, each row's mutations
+    atomic): ``cells``, more cells of the sink row to delete (earlier releases' flush
+    notes), and ``history``, a commit record and its bytes to keep in the history (the
+    task that records an attempt does both, ``_committer._tidy``). A failure raises: the
+    history copy may then be missing, which the driver's commit makes good.
+    """
+    notes, cells = list(notes), list(cells)
     rows: list[bytes] = []
     for note in notes:
         if note.chunks is not None:
@@ -438,15 +465,21 @@ def delete_task_notes(conn: HBaseConnection, commit_table: str, sink_id: str, no
                 break
             rows.append(row)
             chunk += 1
-    if not notes:
+    if not notes and not cells and history is None:
         return 0
 
     def drop(c: Thrift1Connection) -> None:
         from happybase.batch import BatchMutation, Mutation
 
         mutations = [BatchMutation(row=r, mutations=[Mutation(isDelete=True, column=NOTE_KEYS_COLUMN)]) for r in rows]
-        mutations.append(BatchMutation(row=sink_id.encode(), mutations=[
-            Mutation(isDelete=True, column=n.column()) for n in notes]))
+        dead = [n.column() for n in notes] + cells
+        if dead:
+            mutations.append(BatchMutation(row=sink_id.encode(), mutations=[
+                Mutation(isDelete=True, column=column) for column in dead]))
+        if history is not None:
+            record, raw = history
+            mutations.append(BatchMutation(row=_history_key(record.sink_id, record.seq), mutations=[
+                Mutation(isDelete=False, column=HISTORY_COLUMN, value=raw)]))
         c.client.mutateRows(commit_table.encode(), mutations, {})
 
     with refusals(f"cannot delete the notes of sink {sink_id!r} in {commit_table!r}"):

@@ -52,6 +52,7 @@ from ._commit_table import (
     AttemptRecord,
     CommitRecord,
     LegacyFlushNote,
+    SinkRow,
     SinkState,
     TaskNote,
     check_and_put,
@@ -64,6 +65,7 @@ from ._commit_table import (
     read_history,
     read_note_keys,
     read_sink_notes,
+    read_sink_row,
     read_state,
 )
 from ._rollback import roll_back_gap
@@ -107,8 +109,8 @@ class HBaseCommitMessage(WriterCommitMessage):
 def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
                  batch_id: int, *, plan_id: str = "", fenced: bool = True, max_rows: int = 1000,
                  max_size: int = 2 << 20, history_retain: int = 0) -> Placement:
-    """The timestamp base and flush limits this task writes with (executor; one get, at most one
-    checkAndPut, and after a recorded attempt one put).
+    """The timestamp base and flush limits this task writes with (executor; one get of the sink
+    row, at most one checkAndPut, and after a recorded attempt one ``mutateRows``).
 
     The decision is ``_attempts.place`` (ids only); this reads its input and records a new
     attempt. A new attempt records ``max_rows``/``max_size`` (the sink's options); a retry
@@ -119,7 +121,8 @@ def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id:
     committed record, whatever happens to this task after.
     """
     for _ in range(_MAX_PLAN_ROUNDS):
-        state = read_state(conn, commit_table, sink_id)
+        row = read_sink_row(conn, commit_table, sink_id)  # the notes too: _tidy needs no get of its own
+        state = row.state
         current = state.commit  # parsed once: placed on, and copied into the history below
         clock = plan_clock(plan_id)
         placement = place(current, state.attempt, query_id=query_id, batch_id=batch_id, plan_id=plan_id,
@@ -143,42 +146,47 @@ def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id:
         if not fenced:
             put_cell(conn, commit_table, sink_id, ATTEMPT_COLUMN, raw)
             if current is not None:
-                _tidy(conn, commit_table, sink_id, current, history_retain)
+                _tidy(conn, commit_table, sink_id, current, history_retain, row)
             return replace(placement, attempt_raw=raw)
         if check_and_put(conn, commit_table, sink_id, ATTEMPT_COLUMN, state.attempt_raw, raw):
             if current is None:
                 return replace(placement, attempt_raw=raw)
-            put_history(conn, commit_table, current, raw=state.commit_raw)
-            _tidy(conn, commit_table, sink_id, current, history_retain)
-            return replace(placement, attempt_raw=raw, kept_history=current.seq)
+            kept = _tidy(conn, commit_table, sink_id, current, history_retain, row, keep=state.commit_raw)
+            return replace(placement, attempt_raw=raw, kept_history=current.seq if kept else None)
     raise ProtocolError(f"sink {sink_id!r}: could not agree on a timestamp base for batch "
                         f"{batch_id} after {_MAX_PLAN_ROUNDS} rounds (another writer keeps racing)")
 
 
-def _tidy(conn: HBaseConnection, commit_table: str, sink_id: str, current: CommitRecord, retain: int) -> None:
-    """Delete what no one will read again: notes made final by the last commit, history past retention.
+def _tidy(conn: HBaseConnection, commit_table: str, sink_id: str, current: CommitRecord, retain: int,
+          row: SinkRow, *, keep: bytes | None = None) -> bool:
+    """Copy the last commit into the history (``keep``: its bytes) and delete what no one
+    will read again: notes made final by it, history past retention. True if the copy landed.
 
     Run by the task that recorded a new attempt (one per batch, off the driver's serial
-    path). Every attempt still to be removed started above the last commit's read bound
-    (``_attempts``), so a note at or below its base belongs to the committed attempt
-    itself or to a leftover try (a late copy, a failed run's task) whose attempt was
-    removed already. History rows at or below ``current.seq - retain`` go when
+    path), on the sink row it read before recording it; the copy and the deletes go in
+    one ``mutateRows``. Every attempt still to be removed started above the last commit's
+    read bound (``_attempts``), so a note at or below its base belongs to the committed
+    attempt itself or to a leftover try (a late copy, a failed run's task) whose attempt
+    was removed already. History rows at or below ``current.seq - retain`` go when
     ``commit.history.retain`` is set. A failure is logged, not raised: the next batch's
-    task does it again.
+    task deletes again, and a record no task reports copied is copied by the driver's
+    commit before ``c:commit`` moves past it.
     """
+    final = [n for n in row.notes if n.base_ms <= current.ts_lo]
+    old = sorted(c for c in row.legacy_notes if (legacy_note_base(c) or 0) <= current.ts_lo)
     try:
-        notes, logs = read_sink_notes(conn, commit_table, sink_id)
-        final = [n for n in notes if n.base_ms <= current.ts_lo]
-        old = sorted(c for c in logs if (legacy_note_base(c) or 0) <= current.ts_lo)
-        if final:
-            delete_task_notes(conn, commit_table, sink_id, final)
-        if old:
-            delete_cells(conn, commit_table, sink_id, old)
+        delete_task_notes(conn, commit_table, sink_id, final, cells=old,
+                          history=(current, keep) if keep is not None else None)
+    except SinkError as exc:
+        log.info("sink %s: the notes of committed attempts stay until the next batch%s (%s)", sink_id,
+                 ", and the driver's commit copies the last commit into the history" if keep is not None else "", exc)
+        return False
+    try:
         if retain and current.seq > retain:
             prune_history(conn, commit_table, sink_id, keep_above=current.seq - retain)
     except SinkError as exc:
-        log.info("sink %s: the notes of committed attempts or old history rows stay until the next batch (%s)",
-                 sink_id, exc)
+        log.info("sink %s: old history rows stay until the next batch (%s)", sink_id, exc)
+    return keep is not None
 
 
 def _last_per_task(msgs: Sequence[HBaseCommitMessage]) -> list[HBaseCommitMessage]:

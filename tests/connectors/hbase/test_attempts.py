@@ -346,7 +346,8 @@ def test_a_task_costs_one_commit_table_read_and_the_first_task_one_check_and_put
     from sparkbarrier.connectors.hbase.sink import _committer
 
     calls = {"read": 0, "cap": 0, "history": 0}
-    read, cap, history = _committer.read_state, _committer.check_and_put, _committer.put_history
+    read, row, cap = _committer.read_state, _committer.read_sink_row, _committer.check_and_put
+    history, tidy = _committer.put_history, _committer.delete_task_notes
 
     def counted(name, fn):
         def call(*a, **k):
@@ -354,10 +355,16 @@ def test_a_task_costs_one_commit_table_read_and_the_first_task_one_check_and_put
             return fn(*a, **k)
         return call
 
+    def tidied(*a, **k):  # the history copy rides on the tidy's mutateRows (one round trip)
+        calls["history"] += k.get("history") is not None
+        return tidy(*a, **k)
+
     sink = make_sink(OPS, **FLUSH)
     monkeypatch.setattr(_committer, "read_state", counted("read", read))
+    monkeypatch.setattr(_committer, "read_sink_row", counted("read", row))  # a task's one get: state and notes
     monkeypatch.setattr(_committer, "check_and_put", counted("cap", cap))
     monkeypatch.setattr(_committer, "put_history", counted("history", history))
+    monkeypatch.setattr(_committer, "delete_task_notes", tidied)
     rows = [{"id": f"k{i}", "v": i, "s": None, "op": None} for i in range(5)]  # three flushes per task
     msgs = [sink.task(rows, batch=0, partition=p, plan="p1") for p in range(3)]
     assert calls == {"read": 3, "cap": 1, "history": 0}  # nothing committed yet, nothing to copy
@@ -387,11 +394,11 @@ def test_the_driver_copies_the_commit_into_the_history_when_no_task_reports_it(m
     sink.commit([sink.task(rows, batch=0, plan="p1")], 0)
 
     def dies(*_a, **_k):
-        raise SinkError("task killed after recording its attempt")
+        raise RuntimeError("task killed after recording its attempt")
 
     with monkeypatch.context() as m:
-        m.setattr(_committer, "put_history", dies)
-        with pytest.raises(SinkError, match="killed"):
+        m.setattr(_committer, "delete_task_notes", dies)  # the tidy that carries the history copy
+        with pytest.raises(RuntimeError, match="killed"):
             sink.task([{"id": "a", "v": 2, "s": None, "op": None}], batch=1, plan="p2")
     assert sink.history_rows() == []
     retry = sink.task([{"id": "a", "v": 2, "s": None, "op": None}], batch=1, plan="p2")
@@ -401,6 +408,29 @@ def test_the_driver_copies_the_commit_into_the_history_when_no_task_reports_it(m
     assert [(r.seq, r.batch_id) for r in sink.history()] == [(1, 0), (2, 1)]
     assert sink.read(as_of_batch=0) == [{"id": "a", "v": 1, "s": None}]
     assert sink.read(as_of_batch=1) == sink.read() == [{"id": "a", "v": 2, "s": None}]
+
+
+def test_a_history_copy_the_server_refuses_is_logged_and_made_good_by_the_driver(make_sink, monkeypatch) -> None:
+    """The task that records the attempt copies the last commit into the history in the same
+    mutateRows as its tidy; when the server refuses it, the task goes on (the copy is not
+    needed for writing), reports no copy, and the driver's commit copies the record."""
+    from sparkbarrier.connectors.hbase.sink import _committer
+
+    sink = make_sink(OPS, **FLUSH)
+    sink.commit([sink.task([{"id": "a", "v": 1, "s": None, "op": None}], batch=0, plan="p1")], 0)
+
+    def refused(*_a, **_k):
+        raise SinkError("the region is not online")
+
+    with monkeypatch.context() as m:
+        m.setattr(_committer, "delete_task_notes", refused)
+        msg = sink.task([{"id": "a", "v": 2, "s": None, "op": None}], batch=1, plan="p2")
+    assert msg.kept_history is None
+    assert sink.history_rows() == []
+    sink.commit([msg], 1)
+    assert sink.history_rows() == [1]
+    assert sink.read(as_of_batch=0) == [{"id": "a", "v": 1, "s": None}]
+    assert sink.read() == [{"id": "a", "v": 2, "s": None}]
 
 
 def test_a_remembered_record_that_changed_is_read_again_and_fences(make_sink) -> None:
