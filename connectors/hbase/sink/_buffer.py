@@ -84,6 +84,20 @@ class _RowChange:
     def frozen(self) -> Change:
         return self.deleted, frozenset(self.cell_deletes or ()), self.puts
 
+    @classmethod
+    def of(cls, puts: dict[bytes, bytes]) -> _RowChange:
+        change = cls()
+        change.puts = puts
+        return change
+
+
+_NO_CELLS: frozenset[bytes] = frozenset()
+
+
+def _frozen(change: _RowChange | dict[bytes, bytes]) -> Change:
+    """A held change as it travels: a key that only ever put cells is held as its dict of puts."""
+    return (False, _NO_CELLS, change) if type(change) is dict else change.frozen()  # type: ignore[union-attr]
+
 
 def net(earlier: Change, later: Change) -> Change:
     """The change of ``earlier`` then ``later`` on one key (the merge of two runs).
@@ -115,7 +129,9 @@ class MutationBuffer:
         self.batch_id = batch_id
         self._note = note
         self._slot = 0  # the put slot of this try (``note`` returns it)
-        self._changes: dict[bytes, _RowChange] = {}
+        # A key's net change; a key whose rows only put cells (most) is held as the bare dict of
+        # its puts, with no _RowChange: the common path costs one dict per key.
+        self._changes: dict[bytes, _RowChange | dict[bytes, bytes]] = {}
         self._held = 0  # estimated bytes of _changes
         self._runs: list[IO[bytes]] = []  # spilled runs, oldest first
         self.written = False  # something was sent (the task's timestamps are in use)
@@ -128,11 +144,24 @@ class MutationBuffer:
         change.puts.clear()
 
     def upsert(self, key: bytes, puts: list[tuple[bytes, bytes]], deletes: list[bytes], nbytes: int) -> None:
-        change = self._changes.get(key)
-        if change is None:
+        held = self._changes.get(key)
+        if held is None:
+            if not deletes:
+                if self._held >= self.max_memory:
+                    self._spill()
+                self._changes[key] = dict(puts)
+                self._held += KEY_OVERHEAD_BYTES + len(key) + nbytes
+                return
             change = self._new(key, nbytes)
         else:
             self._held += nbytes
+            if type(held) is dict:
+                if not deletes:
+                    held.update(puts)
+                    return
+                change = self._changes[key] = _RowChange.of(held)
+            else:
+                change = held  # type: ignore[assignment]
         if deletes:
             for column in deletes:
                 change.puts.pop(column, None)
@@ -147,7 +176,9 @@ class MutationBuffer:
         if change is None:
             return self._new(key, nbytes)
         self._held += nbytes
-        return change
+        if type(change) is dict:
+            change = self._changes[key] = _RowChange.of(change)
+        return change  # type: ignore[return-value]
 
     def _new(self, key: bytes, nbytes: int) -> _RowChange:
         if self._held >= self.max_memory:
@@ -158,14 +189,14 @@ class MutationBuffer:
 
     def _spill(self) -> None:
         """Write the held changes, sorted by key, to a run file in the local temporary directory."""
-        self._runs.append(_write_run((k, c.frozen()) for k, c in sorted(self._changes.items())))
+        self._runs.append(_write_run((k, _frozen(c)) for k, c in sorted(self._changes.items())))
         self.spilled_runs += 1
         log.debug("spilled %d netted key(s) (~%d bytes) to run %d", len(self._changes), self._held, len(self._runs))
         self._changes, self._held = {}, 0
 
     def _merged(self) -> Iterator[tuple[bytes, Change]]:
         """The runs and the held keys merged by key: every key once, with its net change."""
-        held = ((k, c.frozen()) for k, c in sorted(self._changes.items()))
+        held = ((k, _frozen(c)) for k, c in sorted(self._changes.items()))
         # (key, run) orders a key's changes by input: runs oldest first, the held keys last
         streams = [_numbered(i, _read_run(run)) for i, run in enumerate(self._runs)]
         streams.append(_numbered(len(self._runs), held))
@@ -213,8 +244,8 @@ class MutationBuffer:
             changes = ((k, d, c, p) for k, (d, c, p) in _read_run(run))
         else:
             if self._note is not None:
-                self._slot = self._note(k for k, c in self._changes.items() if c.puts)
-            changes = ((k, c.deleted, c.cell_deletes, c.puts) for k, c in self._changes.items())
+                self._slot = self._note(k for k, c in self._changes.items() if _frozen(c)[2])
+            changes = ((k, *_frozen(c)) for k, c in self._changes.items())
         self.written = True
         self._write(changes)
         self.close()
