@@ -58,7 +58,9 @@ KILL_POINTS = [
 ]
 
 
-@pytest.mark.timeout(300)
+# Alone it takes ~135 s; in the suite's two-worker run, beside another Spark group on two
+# cores, 280 s (2026-11-28): a bound with room for that, not a timing.
+@pytest.mark.timeout(480)
 def test_driver_killed_at_every_fault_point_in_turn_resumes_exactly_once(
         tmp_path: Path, unique_name, kafka_bootstrap: str,
         hbase_thrift: tuple[str, int], hbase_thrift2: tuple[str, int]) -> None:
