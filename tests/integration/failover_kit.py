@@ -293,7 +293,7 @@ class FailoverRun:
 
     def wait_batches(self, more: int, timeout: float = 180, paths: Iterable[str] | None = None) -> None:
         """Until every query (or each of ``paths``) completed ``more`` further batches with data."""
-        chosen = list(self.queries) if paths is None else [p for p in paths if p in self.queries]
+        chosen = list(self.queries if paths is None else paths)  # a path not run fails, never waits vacuously
         base = {p: self.completed_batches(p) for p in chosen}
         wait_for(lambda: all(self.completed_batches(p) >= base[p] + more for p in chosen),
                  timeout, f"{more} more batches on {'every path' if paths is None else chosen} (from {base})")
