@@ -173,7 +173,7 @@ def run_case(spark: Any, ep: Any, case: str, topic: str, *, table: str | None = 
             out["note_rows_after"] = sum(1 for _ in conn.table(f"{table}_commits").scan(row_prefix=b"\x01"))
         finally:
             conn.close()
-    out["table"] = table
+    out["tables"] = [table, f"{table}_commits"] if case == "hbase" else [table]  # what this case created
     return out
 
 
@@ -257,14 +257,14 @@ def main() -> None:
     if args.warmup_rows:
         warm = f"bench_large_warm_{uuid.uuid4().hex[:6]}"
         produce(ep.kafka_bootstrap, warm, args.warmup_rows, args.partitions)
-        warmed = [run_case(spark, ep, case, warm)["table"] for case in ("put", "hbase")]
-        drop_tables(ep, *warmed, f"{warmed[1]}_commits")
+        for case in ("put", "hbase"):
+            drop_tables(ep, *run_case(spark, ep, case, warm)["tables"])
     topic = f"bench_large_{uuid.uuid4().hex[:6]}"
     produce(ep.kafka_bootstrap, topic, args.rows, args.partitions)
     for round_ in range(1, args.rounds + 1):
         order = ("put", "hbase") if round_ % 2 else ("hbase", "put")
         results = {case: run_case(spark, ep, case, topic) for case in order}
-        drop_tables(ep, results["put"].pop("table"), table := results["hbase"].pop("table"), f"{table}_commits")
+        drop_tables(ep, *(name for result in results.values() for name in result.pop("tables")))
         ratio = results["hbase"]["addBatch_ms"] / results["put"]["addBatch_ms"]
         print(json.dumps({"round": round_, "rows": args.rows, "partitions": args.partitions, **results,
                           "ratio_addBatch_hbase_to_put": round(ratio, 2),
