@@ -15,7 +15,7 @@ from sparkbarrier.barrier import DeliveryGuarantee
 from sparkbarrier.barrier._sink import SinkContext
 from sparkbarrier.connectors.checkpointed._task import run_task
 from sparkbarrier.connectors.hbase.sink._committer import HBaseCommitMessage
-from sparkbarrier.connectors.hbase.sink._function import HBaseSinkFunction
+from sparkbarrier.connectors.hbase.sink._sink_function import HBaseSinkFunction
 from sparkbarrier.connectors.hbase._options import HBaseSinkOptions
 from sparkbarrier.connectors.hbase.sink._writer import HBaseTaskWriter, TaskIdentity
 

@@ -25,7 +25,7 @@ import uuid
 
 import pyarrow as pa
 
-from sparkbarrier.connectors.hbase.sink._function import HBaseSinkFunction
+from sparkbarrier.connectors.hbase.sink._sink_function import HBaseSinkFunction
 from sparkbarrier.connectors.hbase._options import parse_sink_options
 from sparkbarrier.connectors.hbase.sink._writer import HBaseTaskWriter, TaskIdentity
 

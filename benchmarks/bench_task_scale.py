@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_large_batch import RowWatch  # noqa: E402
 
 from sparkbarrier.connectors.hbase.sink import _buffer  # noqa: E402
-from sparkbarrier.connectors.hbase.sink._function import HBaseSinkFunction  # noqa: E402
+from sparkbarrier.connectors.hbase.sink._sink_function import HBaseSinkFunction  # noqa: E402
 from sparkbarrier.connectors.hbase._options import parse_sink_options  # noqa: E402
 from sparkbarrier.connectors.hbase.sink._writer import HBaseTaskWriter, TaskIdentity  # noqa: E402
 

@@ -129,8 +129,8 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_the_graph_sees_the_package_and_lazy_imports() -> None:
     graph = import_graph()
-    assert "sparkbarrier.barrier._sink" in graph["sparkbarrier.connectors.checkpointed._driver"]
-    assert "sparkbarrier.connectors.hbase.sink._writer" in graph["sparkbarrier.connectors.hbase.sink._function"]
+    assert "sparkbarrier.barrier._sink" in graph["sparkbarrier.connectors.checkpointed._driver_commit"]
+    assert "sparkbarrier.connectors.hbase.sink._writer" in graph["sparkbarrier.connectors.hbase.sink._sink_function"]
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
 
 

@@ -4,7 +4,7 @@
 function, at the package's top: it also registers the barrier formats) then
 ``df.writeStream.format("my-store")``; :func:`sink_data_source` builds the DataSource class
 without registering it. See :mod:`sparkbarrier.barrier._sink` for the
-interfaces and the call order, ``_task`` (executor) and ``_driver`` (driver) for how
+interfaces and the call order, ``_task`` (executor) and ``_driver_commit`` (driver) for how
 the adapter runs them.
 """
 

@@ -73,7 +73,7 @@ def new_plan_id() -> str:
     """A planned batch's id for a sink that orders nothing by it: unique, roughly time-ordered.
 
     ``barrier-hbase`` orders plans and makes its own, from an epoch in its commit table
-    (``connectors/hbase/_function.raise_plan_id``): no clock decides which plan is newer.
+    (``connectors/hbase/sink/_sink_function.raise_plan_id``): no clock decides which plan is newer.
     """
     return new_run_id()
 

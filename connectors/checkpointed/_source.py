@@ -43,7 +43,7 @@ from ..._exceptions import ConfigError, SinkError
 from ...barrier import DeliveryGuarantee
 from ...barrier._sink import CheckpointedSink, SinkContext
 from .._options import OptionSpec, OptionValues, parse_bool, parse_options, parse_stripped
-from ._driver import Completion, check_state_directory, checkpoint_location, state_directory
+from ._driver_commit import Completion, check_state_directory, checkpoint_location, state_directory
 from ._options import DELIVERY_GUARANTEE, RENAMED_SINK_OPTIONS
 from ._runs import CheckKey, RunKey, new_plan_id, new_run_id, started_function, validate_once
 from ._task import TaskCommitMessage, run_task

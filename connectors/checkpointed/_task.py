@@ -78,7 +78,7 @@ class _SinkAsFunction:
     records that id in the commit message and snapshots the sink for the task's
     ``batch_id`` (:meth:`snapshot_batch`), so one task may snapshot one batch several
     times. Source checkpoints' notifications stop here: the sink is notified on the
-    driver, once per batch (``_driver.py``).
+    driver, once per batch (``_driver_commit.py``).
     """
 
     def __init__(self, fn: CheckpointedSink, msg: TaskCommitMessage) -> None:

@@ -39,7 +39,7 @@ from .read._key_ranges import FULL, KeyRange, split_by_regions
 from .read._pushdown import rowkey_ranges
 from .read._reader import committed_schema, find_commit, iter_committed, region_ranges, view_record
 from .sink._commit_table import CommitRecord
-from .sink._function import HBaseSinkFunction, raise_plan_id
+from .sink._sink_function import HBaseSinkFunction, raise_plan_id
 
 __all__ = ["BarrierHBaseDataSource", "HBaseCommittedReader"]
 

@@ -20,10 +20,10 @@ import pyarrow as pa
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from sparkbarrier.connectors.kafka import source_schema
-from sparkbarrier.connectors.kafka.reader._range import KafkaRangePartition, build_batch
+from sparkbarrier.connectors.kafka.reader._offset_range import KafkaRangePartition, build_batch
 from sparkbarrier.connectors.hbase.sink._encoding import encode_column
 from sparkbarrier.connectors.hbase.sink._writer import _row_sizes
-from sparkbarrier.connectors.hbase.sink._layout import SinkLayout
+from sparkbarrier.connectors.hbase.sink._column_layout import SinkLayout
 
 assert "pandas" not in sys.modules, "imported by the modules themselves"
 schema = to_arrow_schema(source_schema(False), timezone="UTC")

@@ -42,7 +42,7 @@ from ..client._connection import HBaseConnection
 from ..client._connection_pool import connect, release
 from ..sink._commit_table import CommitRecord, read_history, read_state
 from ..sink._committer import HBaseCommitMessage
-from ..sink._function import HBaseSinkFunction, raise_plan_id
+from ..sink._sink_function import HBaseSinkFunction, raise_plan_id
 from ..sink._writer import HBaseTaskWriter, TaskIdentity
 from ._options import WRITE_BATCH_ID, BatchWriteOptions, parse_batch_write_options
 

@@ -27,10 +27,10 @@ from .._options import HBaseSinkOptions
 from ..client._connection_pool import connect, release
 from ._attempts import Placement
 from ._buffer import MutationBuffer
+from ._column_layout import SinkLayout
 from ._commit_table import ATTEMPT_COLUMN, TaskNote, check_and_put, delete_task_notes, put_cell, write_note_chunks
 from ._committer import HBaseCommitMessage, place_task
 from ._encoding import encode_column
-from ._layout import SinkLayout
 from ._timestamps import TRY_SLOTS, TaskClock
 
 __all__ = ["HBaseTaskWriter", "TaskIdentity"]
@@ -54,7 +54,7 @@ class TaskIdentity:
 class HBaseTaskWriter:
     """Writes one task's rows: :meth:`begin`, :meth:`add` per data batch, :meth:`snapshot` per barrier.
 
-    Driven by :class:`~._function.HBaseSinkFunction` under the checkpointed-sink adapter
+    Driven by :class:`~._sink_function.HBaseSinkFunction` under the checkpointed-sink adapter
     (which splits markers and calls the snapshots); this module does not know that
     function, so the two do not import each other.
     """

@@ -58,7 +58,7 @@ from ..client._positions import TopicPartition
 from ..reader._partition_reader import KafkaRangePartition, read_range
 
 if TYPE_CHECKING:  # the driver's modules (kafka-python): imported where the driver calls need them
-    from ._driver import DriverState
+    from ._driver_state import DriverState
 
 __all__ = ["KafkaStreamPlanner"]
 
@@ -107,7 +107,7 @@ class KafkaStreamPlanner(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """The driver's clients and ledger, created on the first driver call (the executors,
         which only ``read``, never import them or kafka-python)."""
         if self._driver is None:
-            from ._driver import DriverState
+            from ._driver_state import DriverState
 
             identity = {"source": "barrier-kafka", "group": self._options.group_id or ""}
             self._driver = DriverState(self._options, PendingCheckpoints(100, identity))

@@ -8,11 +8,11 @@ Arrow columns.
 
 CPU: librdkafka decodes in C on its own thread (~0.4 µs/record), but ``consume()``
 hands Python one ``Message`` object per record, and the columns are built by mapping
-its C accessors (``Message.value`` ...) over whole batches (:func:`._range.build_batch`).
+its C accessors (``Message.value`` ...) over whole batches (:func:`._offset_range.build_batch`).
 Each message is a GC-tracked object that lives until its batch is built, and that
 many survivors made CPython's cyclic GC run full collections over the whole worker
 heap -- measured at about half of this path's CPU -- hence the loop's
-:func:`._range.gc_paused`.
+:func:`._offset_range.gc_paused`.
 
 Secrets: librdkafka's log (``logger``) and every client error (``error_cb``) go
 through :class:`SecretScrubber`.
@@ -40,7 +40,7 @@ from ...._exceptions import ConfigError, SourceError
 from .._options import KafkaSourceOptions
 from ..client._secrets import SecretScrubber
 from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, leader_text, read_with, settings
-from ._range import KafkaRangePartition, build_batch, gone
+from ._offset_range import KafkaRangePartition, build_batch, gone
 
 __all__ = ["executor_group_id", "read_records"]
 

@@ -21,7 +21,7 @@ from kafka.errors import KafkaTimeoutError, OffsetOutOfRangeError
 from .._options import KafkaSourceOptions
 from ..client._failover import ProblemLog, describe, kafka_python_retriable, retry_failover
 from ..client._secrets import install_client_log_redaction
-from ._range import KafkaRangePartition, build_batch, check_loss, gone, no_progress, until_no_progress
+from ._offset_range import KafkaRangePartition, build_batch, check_loss, gone, no_progress, until_no_progress
 
 __all__ = ["read_records"]
 

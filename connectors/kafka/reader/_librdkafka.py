@@ -45,7 +45,7 @@ from .._options import KafkaSourceOptions
 from ..client._failover import FAILOVER_OPTION, LIBRDKAFKA_RETRIABLE, ProblemLog
 from ..client._secrets import SecretScrubber
 from ..client._waits import Wait, begin, end, waiting
-from ._range import KafkaRangePartition, check_loss, gc_paused, gone, no_progress, until_no_progress
+from ._offset_range import KafkaRangePartition, check_loss, gc_paused, gone, no_progress, until_no_progress
 
 __all__ = ["DEFAULTS", "FORCED", "GONE", "NOT_YET", "UNREACHED", "ClientErrors", "Err", "Fetcher",
            "earliest", "gone_or_unauthorised", "leader_text", "permanent_error", "read_with",

@@ -33,7 +33,7 @@ from ..client._secrets import SecretScrubber
 from ..client._waits import waiting
 from ._consumer_pool import ConsumerPool
 from ._librdkafka import GONE, NOT_YET, UNREACHED, ClientErrors, leader_text, read_with, settings
-from ._range import KafkaRangePartition, build_batch, gone
+from ._offset_range import KafkaRangePartition, build_batch, gone
 
 if TYPE_CHECKING:
     from ._rdkafka_arrow import Fetcher as CompiledFetcher

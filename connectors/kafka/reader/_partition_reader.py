@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from ....barrier.markers import CheckpointBarrier, marker_batch
 from .._options import KafkaSourceOptions
-from ._range import KafkaRangePartition
+from ._offset_range import KafkaRangePartition
 from ._reader_choice import reader_for
 
 __all__ = ["KafkaRangePartition", "read_range"]

@@ -9,7 +9,7 @@
  *
  * What is deliberately NOT here: every rule a user can observe (where a range starts
  * and ends, data loss, errors, secrets, options) lives in Python (_native_reader.py and
- * _range.py), shared with the other read paths.  This file only fetches and copies:
+ * _offset_range.py), shared with the other read paths.  This file only fetches and copies:
  *
  *   Fetcher(config_pairs, topic, partition, headers, max_bytes=2**31-1)
  *   .watermarks(timeout_ms) -> (err, low, high, errstr)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from ..client._security import Security
-    from ._range import KafkaRangePartition
+    from ._offset_range import KafkaRangePartition
 
 __all__ = ["client_at_query_start", "parse_source_options", "reader_for"]
 

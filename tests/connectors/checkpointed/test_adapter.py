@@ -18,7 +18,7 @@ from sparkbarrier.barrier import (
     marker_batch,
     with_marker_columns,
 )
-from sparkbarrier.connectors.checkpointed._driver import Completion, check_state_directory, state_directory
+from sparkbarrier.connectors.checkpointed._driver_commit import Completion, check_state_directory, state_directory
 from sparkbarrier.connectors.checkpointed._task import run_task
 
 KAFKA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("v", pa.int64())])

@@ -10,11 +10,11 @@ import pyarrow as pa
 
 from sparkbarrier.barrier import DeliveryGuarantee
 from sparkbarrier.barrier._sink import SinkContext
-from sparkbarrier.connectors.checkpointed._driver import completed_checkpoint
+from sparkbarrier.connectors.checkpointed._driver_commit import completed_checkpoint
 from sparkbarrier.connectors.checkpointed._task import TaskCommitMessage, run_task
 from sparkbarrier.connectors.hbase import parse_sink_options
 from sparkbarrier.connectors.hbase.sink._committer import HBaseCommitMessage
-from sparkbarrier.connectors.hbase.sink._function import HBaseSinkFunction
+from sparkbarrier.connectors.hbase.sink._sink_function import HBaseSinkFunction
 from sparkbarrier.connectors.hbase.sink._writer import HBaseTaskWriter, TaskIdentity
 
 

@@ -15,7 +15,7 @@ import socket
 import pyarrow as pa
 import pytest
 
-from sparkbarrier.connectors.checkpointed._driver import completed_checkpoint
+from sparkbarrier.connectors.checkpointed._driver_commit import completed_checkpoint
 from sparkbarrier.connectors.hbase.client._connection_pool import POOL, _key
 
 pytestmark = [pytest.mark.hbase, pytest.mark.timeout(120)]

@@ -17,7 +17,7 @@ from hbase_clients import thrift2_admin
 from hbase_tasks import spark_schema
 
 from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
-from sparkbarrier.connectors.hbase.sink._function import HBaseSinkFunction
+from sparkbarrier.connectors.hbase.sink._sink_function import HBaseSinkFunction
 from sparkbarrier.connectors.hbase.sink._notices import first_notice
 from sparkbarrier.connectors.hbase._options import parse_sink_options
 from sparkbarrier.connectors.hbase.client._thrift2 import FamilySpec, KeepDeletedCells
@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.hbase, pytest.mark.timeout(300)]
 
 OPS = pa.schema([("id", pa.string()), ("v", pa.int64()), ("op", pa.string())])
 COMMITS = "sparkbarrier_commits_test"
-FUNCTION_LOG = "sparkbarrier.connectors.hbase.sink._function"
+FUNCTION_LOG = "sparkbarrier.connectors.hbase.sink._sink_function"
 COMMITTER_LOG = "sparkbarrier.connectors.hbase.sink._committer"
 
 

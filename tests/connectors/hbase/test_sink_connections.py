@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from polling import wait_for
 
-from sparkbarrier.connectors.hbase.sink._function import HBaseSinkFunction
+from sparkbarrier.connectors.hbase.sink._sink_function import HBaseSinkFunction
 
 pytestmark = [pytest.mark.hbase, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -7,7 +7,7 @@ import pytest
 
 from sparkbarrier._exceptions import ConfigError
 from sparkbarrier.connectors.hbase import DEFAULT_COMMIT_TABLE, DeliveryGuarantee, parse_sink_options
-from sparkbarrier.connectors.hbase.sink._layout import SinkLayout
+from sparkbarrier.connectors.hbase.sink._column_layout import SinkLayout
 from sparkbarrier.connectors.hbase._options import parse_columns
 
 BASE = {"table": "t", "rowkey": "id"}

@@ -21,7 +21,7 @@ from sparkbarrier.connectors.kafka import parse_source_options, source_schema
 from sparkbarrier.connectors.kafka.reader import _librdkafka
 from sparkbarrier.connectors.kafka.reader._librdkafka import ClientErrors, earliest, read_with
 from sparkbarrier.connectors.kafka.reader._partition_reader import KafkaRangePartition
-from sparkbarrier.connectors.kafka.reader._range import build_batch
+from sparkbarrier.connectors.kafka.reader._offset_range import build_batch
 from sparkbarrier.connectors.kafka.client._secrets import SecretScrubber
 
 PART = KafkaRangePartition("t", 0, 0, 3, checkpoint_id=1, timestamp_ms=1)

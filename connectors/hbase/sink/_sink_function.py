@@ -26,9 +26,9 @@ from ..client._admin import DeletedCellsNotice, prepare_table
 from ..client._connection import HBaseConnection
 from ..client._connection_pool import connect, release
 from ..client._thrift2 import Thrift2Admin
+from ._column_layout import SinkLayout, data_field_names
 from ._commit_table import ensure_commit_table, raise_plan_epoch
 from ._committer import Committer, HBaseCommitMessage
-from ._layout import SinkLayout, data_field_names
 from ._notices import first_notice, forget_notice
 from ._timestamps import now_ms
 
