@@ -37,8 +37,10 @@ HEAP = "1g"
 PROBE_TOPIC = "__sparkbarrier_devstack_probe"
 _NODE_ID = 1
 
+# C1 only: see _hbase._COMMON_OPTIONS.
 _JVM_OPTIONS = (
     "-Xms256m",
+    "-XX:TieredStopAtLevel=1",
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",
     "-Djava.awt.headless=true",
