@@ -19,9 +19,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import TypeAlias
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, TypeAlias
 
 from .._exceptions import ProtocolError
 from ._aligner import CheckpointBarrierAligner
@@ -32,14 +30,17 @@ from ._handler import AbortReason, BarrierHandler
 from ._tracker import CheckpointBarrierTracker
 from .markers import CancelCheckpointMarker, CheckpointBarrier, EndOfPartition, Marker, split_markers
 
+if TYPE_CHECKING:  # pyarrow loads with the first processor (see markers: lookups import this package)
+    import pyarrow as pa
+
 __all__ = ["Downstream", "InputProcessor"]
 
 log = logging.getLogger(__name__)
 
-Downstream = Callable[[Hashable, pa.RecordBatch], None]
+Downstream: TypeAlias = "Callable[[Hashable, pa.RecordBatch], None]"
 """Receives ``(channel, data batch)`` in processing order."""
 
-Element: TypeAlias = pa.RecordBatch | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition
+Element: TypeAlias = "pa.RecordBatch | CheckpointBarrier | CancelCheckpointMarker | EndOfPartition"
 
 
 class InputProcessor:
@@ -78,6 +79,9 @@ class InputProcessor:
     ) -> None:
         if max_buffered_bytes is not None and max_buffered_bytes < 0:
             raise ProtocolError(f"max_buffered_bytes must be >= 0, got {max_buffered_bytes}")
+        import pyarrow as pa
+
+        self._batch_type = pa.RecordBatch
         self._function = function
         self._downstream = downstream
         self._guarantee = DeliveryGuarantee(guarantee)
@@ -234,7 +238,7 @@ class InputProcessor:
                 checkpoint_id=getattr(element, "checkpoint_id", None),
                 channel=channel,
             )
-        if isinstance(element, pa.RecordBatch):
+        if isinstance(element, self._batch_type):
             self._arrivals.check_open(channel, f"data ({element.num_rows} rows)", None)
         elif isinstance(element, CheckpointBarrier):
             self._arrivals.check_open(channel, f"barrier {element.checkpoint_id}", element.checkpoint_id)
@@ -249,7 +253,7 @@ class InputProcessor:
         if backlog is None:
             backlog = self._backlogs[channel] = deque()
         backlog.append(element)
-        if isinstance(element, pa.RecordBatch):
+        if isinstance(element, self._batch_type):
             self._buffered_bytes += element.nbytes
 
     def _over_limit(self) -> bool:
@@ -266,7 +270,7 @@ class InputProcessor:
                 backlog = self._backlogs[channel]
                 while backlog and not self._handler.is_blocked(channel):
                     element = backlog.popleft()
-                    if isinstance(element, pa.RecordBatch):
+                    if isinstance(element, self._batch_type):
                         self._buffered_bytes -= element.nbytes
                     self._handle(channel, element)
                 if not backlog:
@@ -277,7 +281,7 @@ class InputProcessor:
 
     def _handle(self, channel: Hashable, element: Element) -> None:
         handler = self._handler
-        if isinstance(element, pa.RecordBatch):
+        if isinstance(element, self._batch_type):
             self._downstream(channel, element)
         elif isinstance(element, CheckpointBarrier):
             self._released |= handler.process_barrier(element, channel)

@@ -32,12 +32,13 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeVar, overload
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from functools import cache
+from typing import TYPE_CHECKING, Literal, TypeVar, overload
 
 from .._exceptions import ProtocolError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "MARKER_COLUMNS",
@@ -58,20 +59,43 @@ __all__ = [
 
 MARKER_VERSION = 1
 
-MARKER_FIELDS: tuple[pa.Field, ...] = (
-    pa.field("_barrier_kind", pa.string()),
-    pa.field("_barrier_version", pa.int32()),
-    pa.field("_barrier_checkpoint_id", pa.int64()),
-    pa.field("_barrier_timestamp_ms", pa.int64()),
-    pa.field("_barrier_channel", pa.string()),
-    pa.field("_barrier_next_offset", pa.int64()),
+# (name, Spark SQL DDL type) of every marker column, in order. Plain data, so that the
+# column names and the DDL (what the sources' schemas need) load without pyarrow: Spark's
+# planning workers import the sources to look them up and create them, and pyarrow with
+# numpy is most of their import time (~0.35 s of each new worker, measured 2026-11-28).
+# The Arrow fields (``MARKER_FIELDS``) are built from this table on first use.
+_MARKER_COLUMN_TYPES: tuple[tuple[str, str], ...] = (
+    ("_barrier_kind", "string"),
+    ("_barrier_version", "int"),
+    ("_barrier_checkpoint_id", "bigint"),
+    ("_barrier_timestamp_ms", "bigint"),
+    ("_barrier_channel", "string"),
+    ("_barrier_next_offset", "bigint"),
 )
-MARKER_COLUMNS: tuple[str, ...] = tuple(f.name for f in MARKER_FIELDS)
-MARKER_KIND_COLUMN = MARKER_FIELDS[0].name  # not null exactly on marker rows
-# Spark SQL DDL names of the Arrow types used above; a new marker field with a type
-# missing here fails at import, so the DDL can never drift from MARKER_FIELDS.
-_DDL_TYPES: dict[pa.DataType, str] = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint"}
-MARKER_DDL = ", ".join(f"{f.name} {_DDL_TYPES[f.type]}" for f in MARKER_FIELDS)
+MARKER_COLUMNS: tuple[str, ...] = tuple(name for name, _ in _MARKER_COLUMN_TYPES)
+MARKER_KIND_COLUMN = MARKER_COLUMNS[0]  # not null exactly on marker rows
+MARKER_DDL = ", ".join(f"{name} {ddl}" for name, ddl in _MARKER_COLUMN_TYPES)
+
+
+@cache
+def _marker_fields() -> tuple[pa.Field, ...]:
+    """The marker columns as Arrow fields (a DDL type missing here fails at once)."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int": pa.int32(), "bigint": pa.int64()}
+    return tuple(pa.field(name, types[ddl]) for name, ddl in _MARKER_COLUMN_TYPES)
+
+
+def __getattr__(name: str) -> object:  # PEP 562: MARKER_FIELDS, built on first use
+    if name == "MARKER_FIELDS":
+        fields = _marker_fields()
+        globals()["MARKER_FIELDS"] = fields
+        return fields
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if TYPE_CHECKING:
+    MARKER_FIELDS: tuple[pa.Field, ...]
 
 
 class MarkerKind(str, enum.Enum):
@@ -120,14 +144,18 @@ def has_marker_columns(schema: pa.Schema) -> bool:
 
 def with_marker_columns(data_schema: pa.Schema) -> pa.Schema:
     """The stream schema: the data columns followed by the marker columns."""
-    clash = [f.name for f in MARKER_FIELDS if f.name in data_schema.names]
+    import pyarrow as pa
+
+    clash = [name for name in MARKER_COLUMNS if name in data_schema.names]
     if clash:
         raise ProtocolError(f"data schema already has marker column(s) {clash}")
-    return pa.schema(list(data_schema) + list(MARKER_FIELDS))
+    return pa.schema(list(data_schema) + list(_marker_fields()))
 
 
 def marker_batch(markers: Sequence[Marker], schema: pa.Schema) -> pa.RecordBatch:
     """Rows that carry ``markers`` under the stream ``schema`` (data columns null)."""
+    import pyarrow as pa
+
     n = len(markers)
     columns: dict[str, list[object]] = {
         "_barrier_kind": [m.kind.value for m in markers],
@@ -210,6 +238,8 @@ def split_markers(batch: pa.RecordBatch) -> Iterator[pa.RecordBatch | Marker]:
     Slicing is zero-copy; only marker rows are converted to Python objects, all
     of a batch's marker rows in one ``take`` + ``to_pydict``.
     """
+    import pyarrow.compute as pc
+
     kind_idx = batch.schema.get_field_index("_barrier_kind")
     data_cols = [i for i, name in enumerate(batch.schema.names) if name not in MARKER_COLUMNS]
     data = batch.select(data_cols)

@@ -10,9 +10,21 @@ the adapter runs them.
 
 from __future__ import annotations
 
+import typing as _typing
+
+from ..._lazy import lazy_exports as _lazy_exports
 from ...barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext, TwoPhaseCommitSink
-from ._markers import keep_markers
-from ._source import sink_data_source
+
+if _typing.TYPE_CHECKING:
+    from ._markers import keep_markers
+    from ._source import sink_data_source
+
+# Imported on first use: Spark's planning workers import this package on the way to a
+# sink's data source class (barrier-hbase's), and the adapter's modules bring pyarrow.
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), {
+    "keep_markers": "._markers",
+    "sink_data_source": "._source",
+})
 
 __all__ = [
     "CheckpointedSink",

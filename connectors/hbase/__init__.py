@@ -11,25 +11,43 @@ from __future__ import annotations
 
 import typing as _typing
 
-from ..checkpointed._markers import keep_markers
+from ..._lazy import lazy_exports as _lazy_exports
 from ._datasource import BarrierHBaseDataSource
-from ._options import (
-    DEFAULT_COMMIT_TABLE,
-    READ_OPTION_SPECS as _READ_OPTION_SPECS,
-    SINK_OPTION_SPECS as _SINK_OPTION_SPECS,
-    DeliveryGuarantee,
-    HBaseSinkOptions,
-    parse_sink_options,
-)
-from .batch._foreach_batch import hbase_batch_writer
-from .client._options import HBaseConnectionOptions, parse_connection_options
-from .client._sasl import KerberosError, KerberosSettings, Qop
-from .read._lineage import CellLineage, lineage
-from .read._reader import read_committed
-from .read._status import SinkStatus, sink_status
 
-if _typing.TYPE_CHECKING:  # annotations only (a plain import would be a public-looking name)
+if _typing.TYPE_CHECKING:  # the lazy names below, for type checkers
     from pyspark.sql import SparkSession
+
+    from ..checkpointed._markers import keep_markers
+    from ._options import DEFAULT_COMMIT_TABLE, DeliveryGuarantee, HBaseSinkOptions, parse_sink_options
+    from .batch._foreach_batch import hbase_batch_writer
+    from .client._options import HBaseConnectionOptions, parse_connection_options
+    from .client._sasl import KerberosError, KerberosSettings, Qop
+    from .read._lineage import CellLineage, lineage
+    from .read._reader import read_committed
+    from .read._status import SinkStatus, sink_status
+
+# Imported on first use: Spark's planning workers import this package to look the format
+# up (the ``pyspark_barrier_hbase`` shim) and to create the sink, and need only the data
+# source class; the rest brings pyarrow, thriftpy2 and happybase (~0.45 s of each new
+# worker, measured 2026-11-28).
+__getattr__, __dir__ = _lazy_exports(__name__, globals(), {
+    "keep_markers": "..checkpointed._markers",
+    "DEFAULT_COMMIT_TABLE": "._options",
+    "DeliveryGuarantee": "._options",
+    "HBaseSinkOptions": "._options",
+    "parse_sink_options": "._options",
+    "hbase_batch_writer": ".batch._foreach_batch",
+    "HBaseConnectionOptions": ".client._options",
+    "parse_connection_options": ".client._options",
+    "KerberosError": ".client._sasl",
+    "KerberosSettings": ".client._sasl",
+    "Qop": ".client._sasl",
+    "CellLineage": ".read._lineage",
+    "lineage": ".read._lineage",
+    "read_committed": ".read._reader",
+    "SinkStatus": ".read._status",
+    "sink_status": ".read._status",
+})
 
 
 __all__ = [
@@ -74,6 +92,7 @@ def hbase_options_table() -> str:
 
     from .._options import options_table
     from ..checkpointed._source import ADAPTER_SPECS
+    from ._options import SINK_OPTION_SPECS as _SINK_OPTION_SPECS
     from .client._options import KERBEROS_OPTION_SPECS
 
     own = [spec for spec in _SINK_OPTION_SPECS if spec not in KERBEROS_OPTION_SPECS]
@@ -95,6 +114,7 @@ def hbase_kerberos_options_table() -> str:
 def hbase_read_options_table() -> str:
     """Markdown table of the batch reader's own options (for docs/options.md)."""
     from .._options import options_table
+    from ._options import READ_OPTION_SPECS, SINK_OPTION_SPECS
 
-    sink_keys = {spec.key for spec in _SINK_OPTION_SPECS}
-    return options_table([spec for spec in _READ_OPTION_SPECS if spec.key not in sink_keys])
+    sink_keys = {spec.key for spec in SINK_OPTION_SPECS}
+    return options_table([spec for spec in READ_OPTION_SPECS if spec.key not in sink_keys])

@@ -20,8 +20,8 @@ run's started function (``connectors/checkpointed/_runs.py``).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -32,14 +32,18 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from ..checkpointed._runs import new_run_id
-from ..checkpointed._source import CheckpointedStreamWriter
-from ._options import HBaseReadOptions, parse_read_options
-from .client._connection import HBaseConnection
 from .read._key_ranges import FULL, KeyRange, split_by_regions
-from .read._pushdown import rowkey_ranges
-from .read._reader import committed_schema, find_commit, iter_committed, region_ranges, view_record
-from .sink._commit_table import CommitRecord
-from .sink._sink_function import HBaseSinkFunction, raise_plan_id
+
+# The rest is imported in the methods that use it: Spark's planning workers import this
+# module to look the format up and to create the sink, and the reader, the writer and the
+# HBase client bring pyarrow, thriftpy2 and happybase (~0.45 s of each new worker).
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..checkpointed._source import CheckpointedStreamWriter
+    from ._options import HBaseReadOptions
+    from .client._connection import HBaseConnection
+    from .sink._commit_table import CommitRecord
 
 __all__ = ["BarrierHBaseDataSource", "HBaseCommittedReader"]
 
@@ -52,6 +56,10 @@ class BarrierHBaseDataSource(DataSource):
         return "barrier-hbase"
 
     def schema(self) -> StructType:
+        from ._options import parse_read_options
+        from .client._connection import HBaseConnection
+        from .read._reader import committed_schema
+
         opts = parse_read_options(self.options)
         conn = HBaseConnection(opts)
         try:
@@ -60,6 +68,10 @@ class BarrierHBaseDataSource(DataSource):
             conn.close()
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from ._options import parse_read_options
+        from .client._connection import HBaseConnection
+        from .read._reader import region_ranges
+
         opts = parse_read_options(self.options)
         conn = HBaseConnection(opts)
         try:
@@ -94,6 +106,9 @@ class BarrierHBaseDataSource(DataSource):
         called by the commit worker for every commit and abort, on an instance it
         *unpickles* (``python_streaming_sink_runner``): that writer only commits, so it
         raises no epoch (one round trip less on the driver's serial path)."""
+        from ..checkpointed._source import CheckpointedStreamWriter
+        from .sink._sink_function import HBaseSinkFunction, raise_plan_id
+
         if getattr(self, "_unpickled", False):  # the commit worker
             return CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema, self.run_id)
         writer = CheckpointedStreamWriter(self.name(), HBaseSinkFunction, dict(self.options), schema, self.run_id,
@@ -104,6 +119,8 @@ class BarrierHBaseDataSource(DataSource):
 
 
 def _view(conn: HBaseConnection, opts: HBaseReadOptions) -> CommitRecord:
+    from .read._reader import find_commit, view_record
+
     latest = find_commit(conn, opts.commit_table, opts.table, opts.sink_id)
     return view_record(conn, opts.commit_table, latest, as_of_batch=opts.as_of_batch, as_of_ms=opts.as_of_ms)
 
@@ -139,6 +156,10 @@ class HBaseCommittedReader(DataSourceReader):
         return [ScanPartition(i, start, stop) for i, (start, stop) in enumerate(ranges)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from ._options import parse_read_options
+        from .client._connection import HBaseConnection
+        from .read._reader import iter_committed
+
         if not isinstance(partition, ScanPartition) or partition.empty:
             return
         conn = HBaseConnection(parse_read_options(self._options), partition.value)
@@ -156,5 +177,7 @@ class HBaseFilteringReader(HBaseCommittedReader):
     """
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        from .read._pushdown import rowkey_ranges
+
         self._ranges, rest = rowkey_ranges(filters, self._record.rowkey, self._key_type)
         yield from rest

@@ -40,7 +40,6 @@ from pyspark.sql.types import (
 
 from ...barrier.markers import MARKER_DDL
 from ._options import KafkaSourceOptions
-from .planner._planner import KafkaStreamPlanner
 from .reader._reader_choice import parse_source_options
 
 __all__ = ["BarrierKafkaDataSource", "source_schema"]
@@ -89,4 +88,8 @@ class BarrierKafkaDataSource(DataSource):
         return source_schema(self.parsed.include_headers, self.parsed.barrier_markers)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        # Imported here: the workers that only look the source up or create it (Spark's
+        # planning workers) skip the planner's pyarrow and numpy.
+        from .planner._planner import KafkaStreamPlanner
+
         return KafkaStreamPlanner(self.parsed, schema)

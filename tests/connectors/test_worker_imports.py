@@ -80,3 +80,34 @@ def test_a_reader_worker_on_librdkafka_never_imports_kafka_python() -> None:
     done = subprocess.run([sys.executable, "-c", _READER_PROBE], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# What Spark's planning workers run before any batch: ``lookup_data_sources`` imports every
+# ``pyspark_*`` module on the path and pickles its DefaultSource; ``create_data_source``
+# unpickles the class, builds it from the options and asks the source for its schema. A new
+# worker of each kind starts for every Spark session (and after an idle timeout), so the
+# clients and pyarrow stay out of that path (measured 2026-11-28: importing both shims took
+# ~0.6 s of such a worker's start with them, ~0.1 s without).
+_LOOKUP_PROBE = r"""
+import pickle
+import sys
+
+import pyspark_barrier_hbase
+import pyspark_barrier_kafka
+
+hbase = pickle.loads(pickle.dumps(pyspark_barrier_hbase.DefaultSource))
+kafka = pickle.loads(pickle.dumps(pyspark_barrier_kafka.DefaultSource))
+assert (hbase.name(), kafka.name()) == ("barrier-hbase", "barrier-kafka")
+source = kafka({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t", "kafka.group.id": "g",
+                "barrierMarkers": "true"})
+assert source.schema().fieldNames()[-1] == "_barrier_next_offset"
+sink = hbase({"hbase.thrift.host": "127.0.0.1", "table": "t", "rowkey": "id"})
+heavy = ("pyarrow", "numpy", "pandas", "thriftpy2", "happybase", "kafka", "confluent_kafka")
+print(sorted(name for name in heavy if name in sys.modules))
+"""
+
+
+def test_looking_the_formats_up_and_creating_them_imports_no_client_and_no_pyarrow() -> None:
+    done = subprocess.run([sys.executable, "-c", _LOOKUP_PROBE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
