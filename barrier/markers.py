@@ -88,9 +88,7 @@ def _marker_fields() -> tuple[pa.Field, ...]:
 
 def __getattr__(name: str) -> object:  # PEP 562: MARKER_FIELDS, built on first use
     if name == "MARKER_FIELDS":
-        fields = _marker_fields()
-        globals()["MARKER_FIELDS"] = fields
-        return fields
+        return _marker_fields()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
