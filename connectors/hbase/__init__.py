@@ -92,10 +92,10 @@ def hbase_options_table() -> str:
 
     from .._options import options_table
     from ..checkpointed._source import ADAPTER_SPECS
-    from ._options import SINK_OPTION_SPECS as _SINK_OPTION_SPECS
+    from ._options import SINK_OPTION_SPECS
     from .client._options import KERBEROS_OPTION_SPECS
 
-    own = [spec for spec in _SINK_OPTION_SPECS if spec not in KERBEROS_OPTION_SPECS]
+    own = [spec for spec in SINK_OPTION_SPECS if spec not in KERBEROS_OPTION_SPECS]
     keys = {spec.key for spec in own}
     adapter = [dataclasses.replace(spec, description=(
         f"the checkpointed-sink adapter's: {spec.description}. Accepted; no effect on barrier-hbase, "

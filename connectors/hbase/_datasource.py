@@ -34,9 +34,8 @@ from pyspark.sql.types import StructType
 from ..checkpointed._runs import new_run_id
 from .read._key_ranges import FULL, KeyRange, split_by_regions
 
-# The rest is imported in the methods that use it: Spark's planning workers import this
-# module to look the format up and to create the sink, and the reader, the writer and the
-# HBase client bring pyarrow, thriftpy2 and happybase (~0.45 s of each new worker).
+# The rest is imported in the methods that use it, for Spark's planning workers that only
+# look the format up or create it (see the package's lazy exports).
 if TYPE_CHECKING:
     import pyarrow as pa
 
