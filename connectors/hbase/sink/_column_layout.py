@@ -45,16 +45,17 @@ class SinkLayout:
 
     @property
     def families(self) -> tuple[bytes, ...]:
-        """The families the sink writes: the mapped ones (the default one for a key-only stream)."""
-        return tuple(dict.fromkeys(t.family for t in self.targets)) or (self.default_family,)
+        """The families the sink writes (every mapped column's)."""
+        return tuple(dict.fromkeys(t.family for t in self.targets))
 
     @property
     def delete_columns(self) -> tuple[bytes, ...]:
         """What a row delete clears: this sink's own columns, never another writer's in the same family.
 
-        A key-only stream has no columns of its own: its deletes clear the default family.
+        :meth:`build` refuses a stream with no column of its own, so this is never empty:
+        a delete that cleared a family would remove other writers' cells of that row.
         """
-        return tuple(t.column for t in self.targets) or (self.default_family,)
+        return tuple(t.column for t in self.targets)
 
     @classmethod
     def build(cls, schema: pa.Schema, *, rowkey: str, op_column: str | None, default_family: str,
@@ -85,6 +86,16 @@ class SinkLayout:
                 continue
             family, qualifier = mapping.get(name, (default_family, name))
             targets.append(ColumnTarget(name, family.encode(), qualifier.encode()))
+        if not targets:
+            # A key-only stream owns no cell: a row delete could only clear a whole family
+            # (other writers' cells too) and an upsert would write nothing at all.
+            raise ConfigError(
+                f"the stream has only the row key {rowkey!r}"
+                + (f" and the op column {op_column!r}" if op_column else "")
+                + "; barrier-hbase writes and deletes only cells of its own columns, and a key-only row has "
+                "none (its delete would clear other writers' cells of the row, its upsert would write "
+                "nothing). Add a value column, for example .withColumn(\"present\", F.lit(True)), so that "
+                "an upsert writes that cell and a delete removes it", option="rowkey")
         columns = [t.column for t in targets]
         if len(columns) != len(set(columns)):
             raise ConfigError("two data columns map to the same family:qualifier", option="columns")

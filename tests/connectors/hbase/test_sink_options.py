@@ -104,6 +104,16 @@ def test_layout_rejects_unsupported_types() -> None:
         SinkLayout.build(schema, rowkey="id", op_column=None, default_family="d", mapping={})
 
 
+@pytest.mark.parametrize("op_column", [None, "op"])
+def test_a_key_only_stream_is_refused_because_it_owns_no_cell(op_column: str | None) -> None:
+    """A delete of a key-only row could only clear a whole family (another writer's cells too),
+    and its upsert would write nothing: refused at query start, naming the way out."""
+    fields = [pa.field("id", pa.string())] + ([pa.field("op", pa.string())] if op_column else [])
+    with pytest.raises(ConfigError, match="only the row key") as err:
+        SinkLayout.build(pa.schema(fields), rowkey="id", op_column=op_column, default_family="d", mapping={})
+    assert err.value.option == "rowkey" and "F.lit(True)" in str(err.value)
+
+
 def test_time_flushes_are_gone_because_they_would_make_replays_differ() -> None:
     with pytest.raises(ConfigError, match="sink.buffer-flush.max-rows") as exc:
         parse_sink_options({**BASE, "sink.buffer-flush.interval": "1s"})
