@@ -1,6 +1,7 @@
 """A batch of millions of distinct keys, killed after all its writes, replayed, committed (issue 49).
 
-    .venv/bin/python benchmarks/bench_task_scale.py [--keys 5000000] [--tasks 1] [--max-memory 256mb]
+    .venv/bin/python benchmarks/bench_task_scale.py [--keys 5000000] [--tasks 1] [--max-memory 256mb] \
+        [--delete-workers N]
 
 Without Spark: ``--tasks`` ``HBaseTaskWriter``s (as the checkpointed-sink adapter runs them,
 one after the other in this process) write ``--keys`` distinct 16-byte binary keys in all,
@@ -83,7 +84,13 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=5_000_000)
     ap.add_argument("--tasks", type=int, default=1)
     ap.add_argument("--max-memory", default="256mb")
+    ap.add_argument("--delete-workers", type=int, default=None,
+                    help="threads of the commit's version deletes (default: _version_deletes.WORKERS; 1 = serial)")
     args = ap.parse_args()
+    if args.delete_workers is not None:
+        from sparkbarrier.connectors.hbase.sink import _version_deletes
+
+        _version_deletes.WORKERS = args.delete_workers
 
     from sparkbarrier.devstack import Devstack
 
@@ -99,7 +106,10 @@ def main() -> None:
     fn.validate(raw, from_arrow_schema(SCHEMA))
     fn.start(raw, from_arrow_schema(SCHEMA))
     opts = parse_sink_options(raw)
-    out: dict[str, object] = {"keys": args.keys, "tasks": args.tasks, "max_memory": args.max_memory}
+    from sparkbarrier.connectors.hbase.sink._version_deletes import WORKERS
+
+    out: dict[str, object] = {"keys": args.keys, "tasks": args.tasks, "max_memory": args.max_memory,
+                              "delete_workers": WORKERS}
     with RowWatch(ep.hbase_thrift[0], ep.hbase_thrift[1], f"{table}_commits") as watch:
         first, out["first_try_s"], out["first_rss_growth_kib"], out["first_spills"] = run_task(
             opts, "e0000000000000000001@%d" % (time.time() * 1000), args.keys, args.tasks)

@@ -180,6 +180,19 @@ class HBaseSinkOptions(_SharedOptions):
     def explicit_mapping(self) -> dict[str, tuple[str, str]]:
         return {col: (fam, qual) for col, fam, qual in self.columns}
 
+    def write_shape(self) -> dict[str, str]:
+        """The options that decide which cells a batch writes and deletes, by option key.
+
+        Recorded with every attempt (``AttemptRecord.writes``): the replay that removes an
+        abandoned attempt removes its noted puts from the sink's columns *as the replay
+        maps them*, and its delete markers stay, so a replay is exact only under the same
+        values (``_attempts.check_writes``). No secret is among them.
+        """
+        return {"table": self.table, "rowkey": self.rowkey, "op.column": self.op_column or "",
+                "column.family": self.column_family,
+                "columns": ",".join(f"{c}={f}:{q}" for c, f, q in self.columns),
+                "sink.ignore-null-value": "true" if self.ignore_null_value else "false"}
+
 
 def parse_columns(raw: str) -> tuple[tuple[str, str, str], ...]:
     """``"a=f:q, b=g:b"`` → ``(("a", "f", "q"), ("b", "g", "b"))``."""

@@ -11,7 +11,8 @@ Read-committed and as-of views are time-range reads below a commit's bound, so
 TTLs are fine: cells carry wall-clock timestamps, so they expire as HBase users expect.
 
 Thrift1 can neither set nor read ``KEEP_DELETED_CELLS``; with ``hbase.thrift2.port``
-the sink checks it and ``create.table=true`` sets it through the Thrift2 server.
+the sink checks it (exactly once refuses a family that does not keep them: see
+:func:`_deleted_cells_error`) and ``create.table=true`` sets it through the Thrift2 server.
 Without one, ``create.table`` creates the table through Thrift1, and the checks return
 a :class:`DeletedCellsNotice`: what the views cannot guarantee and which shell command
 fixes it. The caller gives it once per ``sink.id`` (``_notices``), not once per
@@ -73,12 +74,16 @@ class DeletedCellsNotice:
 
 
 def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], *, create: bool,
-                  thrift2: Thrift2Admin | None = None) -> DeletedCellsNotice | None:
+                  thrift2: Thrift2Admin | None = None, min_versions: int = MIN_VERSIONS,
+                  require_deleted_cells: bool = False) -> DeletedCellsNotice | None:
     """Check (or create) ``table``; the notice to give when deleted cells may not be kept.
 
     None means every family is known to keep deleted cells. ``thrift2``: a Thrift2 admin
-    connection, or None. Logs nothing above INFO: the caller
-    decides whether the notice is news (see ``_notices``).
+    connection, or None. ``min_versions``: what a family must keep (the sink's reason
+    is in its docs: a batch's tries in flight above the committed version).
+    ``require_deleted_cells``: a family Thrift2 reads as not keeping deleted cells is a
+    :class:`ConfigError` instead of a notice (exactly once: see :func:`_deleted_cells_error`).
+    Logs nothing above INFO: the caller decides whether the notice is news (see ``_notices``).
     """
     wanted = [f.decode() for f in families]
     created_without: list[DeletedCellsNotice] = []
@@ -118,10 +123,14 @@ def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], 
                           option="column.family")
     for f in wanted:
         versions = descriptors[f.encode()]["max_versions"]
-        if versions < MIN_VERSIONS:
+        if versions < min_versions:
             raise ConfigError(
-                f"family {f!r} of HBase table {table!r} keeps {versions} version(s); read-committed "
-                f"needs VERSIONS >= {MIN_VERSIONS}: alter '{table}', {{NAME => '{f}', VERSIONS => "
+                f"family {f!r} of HBase table {table!r} keeps {versions} version(s); barrier-hbase needs "
+                f"VERSIONS >= {min_versions}: a memstore flush or compaction keeps only the newest VERSIONS "
+                f"versions of a cell, and while a batch is in flight a cell can hold, above the committed "
+                f"version that committed and as-of reads need, one put per try of the task writing it "
+                f"(retries and speculative copies, up to {min_versions - 1}); with fewer, a flush can drop the "
+                f"committed version or the try Spark commits. Fix: alter '{table}', {{NAME => '{f}', VERSIONS => "
                 f"{CREATE_VERSIONS}}}", option="table")
     if not existed:
         return created_without[0] if created_without else None
@@ -140,4 +149,27 @@ def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], 
             f"delete does not mask a put with a lower timestamp that arrives after it; barrier-hbase orders "
             f"writes by timestamp and needs it off: alter '{table}', {specs}", option="table")
     off = [f for f in wanted if settings[f].keep_deleted_cells == KeepDeletedCells.FALSE]
+    if off and require_deleted_cells:
+        raise _deleted_cells_error(table, off)
     return DeletedCellsNotice(table, tuple(off), f"families {off} do not keep deleted cells") if off else None
+
+
+def _deleted_cells_error(table: str, families: list[str]) -> ConfigError:
+    """Why exactly once needs ``KEEP_DELETED_CELLS``, measured on the devstack's HBase 2.6.
+
+    The sink removes an uncommitted try's puts (a failed try's, a losing speculative
+    copy's, an abandoned attempt's) with exact-version delete markers. A major compaction
+    drops delete markers where deleted cells are not kept; a put of that try still in
+    flight (a killed copy's write in a gateway retry) that lands after it is then a live
+    version again, the newest where the try's slot was above the committed one
+    (tests/connectors/hbase/test_hbase_rules.py). With deleted cells kept, the markers
+    stay, and the committed and as-of views also read below newer delete markers.
+    """
+    command = keep_deleted_cells_command(table, families)
+    return ConfigError(
+        f"families {families} of HBase table {table!r} do not keep deleted cells (KEEP_DELETED_CELLS => FALSE); "
+        f"exactly once needs them kept: the sink removes the puts of tries Spark did not commit with "
+        f"exact-version delete markers, a major compaction drops those markers where deleted cells are not "
+        f"kept, and a put of such a try that lands afterwards (a killed speculative copy's write still in a "
+        f"gateway retry) would be the newest value again. Fix: {command} (or set "
+        f"delivery.guarantee=at-least-once, which removes nothing)", option="table")

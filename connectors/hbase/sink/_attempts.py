@@ -60,11 +60,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...._exceptions import FencedError
+from ...._exceptions import ConfigError, FencedError
 from ._commit_table import AttemptRecord, CommitRecord
 from ._timestamps import BATCH_SPAN_MS, next_base
 
-__all__ = ["Placement", "place", "plan_clock"]
+__all__ = ["Placement", "check_writes", "place", "plan_clock"]
 
 
 @dataclass(frozen=True)
@@ -101,10 +101,46 @@ def plan_clock(plan_id: str) -> int | None:
     return int(ms) if at and ms.isdigit() else None
 
 
+def check_writes(commit: CommitRecord | None, attempt: AttemptRecord | None, writes: dict[str, str],
+                 sink_id: str) -> None:
+    """Refuse options a replay cannot be exact under (query start and every placement).
+
+    A ``sink.id``'s commits describe one table: its committed and as-of views read it,
+    and a replay of a batch committed there writes nothing. And a replay removes the
+    abandoned attempt's noted puts from the sink's columns *as the replay maps them*,
+    while that attempt's delete markers stay: under another table, column mapping, op
+    column or null handling, some of its cells would stay, or its deletes would mask what
+    the replay does not write again. Records of earlier releases carry no ``writes``:
+    nothing to compare.
+    """
+    if commit is not None and commit.table and commit.table != writes.get("table", commit.table):
+        raise ConfigError(
+            f"sink.id {sink_id!r} commits into HBase table {commit.table!r} (last: batch {commit.batch_id} of query "
+            f"{commit.query_id}); this query writes table {writes['table']!r}. A sink.id keeps the commits of one "
+            f"table (its committed and as-of views, and the replays of its batches, read them): set option 'table' "
+            f"back to {commit.table!r}, or give the other table its own sink.id", option="table")
+    if attempt is None or not attempt.writes or _produced(commit, attempt) or attempt.writes == writes:
+        return
+    changed = sorted(k for k in set(attempt.writes) | set(writes) if attempt.writes.get(k) != writes.get(k))
+    was = ", ".join(f"{k}={attempt.writes.get(k, '')!r}" for k in changed)
+    now = ", ".join(f"{k}={writes.get(k, '')!r}" for k in changed)
+    raise ConfigError(
+        f"sink.id {sink_id!r}: batch {attempt.batch_id} of query {attempt.query_id} was being written with {was} and "
+        f"never committed; this query has {now}. Its replay removes what that attempt wrote and must write the "
+        f"same cells, so it runs only under the same options: restart with {was} until batch {attempt.batch_id} "
+        f"commits, then change them", option=changed[0])
+
+
 def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_id: str, batch_id: int,
           plan_id: str, now_ms: int, flush_rows: int, flush_bytes: int, sink_id: str = "",
-          noting: bool = True) -> Placement:
-    """The rule of the module docstring; pure (the caller reads the row and writes ``record``)."""
+          noting: bool = True, writes: dict[str, str] | None = None) -> Placement:
+    """The rule of the module docstring; pure (the caller reads the row and writes ``record``).
+
+    ``writes`` (``HBaseSinkOptions.write_shape``) is checked against the records first
+    (:func:`check_writes`) and recorded with a new attempt.
+    """
+    if writes is not None:
+        check_writes(commit, attempt, writes, sink_id)
     if commit is not None and commit.query_id == query_id and commit.batch_id == batch_id:
         return Placement(commit.ts_lo, commit.seq - 1 if commit.seq > 1 else None, None, True,
                          commit.flush_rows, commit.flush_bytes)
@@ -152,7 +188,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
         floor = max([floor, *(b + BATCH_SPAN_MS for b in abandoned), gap[1] if gap else 0])
     record = AttemptRecord(query_id, batch_id, next_base(now_ms, floor), prev, gap, flush_rows=flush_rows,
                            flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, noted=True,
-                           at_least_once=not noting, unnoted=unnoted)
+                           at_least_once=not noting, unnoted=unnoted, writes=dict(writes or {}))
     return Placement(record.base_ms, prev, gap, False, flush_rows, flush_bytes, record, abandoned=abandoned,
                      unnoted=unnoted,
                      noted=True)

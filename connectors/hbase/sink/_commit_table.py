@@ -204,11 +204,13 @@ class AttemptRecord(_JsonRecord):
     (``_committer``): no try may note, and so send, anything more in it.
     ``at_least_once``: the attempt's tries note nothing (``delivery.guarantee``), so
     once abandoned its puts cannot be removed; ``unnoted``: those of ``abandoned`` that
-    are such attempts (their ranges become gaps of the commit record).
+    are such attempts (their ranges become gaps of the commit record). ``writes``: the
+    options that decide which cells it writes, which a replay must share (``_attempts``).
     """
 
     _what: ClassVar[str] = "attempt record"
-    _only_when_set: ClassVar[tuple[str, ...]] = ("plan", "abandoned", "noted", "closing", "at_least_once", "unnoted")
+    _only_when_set: ClassVar[tuple[str, ...]] = ("plan", "abandoned", "noted", "closing", "at_least_once", "unnoted",
+                                                 "writes")
     _wire_names: ClassVar[dict[str, str]] = {"noted": "logged"}
 
     query_id: str
@@ -224,6 +226,9 @@ class AttemptRecord(_JsonRecord):
     closing: bool = False
     at_least_once: bool = False
     unnoted: list[int] = field(default_factory=list)
+    # The options that decide which cells the attempt writes (``HBaseSinkOptions.write_shape``);
+    # empty in records of releases before 2026-11-29.
+    writes: dict[str, str] = field(default_factory=dict)
     version: int = RECORD_VERSION
 
 

@@ -35,7 +35,7 @@ its replay (a new plan) abandons them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from pyspark.sql.datasource import WriterCommitMessage
@@ -70,12 +70,12 @@ from ._commit_table import (
 )
 from ._rollback import roll_back_gap
 from ._timestamps import BATCH_SPAN_MS, TaskClock, now_ms
+from ._version_deletes import delete_versions
 
 __all__ = ["Committer", "HBaseCommitMessage", "place_task"]
 
 log = logging.getLogger(__name__)
 _MAX_PLAN_ROUNDS = 20
-_DELETE_CHUNK = 1000
 # (commit table, sink.id) -> the commit record this process last wrote there, as bytes.
 # Spark runs each commit in a reused Python worker on the driver; see the module doc.
 _LAST_WRITTEN: dict[tuple[str, str], bytes] = {}
@@ -108,7 +108,8 @@ class HBaseCommitMessage(WriterCommitMessage):
 
 def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
                  batch_id: int, *, plan_id: str = "", fenced: bool = True, max_rows: int = 1000,
-                 max_size: int = 2 << 20, history_retain: int = 0) -> Placement:
+                 max_size: int = 2 << 20, history_retain: int = 0,
+                 writes: dict[str, str] | None = None) -> Placement:
     """The timestamp base and flush limits this task writes with (executor; one get of the sink
     row, at most one checkAndPut, and after a recorded attempt one ``mutateRows``).
 
@@ -127,7 +128,7 @@ def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id:
         clock = plan_clock(plan_id)
         placement = place(current, state.attempt, query_id=query_id, batch_id=batch_id, plan_id=plan_id,
                           now_ms=clock if clock is not None else now_ms(), flush_rows=max_rows, flush_bytes=max_size,
-                          sink_id=sink_id, noting=fenced)
+                          sink_id=sink_id, noting=fenced, writes=writes)
         if placement.record is None:
             return replace(placement, attempt_raw=None if placement.replay_of_committed else state.attempt_raw)
         if current is not None and current.query_id != query_id:
@@ -438,7 +439,8 @@ class Committer:
         """Delete the versions ``notes`` (and an earlier release's flush ``logs``) noted, then the notes.
 
         One Thrift2 version delete per noted key and sink column, at the put timestamp of
-        the noting try's slot. Returns the versions deleted; None when there is no Thrift2
+        the noting try's slot, sent over several connections at once (``_version_deletes``:
+        as fast as the batch's tasks wrote them, not one chunk after another). Returns the versions deleted; None when there is no Thrift2
         (the notes stay, and the versions with them).
         """
         if self._thrift2 is None:
@@ -448,33 +450,24 @@ class Committer:
                             "reads show this batch's values above them, but a read of all versions lists them. Set "
                             "hbase.thrift2.host so the sink removes them", self._table)
             return None
-        removed = 0
-        with self._thrift2() as admin:
-            pending: list[tuple[bytes, bytes, bytes, int]] = []
+        connect, qualified = self._thrift2, self._qualified
 
-            def versions(cells: Iterable[tuple[bytes, bytes, bytes, int]]) -> None:
-                nonlocal removed
-                for cell in cells:
-                    pending.append(cell)
-                    if len(pending) >= _DELETE_CHUNK:
-                        admin.delete_versions(self._table, pending)
-                        removed += len(pending)
-                        pending.clear()
-
+        def cells() -> Iterator[tuple[bytes, bytes, bytes, int]]:
             for note in notes:
                 if note.chunks is None:
                     continue  # still being written when replaced: it sent nothing
                 ts = TaskClock(note.base_ms, note.partition).slot_put_ts(note.slot)
-                versions((key, family, qualifier, ts)
-                         for key in read_note_keys(self._conn, self._commit_table, sink_id, note)
-                         for family, qualifier in self._qualified)
+                for key in read_note_keys(self._conn, self._commit_table, sink_id, note):
+                    for family, qualifier in qualified:
+                        yield key, family, qualifier, ts
             for flush in (LegacyFlushNote.from_cell(c, v) for c, v in sorted(logs.items())):
-                versions((key, family, qualifier, TaskClock(flush.base_ms, flush.partition).put_ts(round_))
-                         for round_, keys in flush.rounds.items() for key in keys
-                         for family, qualifier in self._qualified)
-            if pending:
-                admin.delete_versions(self._table, pending)
-                removed += len(pending)
+                for round_, keys in flush.rounds.items():
+                    ts = TaskClock(flush.base_ms, flush.partition).put_ts(round_)
+                    for key in keys:
+                        for family, qualifier in qualified:
+                            yield key, family, qualifier, ts
+
+        removed = delete_versions(connect, self._table, cells())
         delete_task_notes(self._conn, self._commit_table, sink_id, notes)
         delete_cells(self._conn, self._commit_table, sink_id, sorted(logs))
         return removed

@@ -48,6 +48,7 @@ __all__ = [
     "BATCH_SPAN_MS",
     "CLOCK_OFFSET_ENV",
     "MAX_TASKS",
+    "MIN_TABLE_VERSIONS",
     "ROUNDS",
     "TASK_WIDTH_MS",
     "TRY_SLOTS",
@@ -60,6 +61,9 @@ ROUNDS = 4
 TASK_WIDTH_MS = 2 * ROUNDS
 TRY_SLOTS = TASK_WIDTH_MS - 1  # put timestamps of a block: one try of the task each
 MAX_TASKS = 512
+# What a family must keep (checked at query start, ``client._admin.prepare_table``): the
+# committed version under every try of the task writing the cell in flight above it.
+MIN_TABLE_VERSIONS = 1 + TRY_SLOTS
 BATCH_SPAN_MS = MAX_TASKS * TASK_WIDTH_MS
 
 

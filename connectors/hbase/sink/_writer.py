@@ -82,7 +82,7 @@ class HBaseTaskWriter:
         placement = self._placement = place_task(self._conn, opts.commit_table, self.sink_id, ident.query_id,
                                          ident.batch_id, plan_id=ident.plan_id, fenced=opts.exactly_once,
                                          max_rows=opts.max_rows, max_size=opts.max_size,
-                                         history_retain=opts.history_retain)
+                                         history_retain=opts.history_retain, writes=opts.write_shape())
         self._clock = TaskClock(placement.base_ms, ident.partition_id)  # checks the partition id early
         self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
                                        placement.base_ms, placement.prev_seq, placement.gap,

@@ -149,12 +149,14 @@ def test_far_future_writes_are_rejected_by_the_devstacks_timestamp_slop(hbase_th
         conn.close()
 
 
-def test_existing_table_without_deleted_cells_warns_with_the_fix(make_sink, hbase_thrift, unique_name) -> None:
+def test_existing_table_without_deleted_cells_warns_with_the_fix_in_at_least_once(
+        make_sink, hbase_thrift, unique_name) -> None:
+    """Exactly once refuses such a table (``test_hbase_rules``); at-least-once removes nothing and warns."""
     table = unique_name("nokdc")
     conn = happybase.Connection(*hbase_thrift)
     conn.create_table(table, {"d": {"max_versions": 10}})
     conn.close()
-    sink = make_sink(OPS, table=table, **{"op.column": "op"})
+    sink = make_sink(OPS, table=table, **{"op.column": "op", "delivery.guarantee": "at-least-once"})
     assert any(f"alter '{table}', {{NAME => 'd', KEEP_DELETED_CELLS => TRUE}}" in w for w in sink.driver.warnings)
 
 

@@ -10,12 +10,15 @@ import happybase
 import pyarrow as pa
 import pytest
 
+from hbase_clients import thrift2_admin
 from hbase_tasks import write_task
 from sparkbarrier._exceptions import ConfigError, FencedError, FlushError, SinkError
 from sparkbarrier.barrier.markers import CheckpointBarrier, marker_batch, with_marker_columns
 from sparkbarrier._faults import FAULT_ENV
 from sparkbarrier.connectors.hbase.sink._buffer import FAULT_AFTER_PARTIAL_FLUSH
 from sparkbarrier.connectors.hbase.client._gateways import Gateway
+from sparkbarrier.connectors.hbase.client._thrift2 import FamilySpec, KeepDeletedCells
+from sparkbarrier.connectors.hbase.sink._timestamps import MIN_TABLE_VERSIONS
 from sparkbarrier.connectors.hbase.sink._writer import HBaseTaskWriter, TaskIdentity
 
 pytestmark = [pytest.mark.hbase]
@@ -114,11 +117,11 @@ def test_every_type_round_trips_through_the_committed_reader(make_sink) -> None:
     assert sink.read() == [row]
 
 
-def test_columns_mapping_writes_family_and_qualifier(make_sink, hbase_thrift, unique_name) -> None:
+def test_columns_mapping_writes_family_and_qualifier(make_sink, hbase_thrift2, unique_name) -> None:
     table = unique_name("t")
-    conn = happybase.Connection(*hbase_thrift)
-    conn.create_table(table, {"d": {"max_versions": 10}, "x": {"max_versions": 10}})
-    conn.close()
+    with thrift2_admin(*hbase_thrift2) as admin:
+        admin.create_table(table, {f: FamilySpec(max_versions=10, keep_deleted_cells=KeepDeletedCells.TRUE)
+                                   for f in ("d", "x")})
     sink = make_sink(KV, table=table, columns="s=x:str")
     sink.commit([sink.task([{"id": "a", "v": 1, "s": "q"}], batch=0)], 0)
     assert set(raw_cells(sink, b"a")) == {b"d:v", b"x:str"}
@@ -206,7 +209,7 @@ def test_table_keeping_one_version_is_rejected(make_sink, hbase_thrift, unique_n
     conn = happybase.Connection(*hbase_thrift)
     conn.create_table(table, {"d": {"max_versions": 1}})
     conn.close()
-    with pytest.raises(ConfigError, match="VERSIONS >= 2"):
+    with pytest.raises(ConfigError, match=f"VERSIONS >= {MIN_TABLE_VERSIONS}"):
         make_sink(KV, table=table)
 
 

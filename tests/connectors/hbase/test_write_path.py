@@ -161,11 +161,14 @@ def test_tries_that_saw_a_keys_own_rows_in_other_orders_leave_each_row_as_the_co
                 assert len(sink.versions(key.encode(), f"d:{column}".encode())) <= batch + 1, (key, column)
 
 
-def test_an_attempt_noted_under_a_random_token_is_removed_at_slot_0(make_sink) -> None:
+def test_an_attempt_noted_under_a_random_token_is_removed_at_slot_0(make_sink, servers, unique_name) -> None:
     """Upgrade: the 2026-11-28 release's tries noted under a random token and put at slot 0 (as a
     sink without Thrift2 still does). A replay by this release abandons such an attempt and
     removes its puts there."""
-    old = make_sink(AB, **{"hbase.thrift2.port": ""})
+    table = unique_name("t")
+    with thrift2_admin(*servers.hbase_thrift2) as admin:  # exactly once with Thrift2 needs deleted cells kept
+        admin.create_table(table, {"d": FamilySpec(max_versions=100, keep_deleted_cells=KeepDeletedCells.TRUE)})
+    old = make_sink(AB, table=table, **{"hbase.thrift2.port": ""})
     old.task([r("a", "1")], batch=0, plan="e0000000000000000001")
     (note,) = old.notes()
     assert not note.rsplit(b"-", 1)[1].startswith(b"s")  # a random token, no slot claimed
