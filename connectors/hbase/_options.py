@@ -89,6 +89,23 @@ def parse_history_retain(key: str, raw: str) -> int:
     return value
 
 
+# sink.max-write-tasks: each write task of a batch owns 8 ms of cell timestamps
+# (``sink._timestamps``), so the batch's span is 8 ms times this; past the limit a batch would
+# stamp cells over two minutes ahead of the clock, which HBase's timestamp slop refuses.
+MAX_WRITE_TASKS_DEFAULT = 512
+MAX_WRITE_TASKS_LIMIT = 16_384
+
+
+def parse_max_write_tasks(key: str, raw: str) -> int:
+    value = parse_int(key, raw, minimum=1)
+    if value > MAX_WRITE_TASKS_LIMIT:
+        raise ConfigError(
+            f"option {key!r} is {value}; at most {MAX_WRITE_TASKS_LIMIT}: each write task takes 8 ms of cell "
+            f"timestamps per batch, so {value} tasks would stamp cells up to {value * 8 // 1000} s ahead of the "
+            "clock; coalesce() the stream before the sink", option=key)
+    return value
+
+
 SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_SPECS + (
     OptionSpec("rowkey", parse_nonempty, None, "name of the column holding the row key", required=True),
     OptionSpec(
@@ -105,6 +122,14 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_
         "create.table", parse_bool, False,
         "create the table at query start if missing (else a missing table is an error)",
         type_name="bool",
+    ),
+    OptionSpec(
+        "sink.max-write-tasks", parse_max_write_tasks, MAX_WRITE_TASKS_DEFAULT,
+        "most write tasks (Spark partitions reaching the sink) in one batch; each takes 8 ms of cell "
+        "timestamps per batch, so a batch's cells span up to 8 ms × this, and batches that come faster "
+        "than that move the timestamps ahead of the clock. Checked by each task before it writes anything; "
+        f"at most {MAX_WRITE_TASKS_LIMIT}",
+        type_name="int",
     ),
     OptionSpec(
         "sink.buffer-flush.max-rows", parse_positive_int, 1000,
@@ -172,6 +197,7 @@ class HBaseSinkOptions(_SharedOptions):
     guarantee: DeliveryGuarantee
     max_memory: int = 256 * 1024 * 1024
     history_retain: int = 0
+    max_tasks: int = MAX_WRITE_TASKS_DEFAULT
 
     @property
     def exactly_once(self) -> bool:
@@ -248,6 +274,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
         guarantee=v.choice("delivery.guarantee", DeliveryGuarantee),
         max_memory=v.integer("sink.buffer.max-memory"),
         history_retain=v.integer("commit.history.retain"),
+        max_tasks=v.integer("sink.max-write-tasks"),
     )
 
 

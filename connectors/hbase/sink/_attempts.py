@@ -93,6 +93,8 @@ class Placement:
     # Set by ``_committer.place_task``, never by :func:`place`: the sequence of the commit
     # this task copied into the sink's history after recording its new attempt.
     kept_history: int | None = None
+    # How far above each of ``abandoned`` its tasks may have written (``AttemptRecord.reach_ms``).
+    reach_ms: int = BATCH_SPAN_MS
 
 
 def plan_clock(plan_id: str) -> int | None:
@@ -133,11 +135,15 @@ def check_writes(commit: CommitRecord | None, attempt: AttemptRecord | None, wri
 
 def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_id: str, batch_id: int,
           plan_id: str, now_ms: int, flush_rows: int, flush_bytes: int, sink_id: str = "",
-          noting: bool = True, writes: dict[str, str] | None = None) -> Placement:
+          noting: bool = True, writes: dict[str, str] | None = None,
+          span_ms: int = BATCH_SPAN_MS) -> Placement:
     """The rule of the module docstring; pure (the caller reads the row and writes ``record``).
 
     ``writes`` (``HBaseSinkOptions.write_shape``) is checked against the records first
-    (:func:`check_writes`) and recorded with a new attempt.
+    (:func:`check_writes`) and recorded with a new attempt. ``span_ms``: the timestamps this
+    plan's tasks may use (``sink.max-write-tasks`` × 8 ms); a new attempt records the larger
+    of it and what the attempts it abandons may have used, so the replay after it starts
+    above all of them.
     """
     if writes is not None:
         check_writes(commit, attempt, writes, sink_id)
@@ -156,6 +162,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
             f"batch {batch_id} is a leftover and writes nothing", batch_id=batch_id)
     prev = commit.seq if commit is not None else None
     floor = commit.read_bound if commit is not None else 0
+    reach = 0
     abandoned: list[int] = []
     unnoted: list[int] = []
     gap = None
@@ -169,11 +176,12 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
                     batch_id=batch_id)
             return Placement(attempt.base_ms, attempt.prev_seq, attempt.gap, False, attempt.flush_rows,
                              attempt.flush_bytes, abandoned=list(attempt.abandoned), unnoted=list(attempt.unnoted),
-                             noted=attempt.noted)
+                             noted=attempt.noted, reach_ms=attempt.reach_ms)
         # Abandoned: an older plan of this batch, another query's attempt (a takeover), or
         # an attempt whose writer lost the commit to another one (built on an older commit).
         # It carries what it abandoned only if that too sits above the last commit.
         carried = attempt.prev_seq == prev
+        reach = attempt.reach_ms  # its own span, and every one it carries (``AttemptRecord.span_ms``)
         if carried:
             abandoned = list(attempt.abandoned)
             unnoted = list(attempt.unnoted)
@@ -185,13 +193,14 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
         else:  # an attempt of a release that noted nothing: its range, removed as that release did
             lo = attempt.gap[0] if carried and attempt.gap else attempt.base_ms
             gap = [lo, attempt.base_ms + BATCH_SPAN_MS]
-        floor = max([floor, *(b + BATCH_SPAN_MS for b in abandoned), gap[1] if gap else 0])
+        floor = max([floor, *(b + reach for b in abandoned), gap[1] if gap else 0])
+    span = max(span_ms, reach)
     record = AttemptRecord(query_id, batch_id, next_base(now_ms, floor), prev, gap, flush_rows=flush_rows,
                            flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, noted=True,
-                           at_least_once=not noting, unnoted=unnoted, writes=dict(writes or {}))
+                           at_least_once=not noting, unnoted=unnoted, writes=dict(writes or {}),
+                           span_ms=0 if span == BATCH_SPAN_MS else span)
     return Placement(record.base_ms, prev, gap, False, flush_rows, flush_bytes, record, abandoned=abandoned,
-                     unnoted=unnoted,
-                     noted=True)
+                     unnoted=unnoted, noted=True, reach_ms=record.reach_ms)
 
 
 def _produced(commit: CommitRecord | None, attempt: AttemptRecord) -> bool:

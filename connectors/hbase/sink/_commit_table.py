@@ -115,6 +115,7 @@ PLAN_COUNTER_COLUMN = b"c:epoch"
 _HISTORY_SEP = b"\x00"
 _LENGTH = struct.Struct(">I")
 _NOTE_SLICE = 4096  # keys taken from the stream at a time
+_DEFAULT_SPAN_MS = 512 * 8  # an attempt's span before sink.max-write-tasks (``_timestamps.BATCH_SPAN_MS``)
 
 
 _R = TypeVar("_R", bound="_JsonRecord")
@@ -210,7 +211,7 @@ class AttemptRecord(_JsonRecord):
 
     _what: ClassVar[str] = "attempt record"
     _only_when_set: ClassVar[tuple[str, ...]] = ("plan", "abandoned", "noted", "closing", "at_least_once", "unnoted",
-                                                 "writes")
+                                                 "writes", "span_ms")
     _wire_names: ClassVar[dict[str, str]] = {"noted": "logged"}
 
     query_id: str
@@ -229,7 +230,15 @@ class AttemptRecord(_JsonRecord):
     # The options that decide which cells the attempt writes (``HBaseSinkOptions.write_shape``);
     # empty in records of releases before 2026-11-29.
     writes: dict[str, str] = field(default_factory=dict)
+    # The timestamps above ``base_ms`` this attempt, and every attempt it abandoned, may have
+    # written (``sink.max-write-tasks`` × 8 ms, the largest of them); 0: the default 4,096 ms.
+    span_ms: int = 0
     version: int = RECORD_VERSION
+
+    @property
+    def reach_ms(self) -> int:
+        """How far above an abandoned base a replay must start (``_attempts``)."""
+        return self.span_ms or _DEFAULT_SPAN_MS
 
 
 @dataclass(frozen=True)

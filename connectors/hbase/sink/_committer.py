@@ -42,6 +42,7 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from ...._exceptions import FencedError, ProtocolError, SinkError
 from ....barrier._sink import merge_offsets
+from .._options import MAX_WRITE_TASKS_LIMIT
 from ..client._connection import HBaseConnection
 from ..client._connection_pool import release
 from ..client._thrift2 import Thrift2Admin
@@ -104,12 +105,13 @@ class HBaseCommitMessage(WriterCommitMessage):
     attempt_raw: bytes | None = None  # the attempt's bytes: the commit is conditional on them
     notes: int = 0  # notes this try wrote (c:task-<base>-<partition>-<try>): 1 once it noted its keys
     slot: int | None = None  # the put slot this try claimed (None: it claimed none, see ``_writer._note``)
+    reach_ms: int = BATCH_SPAN_MS  # how far above each abandoned base its tasks may have written
 
 
 def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
                  batch_id: int, *, plan_id: str = "", fenced: bool = True, max_rows: int = 1000,
                  max_size: int = 2 << 20, history_retain: int = 0,
-                 writes: dict[str, str] | None = None) -> Placement:
+                 writes: dict[str, str] | None = None, span_ms: int = BATCH_SPAN_MS) -> Placement:
     """The timestamp base and flush limits this task writes with (executor; one get of the sink
     row, at most one checkAndPut, and after a recorded attempt one ``mutateRows``).
 
@@ -128,7 +130,7 @@ def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id:
         clock = plan_clock(plan_id)
         placement = place(current, state.attempt, query_id=query_id, batch_id=batch_id, plan_id=plan_id,
                           now_ms=clock if clock is not None else now_ms(), flush_rows=max_rows, flush_bytes=max_size,
-                          sink_id=sink_id, noting=fenced, writes=writes)
+                          sink_id=sink_id, noting=fenced, writes=writes, span_ms=span_ms)
         if placement.record is None:
             return replace(placement, attempt_raw=None if placement.replay_of_committed else state.attempt_raw)
         if current is not None and current.query_id != query_id:
@@ -323,7 +325,7 @@ class Committer:
             source_checkpoints=sorted(set(source_checkpoints)),
             gaps=_merge_gaps(current.gaps if current is not None else [],
                              [first.gap] if first.gap is not None else [],
-                             [[b, b + BATCH_SPAN_MS] for b in first.abandoned
+                             [[b, b + first.reach_ms] for b in first.abandoned
                               if self._thrift2 is None or b in first.unnoted]),
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
             committed_at_ms=now_ms(), flush_rows=first.flush_rows, flush_bytes=first.flush_bytes,
@@ -456,13 +458,13 @@ class Committer:
             for note in notes:
                 if note.chunks is None:
                     continue  # still being written when replaced: it sent nothing
-                ts = TaskClock(note.base_ms, note.partition).slot_put_ts(note.slot)
+                ts = TaskClock(note.base_ms, note.partition, MAX_WRITE_TASKS_LIMIT).slot_put_ts(note.slot)
                 for key in read_note_keys(self._conn, self._commit_table, sink_id, note):
                     for family, qualifier in qualified:
                         yield key, family, qualifier, ts
             for flush in (LegacyFlushNote.from_cell(c, v) for c, v in sorted(logs.items())):
                 for round_, keys in flush.rounds.items():
-                    ts = TaskClock(flush.base_ms, flush.partition).put_ts(round_)
+                    ts = TaskClock(flush.base_ms, flush.partition, MAX_WRITE_TASKS_LIMIT).put_ts(round_)
                     for key in keys:
                         for family, qualifier in qualified:
                             yield key, family, qualifier, ts

@@ -32,8 +32,8 @@ is a pure function of the input:
   ``2r``, puts at ``2r + 1``) in the same block: :meth:`TaskClock.put_ts` keeps that
   layout so their in-flight attempts are removed from their notes.
 
-A batch therefore spans at most ``MAX_TASKS * TASK_WIDTH_MS`` ms (4.1 s) and usually
-``8 * tasks`` ms; the next batch starts at ``max(now, end of this one)``, so cells
+A batch therefore spans at most ``sink.max-write-tasks * TASK_WIDTH_MS`` ms (4.1 s at the
+default 512; the attempt records it, ``AttemptRecord.span_ms``) and usually ``8 * tasks`` ms; the next batch starts at ``max(now, end of this one)``, so cells
 stay within a few seconds of the wall clock however often keys repeat.
 """
 
@@ -42,7 +42,8 @@ from __future__ import annotations
 import os
 import time
 
-from ...._exceptions import SinkError
+from ...._exceptions import ConfigError, SinkError
+from .._options import MAX_WRITE_TASKS_DEFAULT
 
 __all__ = [
     "BATCH_SPAN_MS",
@@ -53,6 +54,8 @@ __all__ = [
     "TASK_WIDTH_MS",
     "TRY_SLOTS",
     "TaskClock",
+    "batch_span_ms",
+    "check_block",
     "next_base",
     "now_ms",
 ]
@@ -60,11 +63,16 @@ __all__ = [
 ROUNDS = 4
 TASK_WIDTH_MS = 2 * ROUNDS
 TRY_SLOTS = TASK_WIDTH_MS - 1  # put timestamps of a block: one try of the task each
-MAX_TASKS = 512
+MAX_TASKS = MAX_WRITE_TASKS_DEFAULT  # sink.max-write-tasks's default; the limit of releases before it
 # What a family must keep (checked at query start, ``client._admin.prepare_table``): the
 # committed version under every try of the task writing the cell in flight above it.
 MIN_TABLE_VERSIONS = 1 + TRY_SLOTS
 BATCH_SPAN_MS = MAX_TASKS * TASK_WIDTH_MS
+
+
+def batch_span_ms(max_tasks: int) -> int:
+    """The timestamps a batch attempt may use with ``sink.max-write-tasks`` = ``max_tasks``."""
+    return max_tasks * TASK_WIDTH_MS
 
 
 # Milliseconds added to the wall clock where the sink reads it (a test hook: a driver or
@@ -82,17 +90,24 @@ def next_base(now_ms: int, floor_ms: int) -> int:
     return max(now_ms, floor_ms)
 
 
+def check_block(block: int, max_tasks: int) -> None:
+    """Refuse a task whose partition id is past ``sink.max-write-tasks`` (before it writes anything)."""
+    if not 0 <= block < max_tasks:
+        raise ConfigError(
+            f"barrier-hbase: this batch has a write task with partition id {block}, and sink.max-write-tasks is "
+            f"{max_tasks}: each write task owns {TASK_WIDTH_MS} ms of cell timestamps per batch. Set option "
+            f"'sink.max-write-tasks' to at least the number of partitions reaching the sink (the batch's cells "
+            f"then span up to {TASK_WIDTH_MS} ms per task), or coalesce() the stream before the sink",
+            option="sink.max-write-tasks")
+
+
 class TaskClock:
     """The timestamps of one write task's rounds (executor, one per task)."""
 
     __slots__ = ("_start",)
 
-    def __init__(self, base_ms: int, block: int) -> None:
-        if not 0 <= block < MAX_TASKS:
-            raise SinkError(
-                f"barrier-hbase supports at most {MAX_TASKS} write tasks per micro-batch, "
-                f"got partition {block}; coalesce() the stream before the sink"
-            )
+    def __init__(self, base_ms: int, block: int, max_tasks: int = MAX_TASKS) -> None:
+        check_block(block, max_tasks)
         self._start = base_ms + block * TASK_WIDTH_MS
 
     def delete_ts(self, round_: int) -> int:

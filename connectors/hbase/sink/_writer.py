@@ -31,7 +31,7 @@ from ._column_layout import SinkLayout
 from ._commit_table import ATTEMPT_COLUMN, TaskNote, check_and_put, delete_task_notes, put_cell, write_note_chunks
 from ._committer import HBaseCommitMessage, place_task
 from ._encoding import encode_column
-from ._timestamps import TRY_SLOTS, TaskClock
+from ._timestamps import TRY_SLOTS, TaskClock, batch_span_ms, check_block
 
 __all__ = ["HBaseTaskWriter", "TaskIdentity"]
 
@@ -79,18 +79,20 @@ class HBaseTaskWriter:
         key, so order does not matter), and a new plan writes in a new attempt (``_attempts``).
         """
         opts, ident = self._opts, self._id
+        check_block(ident.partition_id, opts.max_tasks)  # before the attempt is recorded or a cell written
         placement = self._placement = place_task(self._conn, opts.commit_table, self.sink_id, ident.query_id,
                                          ident.batch_id, plan_id=ident.plan_id, fenced=opts.exactly_once,
                                          max_rows=opts.max_rows, max_size=opts.max_size,
-                                         history_retain=opts.history_retain, writes=opts.write_shape())
-        self._clock = TaskClock(placement.base_ms, ident.partition_id)  # checks the partition id early
+                                         history_retain=opts.history_retain, writes=opts.write_shape(),
+                                         span_ms=batch_span_ms(opts.max_tasks))
+        self._clock = TaskClock(placement.base_ms, ident.partition_id, opts.max_tasks)
         self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
                                        placement.base_ms, placement.prev_seq, placement.gap,
                                        placement.replay_of_committed,
                                        flush_rows=placement.flush_rows, flush_bytes=placement.flush_bytes,
                                        kept_history=placement.kept_history, abandoned=list(placement.abandoned),
                                        unnoted=list(placement.unnoted),
-                                       attempt_raw=placement.attempt_raw)
+                                       attempt_raw=placement.attempt_raw, reach_ms=placement.reach_ms)
         if placement.replay_of_committed:
             log.info("sink %s batch %d is committed already (a replay after a restart); task %d counts its rows "
                      "and writes nothing", self.sink_id, ident.batch_id, ident.partition_id)
