@@ -5,8 +5,8 @@ A fault point is one line in library code, ``fault_point("sink.after_flush_befor
 environment lookup when no fault is armed. When one is, the hook calls :func:`fire` here,
 which this distribution registers under the hook's entry-point group
 (``sparkbarrier.fault_firing``, devstack/pyproject.toml): the product imports nothing of
-``sparkbarrier-devstack``, and the code that kills processes never ships to a cluster. Arming is by environment, so it reaches every Python
-worker Spark spawns:
+``sparkbarrier-devstack``, and the code that kills processes never ships to a cluster.
+Arming is by environment, so it reaches every Python worker Spark spawns:
 
 * ``SPARKBARRIER_FAULT`` -- comma-separated point names; ``name@N`` fires on the N-th
   hit only (hits are counted in the state directory, so ``@N`` needs it).
