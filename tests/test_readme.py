@@ -68,8 +68,9 @@ def test_every_manual_page_is_reachable_from_the_readme() -> None:
 
 
 def test_readme_is_a_front_page() -> None:
-    # Issue 21: what a newcomer needs in five minutes; the manual lives in docs/.
-    assert len(README.read_text().encode()) < 12_000
+    # Issue 21: what a newcomer needs in five minutes; the manual lives in docs/. Issue 59
+    # made its example pasteable (imports, command-line options): 12,000 became 14,000.
+    assert len(README.read_text().encode()) < 14_000
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:
