@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typing as _typing
+import weakref as _weakref
 from pkgutil import extend_path as _extend_path
 
 from ._exceptions import (
@@ -43,6 +44,39 @@ if _typing.TYPE_CHECKING:
 
 __version__ = "0.1.0"
 
+
+def _point_spark_at_this_python() -> None:
+    """Set ``PYSPARK_PYTHON`` to this interpreter where it is unset and ``python3`` is another.
+
+    Spark starts its Python workers, and looks up the ``barrier-kafka`` and ``barrier-hbase``
+    formats, with ``PYSPARK_PYTHON``, else ``python3`` from ``PATH``. A venv's Python run by
+    its path, without activating the venv, finds the system's ``python3`` there, which lacks
+    sparkbarrier, and Spark then fails with ``DATA_SOURCE_NOT_FOUND`` and no hint. So an
+    import in the driver, before the SparkSession starts, points Spark at the interpreter that
+    imported sparkbarrier, and logs that it did. A value you set is never changed: on a
+    cluster whose executors run another Python, set ``PYSPARK_PYTHON`` (docs/operations.md).
+    """
+    import os
+    import shutil
+    import sys
+
+    if os.environ.get("PYSPARK_PYTHON") or not sys.executable:
+        return
+    default = shutil.which("python3")
+    here = os.path.dirname(os.path.abspath(sys.executable))
+    if default is not None and os.path.dirname(os.path.abspath(default)) == here:
+        return  # python3 from PATH is this environment's (an activated venv, the system's own)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    import logging
+
+    logging.getLogger(__name__).info(
+        "PYSPARK_PYTHON was unset and python3 on PATH is %s, not this interpreter: set PYSPARK_PYTHON=%s so "
+        "Spark's Python workers find sparkbarrier (set PYSPARK_PYTHON yourself to choose another)",
+        default, sys.executable)
+
+
+_point_spark_at_this_python()
+
 # The test and dev machinery is a second distribution, sparkbarrier-devstack, that adds the
 # subpackage ``sparkbarrier.devstack``. Installed into the same site-packages it lands in
 # this folder; an editable install (./dev's strict mode links each distribution's files
@@ -71,8 +105,14 @@ __getattr__, __dir__ = _lazy_exports(__name__, globals(),
                                      {name: f".connectors.{package}" for name, package in _LAZY.items()})
 
 
+# The sessions ``register`` registered the formats with: Spark logs a warning for every
+# registration that replaces one ("... replaced a statically registered data source", then
+# "... a previously registered data source"), and a second one changes nothing.
+_REGISTERED: _weakref.WeakSet[SparkSession] = _weakref.WeakSet()
+
+
 def register(spark: SparkSession) -> None:
-    """Register ``barrier-kafka`` and ``barrier-hbase`` with ``spark`` explicitly.
+    """Register ``barrier-kafka`` and ``barrier-hbase`` with ``spark`` explicitly, once per session.
 
     Not needed after ``pip install`` (Spark finds the ``pyspark_barrier_*`` modules on
     its own); useful where auto-registration is off or the package was added late, and
@@ -81,13 +121,18 @@ def register(spark: SparkSession) -> None:
     environment, and a source it found on its own carries another environment than
     anything registered from Python, so such a query starts a second daemon (measured
     0.6-1.0 s more on its first batch, and the daemon's memory for the session's life).
-    Imported lazily so the protocol core stays importable without pyspark.
+    Imported lazily so the protocol core stays importable without pyspark. Driver; a
+    second call for the same session does nothing (``checkpointed_sink`` calls it for every
+    sink it registers), so Spark's replacement warning comes once per format and session.
     """
     from .connectors.hbase import register as register_hbase
     from .connectors.kafka import register as register_kafka
 
+    if spark in _REGISTERED:
+        return
     register_kafka(spark)
     register_hbase(spark)
+    _REGISTERED.add(spark)
 
 
 def checkpointed_sink(spark: SparkSession, name: str,

@@ -2,10 +2,11 @@
 
 A fault point is one line in library code, ``fault_point("sink.after_flush_before_commit")``
 (the hook ``sparkbarrier._faults``, which ships in the product wheel), and costs one
-environment lookup when no fault is armed. When one is, the hook hands over to
-:func:`fire` here, in the ``sparkbarrier-devstack`` distribution, so the code that kills
-processes never ships to a cluster. Arming is by environment, so it reaches every Python
-worker Spark spawns:
+environment lookup when no fault is armed. When one is, the hook calls :func:`fire` here,
+which this distribution registers under the hook's entry-point group
+(``sparkbarrier.fault_firing``, devstack/pyproject.toml): the product imports nothing of
+``sparkbarrier-devstack``, and the code that kills processes never ships to a cluster.
+Arming is by environment, so it reaches every Python worker Spark spawns:
 
 * ``SPARKBARRIER_FAULT`` -- comma-separated point names; ``name@N`` fires on the N-th
   hit only (hits are counted in the state directory, so ``@N`` needs it).
@@ -68,14 +69,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .._exceptions import ConfigError
+from .._faults import FAULT_ENV
 
 __all__ = ["FAULT_ENV", "FAULT_STATE_DIR_ENV", "armed", "find_jvm_ancestor", "fire", "fired"]
 
 log = logging.getLogger(__name__)
 
-# The same name as the hook's ``sparkbarrier._faults.FAULT_ENV`` (a test checks it): this
-# module cannot import the hook, which imports it, without an import circle.
-FAULT_ENV = "SPARKBARRIER_FAULT"
 FAULT_STATE_DIR_ENV = "SPARKBARRIER_FAULT_STATE_DIR"
 
 

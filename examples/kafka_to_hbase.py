@@ -8,16 +8,17 @@ SPARKBARRIER_* variables (``python -m sparkbarrier.devstack env``). ``--source k
 with Spark's own Kafka source instead, which must be on the classpath (``spark-submit
 --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<Spark version>``). The README shows
 the part between the two ``# README`` lines; tests/examples/test_kafka_to_hbase_example.py
-runs the file on the devstack.
+runs the file on the devstack, as a fresh shell would (the venv's Python run by its path).
 """
+# README
 import argparse
 import os
 
 from pyspark.sql import SparkSession, functions as F
 
-import sparkbarrier
+import sparkbarrier  # before the session: points Spark's workers at this Python (PYSPARK_PYTHON)
 
-env = os.environ.get
+env = os.environ.get  # the devstack's addresses: eval "$(.venv/bin/python -m sparkbarrier.devstack env)"
 cli = argparse.ArgumentParser(description="Kafka -> HBase, exactly once")
 cli.add_argument("--bootstrap", default=env("SPARKBARRIER_KAFKA_BOOTSTRAP", "localhost:9092"))
 cli.add_argument("--hbase", default=env("SPARKBARRIER_HBASE_THRIFT", "localhost:9090"))
@@ -27,16 +28,16 @@ cli.add_argument("--table", default="orders")
 cli.add_argument("--checkpoint", default="/tmp/sparkbarrier-example/orders")
 cli.add_argument("--source", choices=["barrier-kafka", "kafka"], default="barrier-kafka")
 args = cli.parse_args()
-# README
 kafka = {"kafka.bootstrap.servers": args.bootstrap, "subscribe": args.topic}
 group = f"{args.table}-etl"  # receives the offsets of completed batches only
 
-# Nothing to configure: the installed sparkbarrier registers its formats.
+# Nothing else to configure: the installed sparkbarrier registers its formats.
 spark = SparkSession.builder.appName("kafka-to-hbase").getOrCreate()
 if args.source == "barrier-kafka":
     raw = (spark.readStream.format("barrier-kafka").options(**kafka)
            .option("kafka.group.id", group).option("startingOffsets", "group").load())
-else:  # Spark's own source; a listener commits the group after each completed batch
+else:  # Spark's own source (its jars: spark-submit --packages org.apache.spark:spark-sql-kafka-0-10_2.13:<Spark
+    # version>); a listener commits the group after each completed batch
     commits = sparkbarrier.commit_kafka_offsets(spark, group, {"kafka.bootstrap.servers": args.bootstrap})
     raw = spark.readStream.format("kafka").options(**kafka).option("startingOffsets", "earliest").load()
 orders = raw.select(F.from_json(F.col("value").cast("string"),

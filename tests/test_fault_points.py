@@ -109,8 +109,16 @@ def test_each_fault_point_has_one_owner() -> None:
 
 
 def test_hook_and_firing_code_read_the_same_variable() -> None:
-    # Two constants, because the firing code cannot import the hook that imports it.
-    assert _faults.FAULT_ENV == FAULT_ENV == "SPARKBARRIER_FAULT"
+    # One constant: the firing code imports the hook's (the hook imports nothing of it).
+    assert _faults.FAULT_ENV is FAULT_ENV and FAULT_ENV == "SPARKBARRIER_FAULT"
+
+
+def test_the_devstack_registers_its_firing_code_for_the_hook() -> None:
+    from importlib.metadata import entry_points
+
+    from sparkbarrier.devstack.faults import fire
+
+    assert [ep.load() for ep in entry_points(group=_faults.FIRING_GROUP)] == [fire]
 
 
 def test_unarmed_hook_does_not_load_the_firing_code() -> None:
@@ -123,9 +131,9 @@ def test_unarmed_hook_does_not_load_the_firing_code() -> None:
 
 
 def test_armed_fault_without_the_devstack_distribution_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    # None in sys.modules makes the import fail as if sparkbarrier-devstack were not installed
+    # A group nobody registers stands for a product installed without sparkbarrier-devstack
     # (tests/test_wheels.py checks the same against the real product wheel).
-    monkeypatch.setitem(sys.modules, "sparkbarrier.devstack.faults", None)
+    monkeypatch.setattr(_faults, "FIRING_GROUP", "sparkbarrier.no_such_group")
     monkeypatch.setenv(FAULT_ENV, "some.other.point")
     with pytest.raises(ConfigError, match="sparkbarrier-devstack distribution") as err:
         fault_point("sink.before_flush", fail=Boom)

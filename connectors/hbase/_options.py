@@ -291,18 +291,27 @@ class HBaseReadOptions(_SharedOptions):
     filter_pushdown: bool
 
 
+# What only the sink reads (how it writes: create.table, op.column, buffers, ...): the reader
+# takes these keys and ignores them, so one options dict serves the sink and the reader
+# (issue 59). The mapping keys are refused all the same (below): they would mislead.
+_SINK_ONLY_KEYS: tuple[str, ...] = tuple(
+    s.key for s in SINK_OPTION_SPECS if s.key not in {r.key for r in READ_OPTION_SPECS} and s.key not in _MAPPING_KEYS)
+
+
 def parse_read_options(raw: Mapping[str, str]) -> HBaseReadOptions:
     """Validate the batch reader's options (driver, and again on executors).
 
     ``column.family`` and ``columns`` get an error of their own, naming the option: they
-    are the sink's, and the view's columns come from the commit record.
+    are the sink's, and the view's columns come from the commit record. The sink's other
+    keys (``create.table``, ``op.column``, ...) are taken and ignored: one dict serves both.
     """
     for key in raw:
         if key.lower() in _MAPPING_KEYS:
             raise ConfigError(
                 f"option {key!r} is the barrier-hbase sink's, not the reader's: the reader reads every column "
                 "the sink committed, mapped as the commit record says; choose columns with select()", option=key)
-    v, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader", ignored=SPARK_SINK_KEYS)
+    v, _ = parse_options(raw, READ_OPTION_SPECS, source_name="barrier-hbase reader",
+                         ignored=SPARK_SINK_KEYS + _SINK_ONLY_KEYS)
     return HBaseReadOptions(
         **_shared_fields(v),
         as_of_batch=v.optional_integer("as.of.batch"),

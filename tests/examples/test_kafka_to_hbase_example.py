@@ -97,13 +97,19 @@ def test_example_writes_the_events_applied_in_kafka_order_and_prints_the_committ
     _produce(kafka_bootstrap, name, EVENTS)
     args = [sys.executable, str(EXAMPLE), "--topic", name, "--table", name,
             "--checkpoint", str(tmp_path / "checkpoint"), "--source", source]
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP="127.0.0.1")
+    # A fresh user's shell (issue 59): the venv's Python run by its path, the venv not on
+    # PATH, no PYSPARK_PYTHON (the suite's conftest sets one).
+    venv_bin = os.path.dirname(sys.executable)
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != venv_bin)
+    env = {k: v for k, v in os.environ.items() if k != "PYSPARK_PYTHON"}
+    env.update(PATH=path, SPARK_LOCAL_IP="127.0.0.1")
     if source == "barrier-kafka":
         args += ["--bootstrap", kafka_bootstrap, "--hbase", "%s:%d" % hbase_thrift,
                  "--hbase-thrift2", "%s:%d" % hbase_thrift2]
     else:
         from sparkbarrier.devstack.jvm_kafka import jvm_kafka_jars
 
+        # Spark's own source needs its jars: the README and the example say so.
         env.update({KAFKA_ENV: kafka_bootstrap, HBASE_ENV: "%s:%d" % hbase_thrift,
                     HBASE_THRIFT2_ENV: "%s:%d" % hbase_thrift2,
                     "PYSPARK_SUBMIT_ARGS": f"--jars {jvm_kafka_jars()} pyspark-shell"})

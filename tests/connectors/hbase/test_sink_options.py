@@ -159,3 +159,14 @@ def test_reader_refuses_the_sinks_column_mapping_instead_of_ignoring_it(key: str
     assert info.value.option == key
     assert not {"column.family", "columns"} & {spec.key for spec in READ_OPTION_SPECS}
     assert "column.family" not in hbase_read_options_table()
+
+
+def test_reader_takes_and_ignores_the_sinks_write_options_so_one_dict_serves_both() -> None:
+    # Issue 59: a fresh table needs create.table in the dict the sink and the reader share.
+    from sparkbarrier.connectors.hbase._options import parse_read_options
+
+    shared = {"table": "t", "sink.id": "s", "rowkey": "id", "op.column": "op", "create.table": "true",
+              "delivery.guarantee": "exactly-once", "sink.buffer-flush.max-rows": "10"}
+    assert parse_read_options(shared) == parse_read_options({"table": "t", "sink.id": "s"})
+    with pytest.raises(ConfigError, match="unknown option 'create.tables' for barrier-hbase reader"):
+        parse_read_options({"table": "t", "create.tables": "true"})
