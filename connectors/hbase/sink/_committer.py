@@ -252,6 +252,11 @@ class Committer:
             log.info("batch %d: no write task reported; nothing to commit", batch_id)
             return None
         first = msgs[0]
+        if first.batch_id != batch_id:
+            # The batch id arrives twice (the driver's argument, every task's report); the
+            # record is written from the reports, so the two must agree.
+            raise ProtocolError(f"barrier-hbase: Spark commits batch {batch_id}, but its write tasks report batch "
+                                f"{first.batch_id} (a bug in the call order, please report it)")
         keys = {(m.sink_id, m.query_id, m.batch_id, m.base_ms, m.prev_seq, m.attempt_raw) for m in msgs}
         if len(keys) != 1:
             raise FencedError(

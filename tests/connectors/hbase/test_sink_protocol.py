@@ -259,3 +259,14 @@ def test_a_refused_check_and_put_is_final_and_a_retried_one_is_checked(make_sink
         assert read_cell(conn, table, row, column) == b"ours"
     finally:
         conn.close()
+
+
+def test_a_commit_whose_batch_id_differs_from_its_tasks_reports_is_refused(make_sink) -> None:
+    """The batch id reaches the committer twice (Spark's argument, the tasks' reports): checked."""
+    from sparkbarrier._exceptions import ProtocolError
+
+    sink = make_sink(KV)
+    msg = sink.task([{"id": "a", "v": 1, "s": None}], batch=3)
+    with pytest.raises(ProtocolError, match="Spark commits batch 4, but its write tasks report batch 3"):
+        sink.driver.committer().commit([msg], 4)
+    assert sink.history() == []
