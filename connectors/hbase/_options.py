@@ -126,7 +126,7 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_
     OptionSpec(
         "sink.max-write-tasks", parse_max_write_tasks, MAX_WRITE_TASKS_DEFAULT,
         "most write tasks (Spark partitions reaching the sink) in one batch; each takes 8 ms of cell "
-        "timestamps per batch, so a batch's cells span up to 8 ms × this, and batches that come faster "
+        "timestamps per batch, so a batch's cells span up to 8 ms times this, and batches that come faster "
         "than that move the timestamps ahead of the clock. Checked by each task before it writes anything; "
         f"at most {MAX_WRITE_TASKS_LIMIT}",
         type_name="int",

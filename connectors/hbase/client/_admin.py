@@ -95,7 +95,7 @@ def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], 
         if not create:
             raise ConfigError(
                 f"HBase table {table!r} does not exist; create it (families {wanted}, VERSIONS >= "
-                f"{MIN_VERSIONS}, KEEP_DELETED_CELLS => TRUE) or set create.table=true", option="table")
+                f"{min_versions}, KEEP_DELETED_CELLS => TRUE) or set create.table=true", option="table")
         try:
             if thrift2 is not None:
                 thrift2.create_table(table, {f: FamilySpec(max_versions=CREATE_VERSIONS,
@@ -119,7 +119,7 @@ def prepare_table(conn: HBaseConnection, table: str, families: Iterable[bytes], 
     if missing:
         # Thrift1 cannot alter a table, so even create.table=true cannot add a family.
         raise ConfigError(f"HBase table {table!r} has no column family {missing}; add it with the HBase "
-                          f"shell (VERSIONS >= {MIN_VERSIONS}, KEEP_DELETED_CELLS => TRUE)",
+                          f"shell (VERSIONS >= {min_versions}, KEEP_DELETED_CELLS => TRUE)",
                           option="column.family")
     for f in wanted:
         versions = descriptors[f.encode()]["max_versions"]

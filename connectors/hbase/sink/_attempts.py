@@ -141,7 +141,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
 
     ``writes`` (``HBaseSinkOptions.write_shape``) is checked against the records first
     (:func:`check_writes`) and recorded with a new attempt. ``span_ms``: the timestamps this
-    plan's tasks may use (``sink.max-write-tasks`` × 8 ms); a new attempt records the larger
+    plan's tasks may use (``sink.max-write-tasks`` * 8 ms); a new attempt records the larger
     of it and what the attempts it abandons may have used, so the replay after it starts
     above all of them.
     """

@@ -231,7 +231,7 @@ class AttemptRecord(_JsonRecord):
     # empty in records of releases before 2026-11-29.
     writes: dict[str, str] = field(default_factory=dict)
     # The timestamps above ``base_ms`` this attempt, and every attempt it abandoned, may have
-    # written (``sink.max-write-tasks`` × 8 ms, the largest of them); 0: the default 4,096 ms.
+    # written (``sink.max-write-tasks`` * 8 ms, the largest of them); 0: the default 4,096 ms.
     span_ms: int = 0
     version: int = RECORD_VERSION
 

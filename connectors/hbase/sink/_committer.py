@@ -35,7 +35,7 @@ its replay (a new plan) abandons them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from pyspark.sql.datasource import WriterCommitMessage

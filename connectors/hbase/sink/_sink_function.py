@@ -2,8 +2,9 @@
 
 The generic adapter (``sparkbarrier.connectors.checkpointed``) runs this function: on
 executors ``initialize_state`` agrees on the batch's timestamp base, ``invoke`` nets
-rows into the mutation buffer, ``snapshot_state`` flushes at every aligned barrier and
-at the end of the task and returns the task's :class:`HBaseCommitMessage` as its handle;
+rows into the mutation buffer, ``snapshot_state`` reports at every aligned barrier
+(writing nothing: a task writes each key once, at the end of its input) and at the end of
+the task, after that one write, and returns the task's :class:`HBaseCommitMessage` as its handle;
 on the driver ``notify_checkpoint_complete`` writes the commit record with the Kafka
 offsets the barriers carried. The commit table is the durable record of what was
 applied (a replay of a committed batch is a no-op there), so the adapter's own ledger

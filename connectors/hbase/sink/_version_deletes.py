@@ -6,7 +6,7 @@ all of the batch's tasks at once; removed one chunk after another over one conne
 the commit took longer than the batch's own write (5M versions: 113.6 s, 2026-11-28).
 The deletes are independent of each other (exact versions, idempotent), so chunks go
 out over :data:`WORKERS` Thrift2 connections at once; the region servers apply them in
-parallel as they applied the batch's writes. At most ``2 × WORKERS`` chunks are held, so
+parallel as they applied the batch's writes. At most ``2 * WORKERS`` chunks are held, so
 memory stays bounded whatever the count. The first failure is raised once every sent
 chunk has finished; the notes stay (the caller deletes them only after this returns), so
 the commit's retry sends them all again.
