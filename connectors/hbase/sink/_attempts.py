@@ -88,7 +88,7 @@ class Placement:
     unnoted: list[int] = field(default_factory=list)  # of ``abandoned``: at-least-once attempts, puts unnoted
     noted: bool = False
     # The attempt's bytes as the commit table holds them (set by ``_committer.place_task``):
-    # every flush note and the driver's commit are conditional on them.
+    # each try's note (one per try, ``_writer._note``) and the driver's commit are conditional on them.
     attempt_raw: bytes | None = None
     # Set by ``_committer.place_task``, never by :func:`place`: the sequence of the commit
     # this task copied into the sink's history after recording its new attempt.

@@ -8,16 +8,22 @@ Layout (table ``commit.table``, default ``sparkbarrier_commits``, family ``c``):
     only with ``checkAndPut`` against the exact bytes the writer based its work on, so a
     second writer under the same ``sink.id`` is fenced.
   * ``c:attempt`` — JSON :class:`AttemptRecord`: the timestamp base the running
-    micro-batch writes at. Executors of one batch agree on it through ``checkAndPut``;
-    a replay of the same (query, batch) reuses it, so replayed cells are identical.
+    micro-batch writes at. The tasks of one plan agree on it through ``checkAndPut``,
+    and their retries and copies reuse it; a later plan of the same batch (a replay
+    after a driver restart) abandons it and records a new attempt above it (``_attempts``).
   * ``c:task-<base>-<partition>-<try>`` — the note of one try of write task ``partition``
-    in the attempt at ``base`` (:class:`TaskNote`): first ``{"chunks": null}`` (the try is
-    writing its note), then, with ``checkAndPut`` conditional on ``c:attempt`` still
-    holding that attempt, the number of key chunks it wrote. Only after that does the try
-    send a mutation, so once an attempt is replaced no try of it sends anything, and every
-    try that sent something is noted (``_committer`` removes exactly those versions).
-    ``<try>`` is random per try: copies of a task never share a note. Two cells per try:
-    the sink row takes O(tasks) writes per batch, whatever the batch's size.
+    in the attempt at ``base`` (:class:`TaskNote`): one cell per try, written twice by
+    ``_writer._note``. First the claim, ``{"chunks": null, "keys": 0, "owner": <token>}``
+    (the try is writing its note); then, after the key chunks, the same cell with
+    ``"chunks"`` and ``"keys"`` counted, by a ``checkAndPut`` conditional on
+    ``c:attempt`` still holding that attempt. Only after that does the try send a
+    mutation, so once an attempt is replaced or closed no try of it sends anything, and
+    every try that sent something is noted (``_committer`` removes exactly those
+    versions). ``<try>`` is ``s<slot>``, the try's put slot, claimed by creating the cell
+    with a ``checkAndPut`` that expects it absent (slot 0 first, up to
+    ``_timestamps.TRY_SLOTS``); without Thrift2 a random token, created by a plain put
+    (every such try puts at slot 0). Copies of a task never share a note. The sink row
+    takes O(tasks) writes per batch, whatever the batch's size.
   * ``c:log-<base>-<partition>-<n>`` — a flush note of releases before 2026-11-28 (one
     per flush, keys in JSON); read only to remove an attempt of such a release.
   * ``c:notice-<kind>`` — the last warning of a kind the sink gave, so it is given once
@@ -159,8 +165,10 @@ class CommitRecord(_JsonRecord):
 
     ``seq`` counts the sink's commits (1, 2, ...). The batch wrote its cells at
     timestamps in ``[ts_lo, ts_hi)``; the committed view is every cell below
-    ``read_bound`` (the largest ``ts_hi`` so far) outside ``gaps`` (timestamp ranges of
-    attempts that were replaced and never committed).
+    ``read_bound`` (the largest ``ts_hi`` so far) outside ``gaps``: timestamp ranges of
+    replaced attempts whose puts stay (at-least-once ones, any without Thrift2) and of a
+    replaced attempt of a release before 2026-11-27, touching ranges joined into one
+    (``_committer._merge_gaps``); gaps an earlier release recorded stay as they are.
     """
 
     _what: ClassVar[str] = "commit record"
@@ -190,18 +198,19 @@ class CommitRecord(_JsonRecord):
 class AttemptRecord(_JsonRecord):
     """The timestamp base a (query, batch) writes at (``c:attempt``).
 
-    ``prev_seq`` is the commit the attempt builds on; ``gap`` the timestamp range of the
-    attempts it replaced (they never committed and their cells must stay invisible);
+    ``prev_seq`` is the commit the attempt builds on; ``gap`` the timestamp range of a
+    replaced attempt of a release before 2026-11-27 (its cells must stay invisible);
     ``flush_rows``/``flush_bytes`` the buffer limits it flushes at (a retry reuses them);
     ``plan`` the planned batch that started it (``_attempts``: a retry of its tasks joins
     it, a later plan of the same batch abandons it). Absent in records of releases
     before 2026-11-26, which then read as the oldest plan. ``abandoned``: the bases of
-    the attempts this one replaced on top of the same commit, each noting its flushes
-    (``c:log-*``); ``gap`` is only ever set for an attempt of a release before 2026-11-27
+    the attempts this one replaced on top of the same commit, each with its tries' notes
+    (``c:task-*``; ``c:log-*`` flush notes for an attempt of a release before 2026-11-28);
+    ``gap`` is only ever set for an attempt of a release before 2026-11-27
     (which noted nothing) that this one replaced. ``noted`` (``logged`` on the wire, its
-    name until 2026-11-28): this attempt's tasks note
-    every flush before sending it (every attempt of this release; records of earlier
-    releases read as False). ``closing``: the driver is committing the attempt
+    name until 2026-11-28): each try of this attempt notes its keys once before sending
+    anything (every attempt of this release; records of releases before 2026-11-27
+    read as False). ``closing``: the driver is committing the attempt
     (``_committer``): no try may note, and so send, anything more in it.
     ``at_least_once``: the attempt's tries note nothing (``delivery.guarantee``), so
     once abandoned its puts cannot be removed; ``unnoted``: those of ``abandoned`` that
@@ -579,7 +588,7 @@ def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column
     """Atomically set ``column`` to ``value`` iff ``check`` (default: ``column``) holds ``expected``.
 
     ``expected=None`` means "the cell must not exist". One row, one server-side lock:
-    ``check`` may name another cell of the sink row (a flush note or the commit
+    ``check`` may name another cell of the sink row (a try's note or the commit,
     conditional on ``c:attempt``). After a transport retry the
     first try may have landed, so a False answer of a retry is re-checked: the cell
     already holding ``value`` counts as success (the write is idempotent by content). A
@@ -609,7 +618,7 @@ def read_legacy_notes(conn: HBaseConnection, commit_table: str, sink_id: str) ->
 
 
 def delete_cells(conn: HBaseConnection, commit_table: str, sink_id: str, columns: list[bytes]) -> None:
-    """Delete whole cells of the sink row (flush notes done with); idempotent."""
+    """Delete whole cells of the sink row (an earlier release's flush notes, done with); idempotent."""
     if not columns:
         return
     with refusals(f"cannot delete flush notes of sink {sink_id!r} in {commit_table!r}"):

@@ -212,7 +212,13 @@ def _committed_meanwhile(state: SinkState, first: HBaseCommitMessage) -> CommitR
 
 
 def _merge_gaps(old: list[list[int]], *new: list[list[int]]) -> list[list[int]]:
-    """The committed record's gaps: the earlier ones, then each abandoned range (touching ones joined)."""
+    """The committed record's gaps: the earlier ones, then each abandoned range, overlapping or touching ones joined.
+
+    Attempts abandoned one after another sit exactly one span apart when the planning
+    clock had not passed the floor (``_attempts``: the next base is the abandoned base
+    plus its span), so their ranges touch and are written as one. A joined range covers
+    what its parts cover, nothing between them.
+    """
     gaps = [list(g) for g in old]
     for lo, hi in sorted(g for ranges in new for g in ranges):
         if lo >= hi:
@@ -446,9 +452,10 @@ class Committer:
         """Delete the versions ``notes`` (and an earlier release's flush ``logs``) noted, then the notes.
 
         One Thrift2 version delete per noted key and sink column, at the put timestamp of
-        the noting try's slot, sent over several connections at once (``_version_deletes``:
-        as fast as the batch's tasks wrote them, not one chunk after another). Returns the versions deleted; None when there is no Thrift2
-        (the notes stay, and the versions with them).
+        the noting try's slot, sent over several Thrift2 connections at once
+        (``_version_deletes``: as fast as the batch's tasks wrote them, not one chunk after
+        another). Returns the versions deleted; None when there is no Thrift2 (the notes
+        stay, and the versions with them).
         """
         if self._thrift2 is None:
             if abandoned:
@@ -482,7 +489,7 @@ class Committer:
     def _roll_back(self, gap: list[int]) -> None:
         """Remove an earlier release's abandoned attempt by its time range (see ``_rollback``).
 
-        Only an attempt recorded by a release before 2026-11-27 has no flush notes; this
+        Only an attempt recorded by a release before 2026-11-27 has no notes at all; this
         runs at most once per such attempt, on the first commit after the upgrade.
         """
         if self._thrift2 is None:

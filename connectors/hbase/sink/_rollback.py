@@ -1,9 +1,9 @@
 """Removing what an abandoned attempt of a release before 2026-11-27 wrote (upgrade only).
 
-This release removes an abandoned attempt's puts exactly, from the flush notes its tasks
-wrote (``_committer``); an attempt recorded by an earlier release has none, so the first
-commit after the upgrade removes it the way that release did, once: by its time range.
-What follows is that release's description.
+This release removes an abandoned attempt's puts exactly, from the notes its tries wrote
+(one per try: ``c:task-*``, ``_committer``); an attempt recorded by a release before
+2026-11-27 has no notes at all, so the first commit after the upgrade removes it the way
+that release did, once: by its time range. What follows is that release's description.
 
 An attempt is *abandoned* when a later plan of the same batch replaces it (the driver
 died mid-batch and the query restarted) or another query takes the ``sink.id`` over

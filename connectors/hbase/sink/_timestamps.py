@@ -3,14 +3,15 @@
 Why this shape. Every HBase client expects epoch-millisecond timestamps: TTLs expire
 by them, time-range queries select by them, other writers' puts and deletes compare
 against them, and clusters with ``hbase.hregion.keyvalue.timestamp.slop.millisecs``
-reject cells too far ahead. Exactly-once, on the other hand, needs a retried
-task to write *identical* cells and delete markers at *identical* timestamps, so a
-retry converges on what the failed try wrote instead of adding versions.
+reject cells too far ahead. Exactly-once, on the other hand, needs every try of a task
+to write its delete markers at the *same* timestamp and its puts at timestamps the
+commit can name from ids alone, so that it removes exactly the puts of the tries it
+does not keep and a retry adds no version.
 
 So a micro-batch attempt picks its **base** once, from the wall clock
 (``max(now, end of everything written before)``), and records it in the commit table
 (see ``_attempts``); retries within its plan reuse the recorded base. Inside a batch every timestamp
-is a pure function of the input:
+follows from ids (the task's partition id, the try's slot), never from the rows:
 
 * a write task owns a *block* of :data:`TASK_WIDTH_MS` milliseconds, block ``n``
   starting at ``base + n * TASK_WIDTH_MS``, so two tasks never share a timestamp and a
@@ -28,13 +29,19 @@ is a pure function of the input:
   marker at ``t`` masks every put at ``<= t`` whatever the arrival order, so "delete,
   then put" is a marker and a newer put; a hot key updated thousands of times costs one
   put. Without Thrift2 (no exact-version delete) every try puts at slot 0;
-* releases before 2026-11-28 wrote :data:`ROUNDS` rounds of two slots each (deletes at
-  ``2r``, puts at ``2r + 1``) in the same block: :meth:`TaskClock.put_ts` keeps that
-  layout so their in-flight attempts are removed from their notes.
+* an attempt left in flight by a release before 2026-11-28 wrote in the same 8 ms in
+  another layout (:data:`ROUNDS` pairs of a delete and a put timestamp); only the
+  commit that removes such an attempt from its ``c:log-*`` notes reads it
+  (:meth:`TaskClock.put_ts`). This release's writes use :meth:`TaskClock.delete_ts`
+  ``(0)`` and :meth:`TaskClock.slot_put_ts` only.
 
 A batch therefore spans at most ``sink.max-write-tasks * TASK_WIDTH_MS`` ms (4.1 s at the
-default 512; the attempt records it, ``AttemptRecord.span_ms``) and usually ``8 * tasks`` ms; the next batch starts at ``max(now, end of this one)``, so cells
-stay within a few seconds of the wall clock however often keys repeat.
+default 512; the attempt records it, ``AttemptRecord.span_ms``) and usually
+``8 * tasks`` ms; the next batch starts at ``max(now, end of this one)``, so cells stay
+within a few seconds of the wall clock however often keys repeat, as long as batches
+come no faster than 8 ms per write task. Faster ones (200 tasks every 0.2 s) move the
+cells further ahead of the clock with every batch; a replay after a restart starts a
+whole span above the attempt it abandons.
 """
 
 from __future__ import annotations
@@ -60,6 +67,9 @@ __all__ = [
     "now_ms",
 ]
 
+# An earlier release's layout of a block (4 pairs of a delete and a put timestamp): read only to
+# remove an attempt it left in flight. Its width stays the block's: 8 ms, one delete timestamp
+# and TRY_SLOTS put timestamps.
 ROUNDS = 4
 TASK_WIDTH_MS = 2 * ROUNDS
 TRY_SLOTS = TASK_WIDTH_MS - 1  # put timestamps of a block: one try of the task each
@@ -102,7 +112,12 @@ def check_block(block: int, max_tasks: int) -> None:
 
 
 class TaskClock:
-    """The timestamps of one write task's rounds (executor, one per task)."""
+    """The timestamps of one write task's block (executor, one per task).
+
+    The task's delete markers go at the block's first millisecond (``delete_ts(0)``),
+    the same for every try; each try's puts at the slot it claimed (:meth:`slot_put_ts`).
+    A ``round_`` other than 0 means something only in an earlier release's notes.
+    """
 
     __slots__ = ("_start",)
 
@@ -111,13 +126,15 @@ class TaskClock:
         self._start = base_ms + block * TASK_WIDTH_MS
 
     def delete_ts(self, round_: int) -> int:
+        """The delete timestamp: the block's first millisecond for ``round_`` 0 (every try's)."""
         return self._start + 2 * self._check(round_)
 
     def put_ts(self, round_: int) -> int:
+        """An earlier release's put timestamp of ``round_`` (its notes); round 0 is slot 0."""
         return self._start + 2 * self._check(round_) + 1
 
     def slot_put_ts(self, slot: int) -> int:
-        """The put timestamp of the try that claimed ``slot`` (slot 0 is round 0's put)."""
+        """The put timestamp of the try that claimed ``slot``: ``base + 8 * block + 1 + slot``."""
         if not 0 <= slot < TRY_SLOTS:
             raise SinkError(f"internal: try slot {slot} outside 0..{TRY_SLOTS - 1}")
         return self._start + 1 + slot
@@ -127,7 +144,7 @@ class TaskClock:
         return self._start + TASK_WIDTH_MS
 
     def end(self, round_: int) -> int:
-        """First timestamp after everything written in rounds up to ``round_``."""
+        """First timestamp after an earlier release's ``round_`` (its layout; unused by this one)."""
         return self.put_ts(round_) + 1
 
     @staticmethod

@@ -2,8 +2,10 @@
 
 Contract (one instance per write task, on the executor): the checkpointed-sink adapter
 strips marker columns and calls :meth:`HBaseTaskWriter.snapshot` at every aligned
-barrier and at the end of the task (Flink's snapshot at the barrier: an unconditional
-flush, errors surface here). Column values are encoded a whole column at
+barrier and at the end of the task. Only the last snapshot (``final``) writes: the
+task's netted keys, once, after its try noted them (:meth:`HBaseTaskWriter._note`);
+a barrier's snapshot only reports (a barrier inside a task is not a commit point, see
+``_buffer.MutationBuffer.flush``). Write errors surface there. Column values are encoded a whole column at
 a time; per row only the key's net change is updated (see ``_buffer``). Deletes are
 real HBase deletes: ``op.column = delete`` removes the row's cells in this sink's
 columns (another writer's columns of the same family stay), a null with
@@ -174,7 +176,11 @@ class HBaseTaskWriter:
             batch_id=self._id.batch_id)
 
     def snapshot(self, *, final: bool = False) -> HBaseCommitMessage:
-        """Flush (Flink's snapshot at the barrier: unconditional) and report what is written so far."""
+        """Report what is written so far; with ``final`` (the end of the task's input) first write it all.
+
+        A barrier's snapshot writes nothing (``_buffer.MutationBuffer.flush``): the batch
+        commits as a whole on the driver.
+        """
         msg, _ = self._begun("snapshot")
         if self._buf is not None:
             self._buf.flush(final=final)
