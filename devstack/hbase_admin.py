@@ -72,7 +72,8 @@ class HBaseAdminShell:
         got = answer[0] if answer else ""
         if got != want:
             self.close()
-            raise DevstackError(f"HBase admin shell: {what} answered {got or 'nothing'!r} (after up to {timeout:.0f} s)",
+            raise DevstackError(f"HBase admin shell: {what} answered {got or 'nothing'!r} "
+                                f"(after up to {timeout:.0f} s)",
                                 fix="is the devstack HBase up? python -m sparkbarrier.devstack status")
 
     def _call(self, command: str, table: str) -> None:
