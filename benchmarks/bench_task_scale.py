@@ -88,7 +88,7 @@ def main() -> None:
                     help="threads of the commit's version deletes (default: _version_deletes.WORKERS; 1 = serial)")
     args = ap.parse_args()
     if args.delete_workers is not None:
-        from sparkbarrier.connectors.hbase.sink import _version_deletes
+        from sparkbarrier.connectors.hbase.client import _version_deletes
 
         _version_deletes.WORKERS = args.delete_workers
 
@@ -106,7 +106,7 @@ def main() -> None:
     fn.validate(raw, from_arrow_schema(SCHEMA))
     fn.start(raw, from_arrow_schema(SCHEMA))
     opts = parse_sink_options(raw)
-    from sparkbarrier.connectors.hbase.sink._version_deletes import WORKERS
+    from sparkbarrier.connectors.hbase.client._version_deletes import WORKERS
 
     out: dict[str, object] = {"keys": args.keys, "tasks": args.tasks, "max_memory": args.max_memory,
                               "delete_workers": WORKERS}

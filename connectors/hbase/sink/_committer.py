@@ -71,7 +71,7 @@ from ._commit_table import (
 )
 from ._rollback import roll_back_gap
 from ._timestamps import BATCH_SPAN_MS, TaskClock, now_ms
-from ._version_deletes import delete_versions
+from ..client._version_deletes import delete_versions
 
 __all__ = ["Committer", "HBaseCommitMessage", "place_task"]
 

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from ..client._thrift2 import Thrift2Admin
+from ._thrift2 import Thrift2Admin
 
 __all__ = ["CHUNK", "WORKERS", "delete_versions"]
 
