@@ -11,6 +11,7 @@ last test writes a spilled task through the devstack's HBase.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import resource
@@ -272,7 +273,8 @@ SCHEMA = pa.schema([("id", pa.binary()), ("op", pa.string()), ("a", pa.binary())
 
 
 @pytest.mark.hbase
-def test_a_task_spilled_at_the_minimum_max_memory_leaves_its_netted_rows_in_hbase(make_sink: Any) -> None:
+def test_a_task_spilled_at_the_minimum_max_memory_leaves_its_netted_rows_in_hbase(
+        make_sink: Any, caplog: pytest.LogCaptureFixture) -> None:
     """Through the real server: 12 MiB of 8 KB rows over 900 keys, with repeats, nulls and
     deletes, spill at 4 MiB and merge; the table holds each key's net change."""
     sink = make_sink(SCHEMA, **{"op.column": "op", "sink.ignore-null-value": "false",
@@ -293,8 +295,10 @@ def test_a_task_spilled_at_the_minimum_max_memory_leaves_its_netted_rows_in_hbas
             cells.pop(b"d:b", None)
         else:
             cells[b"d:b"] = b
+    caplog.set_level(logging.DEBUG, logger=MutationBuffer.__module__)
     msg = sink.task([pa.RecordBatch.from_pylist(rows[n:n + 100], schema=SCHEMA) for n in range(0, len(rows), 100)],
                     batch=0)
+    assert sum("spilled" in r.getMessage() for r in caplog.records) >= 2  # held, spilled, merged
     sink.commit([msg], 0)
     assert sink.plain() == expected
 
