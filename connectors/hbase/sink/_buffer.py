@@ -33,8 +33,8 @@ skew; the fixed overhead on top is measured and documented (docs/hbase-sink.md):
   keys are sorted and spilled as a run;
 * every run lives in one unlinked temporary file, read back with ``pread``: a task has at
   most two spill files open (the one read, the one written), whatever its number of runs;
-* runs are written in chunks of at most ``max_memory / 64`` costed bytes (or one change,
-  when a single key is bigger), and the merge reads one chunk per run: a pass merges as
+* runs are written in chunks cut where they reach ``max_memory / 64`` costed bytes (one
+  change, when a single key is bigger), and the merge reads one chunk per run: a pass merges as
   many consecutive runs as their largest chunks fit in ``max_memory`` (at most
   :data:`MAX_FAN_IN`, at least two), and passes repeat until one takes every run. Equal
   keys net in run order, which is input order for that key, and :func:`net` is
@@ -245,11 +245,11 @@ class MutationBuffer:
         """Write the held changes, sorted by key, as a run (each change dropped once written)."""
         if not self._changes:
             return
-        changes, held = self._changes, self._held
+        changes, held, count = self._changes, self._held, len(self._changes)
         items = ((k, _frozen(changes.pop(k))) for k in sorted(changes))
         self._runs.append(self._file.write(items, self._chunk_bytes))
         self.spilled_runs += 1
-        log.debug("spilled %d netted key(s) (~%d bytes) to run %d", len(changes), held, len(self._runs))
+        log.debug("spilled %d netted key(s) (~%d bytes) to run %d", count, held, len(self._runs))
         self._changes, self._held = {}, 0
 
     def _groups(self) -> list[list[_Run]]:
