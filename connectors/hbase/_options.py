@@ -28,6 +28,7 @@ from .._options import (
     parse_options,
     parse_positive_int,
     parse_positive_size,
+    parse_size,
     parse_stripped,
     parse_timestamp_ms,
 )
@@ -41,6 +42,7 @@ from .client._options import (
 
 __all__ = [
     "DEFAULT_COMMIT_TABLE",
+    "MIN_BUFFER_MEMORY",
     "READ_OPTION_SPECS",
     "SINK_OPTION_SPECS",
     "SPARK_SINK_KEYS",
@@ -106,6 +108,24 @@ def parse_max_write_tasks(key: str, raw: str) -> int:
     return value
 
 
+# The smallest sink.buffer.max-memory accepted. Below a few MiB the bound saves nothing worth
+# having (a Python worker with pyarrow is ~40 MiB before its first row) and costs disk: a
+# task spills a run per max-memory of netted input and every merge pass rewrites them all,
+# while the merge's chunks (max-memory / 64: 64 KiB at 4 MiB) shrink to small reads. The
+# issue's 1 byte spilled one run per key.
+MIN_BUFFER_MEMORY = 4 * 1024 * 1024
+
+
+def parse_buffer_memory(key: str, raw: str) -> int:
+    """A size of at least :data:`MIN_BUFFER_MEMORY` (the error names the option and the smallest value)."""
+    value = parse_size(key, raw)
+    if value < MIN_BUFFER_MEMORY:
+        raise ConfigError(f"option {key!r} is {raw.strip()!r} ({value} bytes); the smallest accepted value is "
+                          f"'4mb' ({MIN_BUFFER_MEMORY} bytes): a smaller bound saves less memory than the Python "
+                          "worker's own and multiplies the task's spilled runs and merge passes", option=key)
+    return value
+
+
 SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_SPECS + (
     OptionSpec("rowkey", parse_nonempty, None, "name of the column holding the row key", required=True),
     OptionSpec(
@@ -148,9 +168,10 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_
         type_name="int",
     ),
     OptionSpec(
-        "sink.buffer.max-memory", parse_positive_size, 256 * 1024 * 1024,
-        "netted rows a write task holds in memory before it spills them, sorted, to the executor's "
-        "local temporary directory (e.g. `64mb`): bounds a task's memory whatever its number of keys",
+        "sink.buffer.max-memory", parse_buffer_memory, 256 * 1024 * 1024,
+        "memory a write task's netted rows may take (as Python holds them) before they spill, sorted, to "
+        "the executor's local temporary directory, and what the merge of the spills reads at once (e.g. "
+        "`64mb`; at least `4mb`): a task's memory is this plus a fixed overhead (docs/hbase-sink.md, memory)",
         type_name="size",
     ),
     DELIVERY_GUARANTEE,  # the adapter's spec: one declaration, one name
