@@ -46,6 +46,7 @@ from .._options import MAX_WRITE_TASKS_LIMIT
 from ..client._connection import HBaseConnection
 from ..client._connection_pool import release
 from ..client._thrift2 import Thrift2Admin
+from ..client._version_deletes import delete_versions
 from ._attempts import Placement, place, plan_clock
 from ._commit_table import (
     ATTEMPT_COLUMN,
@@ -71,7 +72,6 @@ from ._commit_table import (
 )
 from ._rollback import roll_back_gap
 from ._timestamps import BATCH_SPAN_MS, TaskClock, now_ms
-from ..client._version_deletes import delete_versions
 
 __all__ = ["Committer", "HBaseCommitMessage", "place_task"]
 
