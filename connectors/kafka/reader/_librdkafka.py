@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
@@ -291,7 +292,7 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
         finished = True
     finally:
         if idle is not None:
-            end(idle)
+            end(idle, sys.exc_info()[1])  # the error (or GeneratorExit) that ends the read
         with waiting("release the consumer" if finished else "close the consumer",
                      part.channel, leader, where):
             if finished:
