@@ -61,6 +61,7 @@ _MEASURED_S = {
     "tests/integration/test_hdfs_ha_kerberos.py": 37,
     "tests/devstack/test_hbase_kerberos.py": 36,
     "tests/integration/test_hdfs_namenode_restarts.py": 35,
+    "tests/connectors/kafka/test_cluster_leader_kill.py": 35,  # 2026-11-29, alone
     "tests/integration/test_kerberos_pipeline.py": 32,
     "tests/connectors/kafka/test_jvm_commits.py": 32,
     "tests/devstack/test_kafka_cluster.py": 29,

@@ -20,7 +20,8 @@ The map follows the Java client's ``RetriableException`` tree:
   missing permission, told apart elsewhere).
 
 One problem is logged once (WARNING) with what is retried and for how long, again only
-when it changes, and once more (INFO) when it healed: :class:`ProblemLog`. kafka-python
+when it changes, and once more (WARNING too, with how long it lasted) when it healed:
+:class:`ProblemLog`. kafka-python
 itself logs every failed reconnect to a dead broker at ERROR (several a second during
 a rolling restart); those lines go to DEBUG (:func:`quiet_reconnect_logs`, installed at
 import): the one line that matters is ours.
@@ -99,11 +100,14 @@ def describe(exc: BaseException) -> str:
 
 
 class ProblemLog:
-    """One WARNING per problem, one INFO when it healed; repeats at DEBUG.
+    """One WARNING per problem, one WARNING when it healed; repeats at DEBUG.
 
     Why: a leader election makes every lookup of every batch fail the same way for
-    seconds; a stack trace or warning per attempt buries the one line that matters.
-    Thread-safe; one instance per long-lived client (planner, committer, reader).
+    seconds; a stack trace or warning per attempt buries the one line that matters. The
+    healed line has the problem line's level: Spark's Python workers set no logging up,
+    so only WARNING and above reach the driver's log, and a problem whose end is not
+    there reads as one that never ended (issue 58). Thread-safe; one instance per
+    long-lived client (planner, committer, reader).
     """
 
     def __init__(self, logger: logging.Logger, prefix: str) -> None:
@@ -129,7 +133,7 @@ class ProblemLog:
                 return
             self._problem = None
             took = time.monotonic() - self._since
-        self._log.info("%s: %s works again after %.1f s", self._prefix, what, took)
+        self._log.warning("%s: %s works again after %.1f s", self._prefix, what, took)
 
 
 def retry_failover(what: str, call: Callable[[], T], *, timeout_s: float,

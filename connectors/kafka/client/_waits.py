@@ -1,14 +1,18 @@
-"""What a batch waits for on Kafka: one line when a wait passes 10 s, and every slow call.
+"""What a batch waits for on Kafka: a line when a wait passes 10 s, one when it ends, and every slow call.
 
 Why: a query stopped on a dead broker used to say nothing at all for a minute (issue 50):
 the planner and the read tasks sat inside client calls that neither failed nor returned,
 so no retry logged. Every call of theirs that can wait on a broker runs inside
 :func:`waiting`, which names it (the call, the partition, the broker asked). A watchdog
 thread, one per process and idle while nothing waits, logs once (WARNING) a wait that
-passes :data:`WARN_AFTER_S`, with how long it has lasted so far, and once more (INFO)
-when it ended. In the planner's process (the driver) that covers the offset lookups and
-discovery; in the executors' Python workers the range reads (their lines reach the
-driver's log in local mode, and the executor's stderr on a cluster).
+passes :data:`WARN_AFTER_S`, with how long it has lasted so far, and once more, also at
+WARNING, when it ended: how long it lasted in all, on which broker, and whether the call
+answered or ended with an error. The end line has the start line's level on purpose:
+Spark's Python workers set no logging up, so only WARNING and above reach the driver's
+log (Python's last-resort handler), and in issue 58 a start line without its end was
+read as a wait of a minute. In the planner's process (the driver) that covers the offset
+lookups and discovery; in the executors' Python workers the range reads (their lines
+reach the driver's log in local mode, and the executor's stderr on a cluster).
 
 Nothing secret reaches these lines: a partition, a broker's node id and ``host:port``, a
 call's name and seconds.
@@ -66,6 +70,11 @@ class Wait:
         return (f"{self.where} waits on Kafka: {self.call} of {self.partition} on "
                 f"{self.broker_now()}, {took:.1f} s so far")
 
+    def ended(self, took: float, outcome: str) -> str:
+        """The line of a wait that is over: what, on which broker, how long, how it ended."""
+        return (f"{self.where} waited on Kafka {took:.1f} s: {self.call} of {self.partition} "
+                f"on {self.broker_now()}; {outcome}")
+
 
 _lock = threading.Lock()
 _active: dict[int, Wait] = {}
@@ -97,13 +106,13 @@ def _start_watchdog() -> None:
         _watchdog.start()
 
 
-def _record(w: Wait, took: float) -> None:
+def _record(w: Wait, took: float, outcome: str) -> None:
     path = os.environ.get(ENV)
     if not path:
         return
     line = json.dumps({"at": time.time(), "took_s": round(took, 3), "where": w.where,
                        "call": w.call, "partition": w.partition, "broker": w.broker_now(),
-                       "pid": os.getpid()})
+                       "outcome": outcome, "pid": os.getpid()})
     with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as out:
         out.write(line + "\n")  # one short append: whole lines from many processes
 
@@ -118,19 +127,22 @@ def begin(call: str, partition: str, broker: Broker, where: str = "driver") -> W
     return w
 
 
-def end(w: Wait) -> None:
-    """End ``w``: a line if it was warned about, a record if it was slow. Idempotent."""
+def end(w: Wait, failed: BaseException | None = None) -> None:
+    """End ``w``: a line if it was warned about, a record if it was slow. Idempotent.
+
+    ``failed``: the exception the call ended with, if any; the line names its type only
+    (a client's message may quote a setting)."""
     with _lock:
         if _active.pop(id(w), None) is None:
             return
     took = time.monotonic() - w.started
+    outcome = "answered" if failed is None else f"ended with {type(failed).__name__}"
     if w.warned:
-        log.info("barrier-kafka: %s: %s of %s answered after %.1f s", w.where, w.call,
-                 w.partition, took)
+        log.warning("barrier-kafka: %s", w.ended(took, outcome))
     if took >= RECORD_AFTER_S:
         if log.isEnabledFor(logging.DEBUG):
-            log.debug("barrier-kafka: %s", w.describe(took))
-        _record(w, took)
+            log.debug("barrier-kafka: %s", w.ended(took, outcome))
+        _record(w, took, outcome)
 
 
 @contextlib.contextmanager
@@ -139,5 +151,7 @@ def waiting(call: str, partition: str, broker: Broker, where: str = "driver") ->
     w = begin(call, partition, broker, where)
     try:
         yield w
-    finally:
-        end(w)
+    except BaseException as exc:
+        end(w, exc)
+        raise
+    end(w)

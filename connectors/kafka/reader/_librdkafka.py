@@ -242,6 +242,7 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
     where = f"read task of {part.channel}@{part.start}..{part.end}"
     leader = fetcher_leader(fetcher)
     idle: Wait | None = None  # the read's current wait for records, if any
+    failed: BaseException | None = None  # what ended the read early, for that wait's end line
     try:
         with waiting("ListOffsets (earliest)", part.channel, leader, where):
             low = earliest(fetcher, part, lookup_s)
@@ -289,9 +290,12 @@ def read_with(fetcher: Fetcher, options: KafkaSourceOptions,
             if batch is not None:
                 yield batch
         finished = True
+    except BaseException as exc:  # the error (or GeneratorExit) that ends the read
+        failed = exc
+        raise
     finally:
         if idle is not None:
-            end(idle)
+            end(idle, failed)
         with waiting("release the consumer" if finished else "close the consumer",
                      part.channel, leader, where):
             if finished:

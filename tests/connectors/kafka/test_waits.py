@@ -1,6 +1,7 @@
 """Named waits on Kafka (issue 50): one WARNING when a wait passes its threshold, saying
-what waits (call, partition, broker, seconds so far), one INFO when it ended, and slow
-calls recorded for the failover bench. No server: the waits here are plain blocks; the
+what waits (call, partition, broker, seconds so far), one WARNING when it ended, saying how
+long it lasted and how it ended (issue 58: at INFO that line never reached the driver's
+log), and slow calls recorded for the failover bench. No server: the waits here are plain blocks; the
 failover bench and tests/integration/test_kafka_leader_kill_liveness.py see real ones.
 """
 
@@ -30,7 +31,7 @@ def _lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
             if r.levelno == level and r.name == "sparkbarrier.connectors.kafka"]
 
 
-def test_a_long_wait_is_logged_once_with_its_call_partition_broker_and_age(
+def test_a_long_wait_is_logged_once_while_it_lasts_and_once_when_it_ends(
         fast: None, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="sparkbarrier.connectors.kafka")
     asked: list[str] = []
@@ -43,13 +44,33 @@ def test_a_long_wait_is_logged_once_with_its_call_partition_broker_and_age(
         wait_for(lambda: _lines(caplog, logging.WARNING), 5, "the wait's warning")
         # several more ticks of the watchdog: still one line
         wait_for(lambda: time.monotonic() - w.started > 0.8, 5, "twice the threshold")
+        took = time.monotonic() - w.started
     warnings = _lines(caplog, logging.WARNING)
-    assert len(warnings) == 1, warnings
+    assert len(warnings) == 2, warnings
     assert "look up latest offsets of t:0 on node 3 (127.0.0.1:19094)" in warnings[0]
     assert " s so far" in warnings[0]
-    ended = _lines(caplog, logging.INFO)
-    assert len(ended) == 1 and "answered after" in ended[0], ended
-    assert len(asked) == 1  # the broker is asked only when a line names it
+    # the end, at the start's level: what waited, on which broker, how long, how it ended
+    assert warnings[1].startswith("barrier-kafka: driver waited on Kafka "), warnings[1]
+    assert warnings[1].endswith(": look up latest offsets of t:0 on node 3 (127.0.0.1:19094); "
+                                "answered"), warnings[1]
+    lasted = float(warnings[1].split("waited on Kafka ")[1].split(" s:")[0])
+    assert took - 0.1 <= lasted <= took + 1.0, (lasted, took)
+    assert len(asked) == 2  # the broker is asked only when a line names it
+
+
+def test_a_long_wait_that_fails_says_so_when_it_ends(
+        fast: None, caplog: pytest.LogCaptureFixture, tmp_path, monkeypatch) -> None:
+    record = tmp_path / "waits.jsonl"
+    monkeypatch.setenv(_waits.ENV, str(record))
+    caplog.set_level(logging.WARNING, logger="sparkbarrier.connectors.kafka")
+    with pytest.raises(TimeoutError, match="password=hunter2"), \
+            _waits.waiting("look up latest offsets", "t:4", "node 2"):
+        wait_for(lambda: _lines(caplog, logging.WARNING), 5, "the wait's warning")
+        raise TimeoutError("password=hunter2")
+    ended = _lines(caplog, logging.WARNING)[1]
+    assert ended.endswith("look up latest offsets of t:4 on node 2; ended with TimeoutError")
+    assert "hunter2" not in ended  # only the error's type: a client's message may hold secrets
+    assert json.loads(record.read_text())["outcome"] == "ended with TimeoutError"
 
 
 def test_a_short_wait_logs_nothing_and_records_nothing(
@@ -77,7 +98,7 @@ def test_a_slow_call_is_recorded_as_one_json_line(fast: None, tmp_path, monkeypa
     found = json.loads(lines[0])
     assert found["call"] == "ListOffsets (earliest)" and found["partition"] == "t:2"
     assert found["broker"] == "node 1" and found["where"] == "read task of t:2"
-    assert found["took_s"] >= 0.25
+    assert found["took_s"] >= 0.25 and found["outcome"] == "answered"
 
 
 def test_waits_on_several_threads_are_each_warned_about(
@@ -93,11 +114,13 @@ def test_waits_on_several_threads_are_each_warned_about(
     for t in threads:
         t.start()
     wait_for(lambda: len(_lines(caplog, logging.WARNING)) == 3, 5, "three warnings")
+    started = [m for m in _lines(caplog, logging.WARNING) if "so far" in m]
     release.set()
     for t in threads:
         t.join(5)
-    assert sorted(m.split(" of ")[1].split(" on ")[0] for m in _lines(caplog, logging.WARNING)) \
-        == ["t:0", "t:1", "t:2"]
+    assert sorted(m.split(" of ")[1].split(" on ")[0] for m in started) == ["t:0", "t:1", "t:2"]
+    ended = [m for m in _lines(caplog, logging.WARNING) if "waited on Kafka" in m]
+    assert sorted(m.split(" of ")[1].split(" on ")[0] for m in ended) == ["t:0", "t:1", "t:2"]
 
 
 def test_a_broker_that_cannot_be_told_never_fails_the_wait(
