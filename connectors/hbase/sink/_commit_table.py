@@ -69,6 +69,7 @@ from ....state._json import Json, parse_json
 from ..client._connection import HBaseConnection
 from ..client._errors import SERVER_ERRORS, refusals, refused
 from ..client._thrift_types import Thrift1Connection
+from ._timestamps import BATCH_SPAN_MS
 
 __all__ = [
     "ATTEMPT_COLUMN",
@@ -121,7 +122,6 @@ PLAN_COUNTER_COLUMN = b"c:epoch"
 _HISTORY_SEP = b"\x00"
 _LENGTH = struct.Struct(">I")
 _NOTE_SLICE = 4096  # keys taken from the stream at a time
-_DEFAULT_SPAN_MS = 512 * 8  # an attempt's span before sink.max-write-tasks (``_timestamps.BATCH_SPAN_MS``)
 
 
 _R = TypeVar("_R", bound="_JsonRecord")
@@ -247,7 +247,7 @@ class AttemptRecord(_JsonRecord):
     @property
     def reach_ms(self) -> int:
         """How far above an abandoned base a replay must start (``_attempts``)."""
-        return self.span_ms or _DEFAULT_SPAN_MS
+        return self.span_ms or BATCH_SPAN_MS
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,6 @@ from pyspark.sql.datasource import WriterCommitMessage
 
 from ...._exceptions import FencedError, ProtocolError, SinkError
 from ....barrier._sink import merge_offsets
-from .._options import MAX_WRITE_TASKS_LIMIT
 from ..client._connection import HBaseConnection
 from ..client._connection_pool import release
 from ..client._thrift2 import Thrift2Admin
@@ -470,13 +469,13 @@ class Committer:
             for note in notes:
                 if note.chunks is None:
                     continue  # still being written when replaced: it sent nothing
-                ts = TaskClock(note.base_ms, note.partition, MAX_WRITE_TASKS_LIMIT).slot_put_ts(note.slot)
+                ts = TaskClock(note.base_ms, note.partition).slot_put_ts(note.slot)
                 for key in read_note_keys(self._conn, self._commit_table, sink_id, note):
                     for family, qualifier in qualified:
                         yield key, family, qualifier, ts
             for flush in (LegacyFlushNote.from_cell(c, v) for c, v in sorted(logs.items())):
                 for round_, keys in flush.rounds.items():
-                    ts = TaskClock(flush.base_ms, flush.partition, MAX_WRITE_TASKS_LIMIT).put_ts(round_)
+                    ts = TaskClock(flush.base_ms, flush.partition).put_ts(round_)
                     for key in keys:
                         for family, qualifier in qualified:
                             yield key, family, qualifier, ts

@@ -77,12 +77,14 @@ MAX_TASKS = MAX_WRITE_TASKS_DEFAULT  # sink.max-write-tasks's default; the limit
 # What a family must keep (checked at query start, ``client._admin.prepare_table``): the
 # committed version under every try of the task writing the cell in flight above it.
 MIN_TABLE_VERSIONS = 1 + TRY_SLOTS
-BATCH_SPAN_MS = MAX_TASKS * TASK_WIDTH_MS
 
 
 def batch_span_ms(max_tasks: int) -> int:
     """The timestamps a batch attempt may use with ``sink.max-write-tasks`` = ``max_tasks``."""
     return max_tasks * TASK_WIDTH_MS
+
+
+BATCH_SPAN_MS = batch_span_ms(MAX_TASKS)  # the span of an attempt that records none (``AttemptRecord.span_ms``)
 
 
 # Milliseconds added to the wall clock where the sink reads it (a test hook: a driver or
@@ -116,13 +118,14 @@ class TaskClock:
 
     The task's delete markers go at the block's first millisecond (``delete_ts(0)``),
     the same for every try; each try's puts at the slot it claimed (:meth:`slot_put_ts`).
-    A ``round_`` other than 0 means something only in an earlier release's notes.
+    A ``round_`` other than 0 means something only in an earlier release's notes. The
+    block is not checked here: the writer checks it against ``sink.max-write-tasks``
+    (:func:`check_block`) before it places, and the commit names blocks of tries that wrote.
     """
 
     __slots__ = ("_start",)
 
-    def __init__(self, base_ms: int, block: int, max_tasks: int = MAX_TASKS) -> None:
-        check_block(block, max_tasks)
+    def __init__(self, base_ms: int, block: int) -> None:
         self._start = base_ms + block * TASK_WIDTH_MS
 
     def delete_ts(self, round_: int) -> int:

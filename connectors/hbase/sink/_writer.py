@@ -87,7 +87,7 @@ class HBaseTaskWriter:
                                          max_rows=opts.max_rows, max_size=opts.max_size,
                                          history_retain=opts.history_retain, writes=opts.write_shape(),
                                          span_ms=batch_span_ms(opts.max_tasks))
-        self._clock = TaskClock(placement.base_ms, ident.partition_id, opts.max_tasks)
+        self._clock = TaskClock(placement.base_ms, ident.partition_id)
         self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
                                        placement.base_ms, placement.prev_seq, placement.gap,
                                        placement.replay_of_committed,

@@ -6,7 +6,7 @@ import pytest
 
 from sparkbarrier._exceptions import ConfigError, SinkError
 from sparkbarrier.connectors.hbase.sink._timestamps import (
-    BATCH_SPAN_MS, MAX_TASKS, ROUNDS, TASK_WIDTH_MS, TaskClock, batch_span_ms, next_base)
+    BATCH_SPAN_MS, MAX_TASKS, ROUNDS, TASK_WIDTH_MS, TaskClock, batch_span_ms, check_block, next_base)
 
 
 def test_base_follows_the_wall_clock_but_never_goes_below_what_was_written() -> None:
@@ -30,7 +30,7 @@ def test_deletes_sort_below_puts_within_a_round_and_rounds_increase() -> None:
 def test_a_batch_spans_at_most_a_few_seconds_by_default_and_the_limit_names_its_option() -> None:
     assert BATCH_SPAN_MS == MAX_TASKS * TASK_WIDTH_MS <= 5_000
     with pytest.raises(ConfigError, match="sink.max-write-tasks") as err:
-        TaskClock(0, MAX_TASKS)
+        check_block(MAX_TASKS, MAX_TASKS)
     assert err.value.option == "sink.max-write-tasks" and "coalesce" in str(err.value)
-    wide = TaskClock(0, 1_999, 2_000)  # a wider batch, allowed by the option
-    assert wide.block_end() == batch_span_ms(2_000)
+    check_block(1_999, 2_000)  # a wider batch, allowed by the option
+    assert TaskClock(0, 1_999).block_end() == batch_span_ms(2_000)
