@@ -16,8 +16,9 @@ is its only input besides the task's own ids):
    is fenced (:class:`~sparkbarrier.FencedError`) and writes nothing.
 3. The in-flight attempt is this (query, batch), on top of the same commit, and was
    started by this task's plan: a retry or a concurrent copy of a task of the same
-   plan. It reuses the attempt's base, and its block is its Spark task id (partition
-   id), as the other copy's; it puts at a slot of its own in that block (``_writer``).
+   plan. It reuses the attempt's base and modulus (``keyed_tasks``), so its block is the
+   other copy's (``_timestamps.task_block``: from its partition id and its keys, the same
+   rows on every try); it puts at a slot of its own in that block (``_writer``).
    Once the driver began committing the attempt (``closing``) it is a leftover: fenced.
 4. The in-flight attempt is from an *older* plan and did not produce the last commit
    (a driver that died mid-batch; another query that took the ``sink.id`` over, or lost
@@ -27,7 +28,9 @@ is its only input besides the task's own ids):
 5. Otherwise a new attempt at ``max(now, the last commit's read bound)``.
 
 Why it is exact (for every query shape Spark allows before the sink). Inside one attempt
-a write task's block is its partition id and it writes each key's net change once (``_buffer``:
+a write task's block follows from its partition id and whether all its keys hash to it
+under the attempt's modulus (``_keyed``; two keyed tasks share no key, every other task
+has a block of its own), and it writes each key's net change once (``_buffer``:
 a key's net change is a function of its own rows): its delete markers at the block's first
 millisecond, the same for every try whatever the order of its rows, and its puts at the
 slot its try claimed. The commit first closes the attempt (no try notes, and so sends,
@@ -95,6 +98,8 @@ class Placement:
     kept_history: int | None = None
     # How far above each of ``abandoned`` its tasks may have written (``AttemptRecord.reach_ms``).
     reach_ms: int = BATCH_SPAN_MS
+    # The modulus the attempt's tasks test their keys under (``AttemptRecord.keyed_tasks``, ``_keyed``).
+    keyed_tasks: int = 0
 
 
 def plan_clock(plan_id: str) -> int | None:
@@ -176,7 +181,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
                     batch_id=batch_id)
             return Placement(attempt.base_ms, attempt.prev_seq, attempt.gap, False, attempt.flush_rows,
                              attempt.flush_bytes, abandoned=list(attempt.abandoned), unnoted=list(attempt.unnoted),
-                             noted=attempt.noted, reach_ms=attempt.reach_ms)
+                             noted=attempt.noted, reach_ms=attempt.reach_ms, keyed_tasks=attempt.keyed_tasks)
         # Abandoned: an older plan of this batch, another query's attempt (a takeover), or
         # an attempt whose writer lost the commit to another one (built on an older commit).
         # It carries what it abandoned only if that too sits above the last commit.
@@ -198,9 +203,10 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
     record = AttemptRecord(query_id, batch_id, next_base(now_ms, floor), prev, gap, flush_rows=flush_rows,
                            flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, noted=True,
                            at_least_once=not noting, unnoted=unnoted, writes=dict(writes or {}),
-                           span_ms=0 if span == BATCH_SPAN_MS else span)
+                           span_ms=0 if span == BATCH_SPAN_MS else span,
+                           keyed_tasks=commit.tasks if commit is not None else 0)
     return Placement(record.base_ms, prev, gap, False, flush_rows, flush_bytes, record, abandoned=abandoned,
-                     unnoted=unnoted, noted=True, reach_ms=record.reach_ms)
+                     unnoted=unnoted, noted=True, reach_ms=record.reach_ms, keyed_tasks=record.keyed_tasks)
 
 
 def _produced(commit: CommitRecord | None, attempt: AttemptRecord) -> bool:

@@ -43,7 +43,10 @@ skew; the fixed overhead on top is measured and documented (docs/hbase-sink.md):
 Before anything is sent, ``note`` (when given, exactly once: ``_writer``) receives the
 keys whose puts the task sends, as a stream: it records them in the commit table, is
 refused once the task's attempt was replaced or is being committed (then nothing is
-sent), and returns the try's put slot.
+sent), and returns the try's put slot. By the time the stream ends, every key of the task
+has passed ``keyed`` (when given), which decides the block the task writes in
+(``_keyed``: the batch's shared block when every key hashes to the task), so ``note``
+can record it.
 
 Any write failure raises :class:`FlushError`: Spark fails the task and retries it, and
 the retry writes the same delete markers, and its puts at a slot of its own.
@@ -66,6 +69,7 @@ from ...._exceptions import FlushError, SinkError
 from ...._faults import fault_point
 from ..client._connection import HBaseConnection
 from ..client._errors import refusals
+from ._keyed import KeyedCheck
 from ._timestamps import TaskClock
 
 __all__ = ["FAULT_AFTER_PARTIAL_FLUSH", "KEY_OVERHEAD_BYTES", "MAX_FAN_IN", "MutationBuffer", "net"]
@@ -167,7 +171,8 @@ class MutationBuffer:
 
     def __init__(self, conn: HBaseConnection, table: str, clock: TaskClock, *, delete_columns: tuple[bytes, ...],
                  max_rows: int, max_size: int, max_memory: int = 256 << 20, batch_id: int | None = None,
-                 note: Callable[[Iterator[bytes]], int] | None = None) -> None:
+                 note: Callable[[Iterator[bytes]], int] | None = None,
+                 keyed: tuple[KeyedCheck, TaskClock] | None = None) -> None:
         self._conn = conn
         self._table = table.encode()
         self.clock = clock
@@ -177,6 +182,9 @@ class MutationBuffer:
         self.batch_id = batch_id
         self._note = note
         self._slot = 0  # the put slot of this try (``note`` returns it)
+        # The test of whether the task is keyed, and the shared block's clock it then writes
+        # with instead of ``clock`` (``_keyed``); decided once every key passed, before ``note`` ends.
+        self._keyed = keyed
         # A key's net change; a key whose rows only put cells (most) is held as the bare dict of
         # its puts, with no _RowChange: the common path costs one dict per key.
         self._changes: dict[bytes, _RowChange | dict[bytes, bytes]] = {}
@@ -301,11 +309,16 @@ class MutationBuffer:
             src, dst = self._one_pass_left(), self._spare
             out = _RunWriter(dst, self._chunk_bytes)
 
+            check = self._keyed[0] if self._keyed is not None else None
+
             def keys() -> Iterator[bytes]:
                 for item in _netted([src.read(r) for r in self._runs]):
                     out.add(item)
+                    if check is not None:
+                        check.add(item[0])
                     if item[1][2]:
                         yield item[0]
+                self._settle()
 
             if self._note is not None:
                 self._slot = self._note(keys())
@@ -317,6 +330,7 @@ class MutationBuffer:
             self._runs = []
             changes = ((k, d, c, p) for k, (d, c, p) in dst.read(final_run))
         else:
+            self._settle(self._changes)
             if self._note is not None:
                 self._slot = self._note(k for k, c in self._changes.items() if _frozen(c)[2])
             changes = ((k, *_frozen(c)) for k, c in self._changes.items())
@@ -324,6 +338,16 @@ class MutationBuffer:
         self._write(changes)
         self.close()
         self._changes, self._held = {}, 0
+
+    def _settle(self, keys: Iterable[bytes] = ()) -> None:
+        """Choose the task's block once every key it writes was seen: the shared one if it is keyed."""
+        if self._keyed is None:
+            return
+        check, shared = self._keyed
+        check.feed(keys)
+        if check.done():
+            self.clock = shared
+        self._keyed = None
 
     def _write(self, changes: Iterable[tuple[bytes, bool, Any, dict[bytes, bytes]]]) -> None:
         """Send the changes in calls bounded by the flush limits: deletes at the delete slot, then puts."""

@@ -104,6 +104,7 @@ __all__ = [
 ]
 
 RECORD_VERSION = 2
+NOTE_VERSION = 3  # a try's note that records its timestamp block (``TaskNote.block``)
 COMMIT_FAMILY = "c"
 COMMIT_COLUMN = b"c:commit"
 ATTEMPT_COLUMN = b"c:attempt"
@@ -172,6 +173,7 @@ class CommitRecord(_JsonRecord):
     """
 
     _what: ClassVar[str] = "commit record"
+    _only_when_set: ClassVar[tuple[str, ...]] = ("tasks",)
 
     sink_id: str
     table: str
@@ -190,6 +192,9 @@ class CommitRecord(_JsonRecord):
     committed_at_ms: int = 0
     flush_rows: int = 1000
     flush_bytes: int = 2 << 20
+    # The batch's write tasks (Spark partitions reaching the sink): the modulus under which
+    # the next batch's tasks test whether they are keyed (``_keyed``); 0 in records before it.
+    tasks: int = 0
     version: int = RECORD_VERSION
 
 
@@ -220,7 +225,7 @@ class AttemptRecord(_JsonRecord):
 
     _what: ClassVar[str] = "attempt record"
     _only_when_set: ClassVar[tuple[str, ...]] = ("plan", "abandoned", "noted", "closing", "at_least_once", "unnoted",
-                                                 "writes", "span_ms")
+                                                 "writes", "span_ms", "keyed_tasks")
     _wire_names: ClassVar[dict[str, str]] = {"noted": "logged"}
 
     query_id: str
@@ -242,6 +247,9 @@ class AttemptRecord(_JsonRecord):
     # The timestamps above ``base_ms`` this attempt, and every attempt it abandoned, may have
     # written (``sink.max-write-tasks`` * 8 ms, the largest of them); 0: the default 4,096 ms.
     span_ms: int = 0
+    # The modulus every task of the attempt tests its keys under (``_keyed``): the task count
+    # of the commit it builds on, fixed here so that all its tasks and tries share it.
+    keyed_tasks: int = 0
     version: int = RECORD_VERSION
 
     @property
@@ -303,7 +311,10 @@ class TaskNote:
     (:meth:`slot`, ``_writer``), else a random token (no Thrift2: every try puts at slot 0,
     as every try of the 2026-11-28 release did). ``owner`` is the try's random token,
     stored in the value only: two tries that race for one slot write different bytes, so
-    a retried ``checkAndPut`` can tell whose claim landed.
+    a retried ``checkAndPut`` can tell whose claim landed. ``block``: the timestamp block
+    the try wrote in (``_timestamps.task_block``), recorded when the note is done (the
+    task knows whether it is keyed once its input ended); notes of the release before it
+    (version 2) carry none, their block being the partition (:attr:`put_block`).
     """
 
     base_ms: int
@@ -312,6 +323,7 @@ class TaskNote:
     chunks: int | None = None
     keys: int = 0
     owner: str = ""
+    block: int | None = None
 
     @property
     def slot(self) -> int:
@@ -323,13 +335,23 @@ class TaskNote:
         """Whether the try claimed its own put slot (then its puts can be removed alone)."""
         return self.token[:1] == "s" and self.token[1:].isdigit()
 
+    @property
+    def put_block(self) -> int:
+        """The block of the try's puts: the recorded one, or the partition in a version 2 note."""
+        return self.partition if self.block is None else self.block
+
     def column(self) -> bytes:
         return TASK_NOTE_PREFIX + b"%d-%d-%s" % (self.base_ms, self.partition, self.token.encode())
 
     def to_bytes(self) -> bytes:
-        data: dict[str, object] = {"chunks": self.chunks, "keys": self.keys, "version": RECORD_VERSION}
+        # Version 3 with a block: a build that reads only version 2 refuses the note rather
+        # than remove versions at the timestamps of the older layout.
+        data: dict[str, object] = {"chunks": self.chunks, "keys": self.keys,
+                                   "version": RECORD_VERSION if self.block is None else NOTE_VERSION}
         if self.owner:
             data["owner"] = self.owner
+        if self.block is not None:
+            data["block"] = self.block
         return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
     def chunk_row(self, sink_id: str, chunk: int) -> bytes:
@@ -343,11 +365,17 @@ class TaskNote:
             obj = parse_json(raw)
             if not isinstance(obj, dict):
                 raise ValueError("not a JSON object")
-            _check_version(obj, "task note")
+            block = obj.get("block")
+            if obj.get("version") == NOTE_VERSION and isinstance(block, int) and block >= 0:
+                pass
+            elif "block" in obj:
+                raise ValueError(f"block {block!r} in a note of version {obj.get('version')!r}")
+            else:
+                _check_version(obj, "task note")
             chunks, keys, owner = obj.get("chunks"), obj.get("keys", 0), obj.get("owner", "")
             if not (chunks is None or isinstance(chunks, int)) or not isinstance(keys, int):
                 raise ValueError("chunks and keys must be integers")
-            return cls(int(base), int(partition), token, chunks, keys, str(owner))
+            return cls(int(base), int(partition), token, chunks, keys, str(owner), block)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ProtocolError(f"task note {column!r} is malformed: {exc}") from exc
 

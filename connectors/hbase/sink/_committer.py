@@ -339,6 +339,7 @@ class Committer:
                               if self._thrift2 is None or b in first.unnoted]),
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
             committed_at_ms=now_ms(), flush_rows=first.flush_rows, flush_bytes=first.flush_bytes,
+            tasks=len({m.partition_id for m in msgs}),
         )
         if current is not None and not any(m.kept_history == current.seq for m in msgs):
             # No task copied the commit it built on (its task died after recording the
@@ -469,7 +470,7 @@ class Committer:
             for note in notes:
                 if note.chunks is None:
                     continue  # still being written when replaced: it sent nothing
-                ts = TaskClock(note.base_ms, note.partition).slot_put_ts(note.slot)
+                ts = TaskClock(note.base_ms, note.put_block).slot_put_ts(note.slot)
                 for key in read_note_keys(self._conn, self._commit_table, sink_id, note):
                     for family, qualifier in qualified:
                         yield key, family, qualifier, ts

@@ -11,14 +11,20 @@ does not keep and a retry adds no version.
 So a micro-batch attempt picks its **base** once, from the wall clock
 (``max(now, end of everything written before)``), and records it in the commit table
 (see ``_attempts``); retries within its plan reuse the recorded base. Inside a batch every timestamp
-follows from ids (the task's partition id, the try's slot), never from the rows:
+follows from ids (the task's partition id, the try's slot, the batch's task count),
+never from values:
 
-* a write task owns a *block* of :data:`TASK_WIDTH_MS` milliseconds, block ``n``
-  starting at ``base + n * TASK_WIDTH_MS``, so two tasks never share a timestamp and a
-  key written by two tasks resolves the same way on every retry (the higher block
-  wins: for ``minPartitions`` splits of one Kafka partition that is the later offset
-  range). Task ``p`` writes in block ``p``; a replay after a driver restart writes in a
-  new attempt above the abandoned one (``_attempts``);
+* a batch attempt's timestamps are blocks of :data:`TASK_WIDTH_MS` milliseconds, block
+  ``n`` starting at ``base + n * TASK_WIDTH_MS`` (:func:`task_block`). Block 0 is shared
+  by the batch's *keyed* tasks: those whose every row key hashes to their own partition
+  id under Spark's hash partitioning modulo the attempt's ``keyed_tasks`` (``_keyed``:
+  the partitioning of ``repartition(n, rowkey)`` and of an aggregation grouped by the
+  row key), so no two of them share a key. Every other task ``p`` writes in block
+  ``1 + p``, above it. A key in several tasks is thus written at distinct timestamps by
+  each, the same way on every retry: first the keyed task's change, then the others' in
+  partition order (for ``minPartitions`` splits of one Kafka partition, where no task is
+  keyed, the later offset range last). A replay after a driver restart writes in a new
+  attempt above the abandoned one (``_attempts``);
 * a task nets its whole input per key (``_buffer``) and writes each key once: its delete
   markers at the block's first millisecond (the same on every try: which cells a key's
   rows delete does not depend on their order), its puts at one of the
@@ -28,20 +34,19 @@ follows from ids (the task's partition id, the try's slot), never from the rows:
   (``_committer``), so a row ends as one try left it. A put masks nothing and a delete
   marker at ``t`` masks every put at ``<= t`` whatever the arrival order, so "delete,
   then put" is a marker and a newer put; a hot key updated thousands of times costs one
-  put. Without Thrift2 (no exact-version delete) every try puts at slot 0;
+  put. Without Thrift2 (no exact-version delete) every try puts at slot 0. A try's note
+  records its block (``TaskNote.block``), so the commit names its puts from the note alone;
 * an attempt left in flight by a release before 2026-11-28 wrote in the same 8 ms in
   another layout (:data:`ROUNDS` pairs of a delete and a put timestamp); only the
   commit that removes such an attempt from its ``c:log-*`` notes reads it
-  (:meth:`TaskClock.put_ts`). This release's writes use :meth:`TaskClock.delete_ts`
-  ``(0)`` and :meth:`TaskClock.slot_put_ts` only.
+  (:meth:`TaskClock.put_ts`).
 
-A batch therefore spans at most ``sink.max-write-tasks * TASK_WIDTH_MS`` ms (4.1 s at the
-default 512; the attempt records it, ``AttemptRecord.span_ms``) and usually
-``8 * tasks`` ms; the next batch starts at ``max(now, end of this one)``, so cells stay
-within a few seconds of the wall clock however often keys repeat, as long as batches
-come no faster than 8 ms per write task. Faster ones (200 tasks every 0.2 s) move the
-cells further ahead of the clock with every batch; a replay after a restart starts a
-whole span above the attempt it abandons.
+A batch of keyed tasks therefore spans 8 ms, however many tasks it has: its next batch
+starts at ``max(now, end of this one)``, so a keyed stream's cells stay on the clock at
+any rate. A batch with tasks that are not keyed spans up to ``8 * (1 + tasks)`` ms
+(:func:`batch_span_ms`, what the attempt records, ``AttemptRecord.span_ms``): batches of
+such tasks faster than 8 ms per task move the cells ahead of the clock, and a replay
+after a restart starts a whole span above the attempt it abandons.
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ __all__ = [
     "check_block",
     "next_base",
     "now_ms",
+    "task_block",
 ]
 
 # An earlier release's layout of a block (4 pairs of a delete and a put timestamp): read only to
@@ -80,11 +86,19 @@ MIN_TABLE_VERSIONS = 1 + TRY_SLOTS
 
 
 def batch_span_ms(max_tasks: int) -> int:
-    """The timestamps a batch attempt may use with ``sink.max-write-tasks`` = ``max_tasks``."""
-    return max_tasks * TASK_WIDTH_MS
+    """The timestamps a batch attempt may use with ``sink.max-write-tasks`` = ``max_tasks``:
+    the keyed tasks' block and one block per task."""
+    return (1 + max_tasks) * TASK_WIDTH_MS
 
 
-BATCH_SPAN_MS = batch_span_ms(MAX_TASKS)  # the span of an attempt that records none (``AttemptRecord.span_ms``)
+def task_block(partition: int, *, keyed: bool) -> int:
+    """The block task ``partition`` writes in: 0, shared, if it is keyed (``_keyed``), else its own."""
+    return 0 if keyed else 1 + partition
+
+
+# The span of an attempt that records none (``AttemptRecord.span_ms``): releases before
+# sink.max-write-tasks, whose task p wrote in block p of MAX_TASKS.
+BATCH_SPAN_MS = MAX_TASKS * TASK_WIDTH_MS
 
 
 # Milliseconds added to the wall clock where the sink reads it (a test hook: a driver or
@@ -102,14 +116,20 @@ def next_base(now_ms: int, floor_ms: int) -> int:
     return max(now_ms, floor_ms)
 
 
-def check_block(block: int, max_tasks: int) -> None:
-    """Refuse a task whose partition id is past ``sink.max-write-tasks`` (before it writes anything)."""
-    if not 0 <= block < max_tasks:
+def check_block(partition: int, max_tasks: int) -> None:
+    """Refuse a task whose partition id is past ``sink.max-write-tasks`` (before it writes anything).
+
+    Checked for every task, keyed or not: whether a task is keyed is known only once its
+    input ended, and a task that is not writes in block ``1 + partition``, inside the
+    recorded span only below the limit.
+    """
+    if not 0 <= partition < max_tasks:
         raise ConfigError(
-            f"barrier-hbase: this batch has a write task with partition id {block}, and sink.max-write-tasks is "
-            f"{max_tasks}: each write task owns {TASK_WIDTH_MS} ms of cell timestamps per batch. Set option "
-            f"'sink.max-write-tasks' to at least the number of partitions reaching the sink (the batch's cells "
-            f"then span up to {TASK_WIDTH_MS} ms per task), or coalesce() the stream before the sink",
+            f"barrier-hbase: this batch has a write task with partition id {partition}, and sink.max-write-tasks is "
+            f"{max_tasks}: a write task whose row keys are not hash-partitioned by the row key owns "
+            f"{TASK_WIDTH_MS} ms of cell timestamps per batch. Set option 'sink.max-write-tasks' to at least the "
+            f"number of partitions reaching the sink (the batch's cells then span up to {TASK_WIDTH_MS} ms per "
+            f"task), or coalesce() the stream before the sink",
             option="sink.max-write-tasks")
 
 
@@ -123,9 +143,10 @@ class TaskClock:
     (:func:`check_block`) before it places, and the commit names blocks of tries that wrote.
     """
 
-    __slots__ = ("_start",)
+    __slots__ = ("_start", "block")
 
     def __init__(self, base_ms: int, block: int) -> None:
+        self.block = block
         self._start = base_ms + block * TASK_WIDTH_MS
 
     def delete_ts(self, round_: int) -> int:

@@ -33,7 +33,8 @@ from ._column_layout import SinkLayout
 from ._commit_table import ATTEMPT_COLUMN, TaskNote, check_and_put, delete_task_notes, put_cell, write_note_chunks
 from ._committer import HBaseCommitMessage, place_task
 from ._encoding import encode_column
-from ._timestamps import TRY_SLOTS, TaskClock, batch_span_ms, check_block
+from ._keyed import KeyedCheck, hash_kind
+from ._timestamps import TRY_SLOTS, TaskClock, batch_span_ms, check_block, task_block
 
 __all__ = ["HBaseTaskWriter", "TaskIdentity"]
 
@@ -87,7 +88,8 @@ class HBaseTaskWriter:
                                          max_rows=opts.max_rows, max_size=opts.max_size,
                                          history_retain=opts.history_retain, writes=opts.write_shape(),
                                          span_ms=batch_span_ms(opts.max_tasks))
-        self._clock = TaskClock(placement.base_ms, ident.partition_id)
+        # The task's own block; the buffer moves to the shared one if the task turns out keyed (``_keyed``).
+        self._clock = TaskClock(placement.base_ms, task_block(ident.partition_id, keyed=False))
         self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
                                        placement.base_ms, placement.prev_seq, placement.gap,
                                        placement.replay_of_committed,
@@ -116,11 +118,18 @@ class HBaseTaskWriter:
             return
         if self._buf is None:
             o = self._opts
-            self._buf = MutationBuffer(self._conn, o.table, clock,
-                                       delete_columns=self._layout_for(data.schema).delete_columns,
+            layout = self._layout_for(data.schema)
+            placement = self._placement
+            keyed = None
+            if placement is not None and placement.keyed_tasks > 1:
+                check = KeyedCheck(hash_kind(data.schema.field(layout.rowkey).type), self._id.partition_id,
+                                   placement.keyed_tasks)
+                keyed = (check, TaskClock(msg.base_ms, task_block(self._id.partition_id, keyed=True)))
+            self._buf = MutationBuffer(self._conn, o.table, clock, delete_columns=layout.delete_columns,
                                        max_rows=o.max_rows, max_size=o.max_size, max_memory=o.max_memory,
                                        batch_id=self._id.batch_id,
-                                       note=self._note if msg.attempt_raw is not None and o.exactly_once else None)
+                                       note=self._note if msg.attempt_raw is not None and o.exactly_once else None,
+                                       keyed=keyed)
         msg.rows += self._add(data, self._buf)
 
     def _note(self, keys: Iterator[bytes]) -> int:
@@ -150,6 +159,8 @@ class HBaseTaskWriter:
             pending = TaskNote(msg.base_ms, msg.partition_id, owner)
             put_cell(self._conn, table, sink, pending.column(), pending.to_bytes())
         done = write_note_chunks(self._conn, table, sink, pending, keys)
+        if self._buf is not None:  # every key has passed: the block is chosen (``MutationBuffer._settle``)
+            done = replace(done, block=self._buf.clock.block)
         if not check_and_put(self._conn, table, sink, done.column(), msg.attempt_raw, done.to_bytes(),
                              check=ATTEMPT_COLUMN):
             delete_task_notes(self._conn, table, sink, [done])

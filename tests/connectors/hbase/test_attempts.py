@@ -27,7 +27,7 @@ from sparkbarrier._exceptions import FencedError, FlushError, SinkError
 from sparkbarrier.connectors.hbase.sink._buffer import FAULT_AFTER_PARTIAL_FLUSH
 from sparkbarrier.connectors.hbase.sink._commit_table import ATTEMPT_COLUMN, AttemptRecord, read_state
 from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
-from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS
+from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS, MAX_TASKS, batch_span_ms
 from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV
 
 pytestmark = [pytest.mark.hbase]
@@ -268,7 +268,7 @@ def test_an_abandoned_attempt_without_notes_keeps_its_gap(make_sink) -> None:
     sink = make_sink(OPS, table=alo.opts.table, **FLUSH)
     replay = sink.task([{"id": "b", "v": 2, "s": None, "op": None}], batch=0, plan="e0000000000000000002")
     record = sink.commit([replay], 0)
-    assert record.gaps == [[first.base_ms, first.base_ms + BATCH_SPAN_MS]]
+    assert record.gaps == [[first.base_ms, first.base_ms + batch_span_ms(MAX_TASKS)]]
     assert sink.read() == [{"id": "b", "v": 2, "s": None}]
 
 

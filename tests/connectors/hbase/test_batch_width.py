@@ -1,20 +1,25 @@
-"""A batch as wide as a real cluster's: over a thousand write tasks, against the real HBase.
+"""A batch as wide as a real cluster's: a thousand write tasks, against the real HBase.
 
-Each write task owns 8 ms of cell timestamps per batch (``_timestamps``), so the number of
-tasks a batch may have is an option (``sink.max-write-tasks``, default 512) that each task
-checks before it records an attempt or writes a cell; an attempt records the span it may
-use, so the replay after a driver restart starts above all of it.
+A write task whose keys are not hash-partitioned by the row key owns 8 ms of cell
+timestamps per batch (``_timestamps``), so the number of tasks a batch may have is an
+option (``sink.max-write-tasks``, default 512) that each task checks before it records an
+attempt or writes a cell; an attempt records the span it may use, so the replay after a
+driver restart starts above all of it. Keyed tasks (every key hashes to the task under
+the previous batch's task count, ``_keyed``) share one block: a keyed batch of a thousand
+tasks spans 8 ms.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from sparkbarrier._exceptions import ConfigError
-from sparkbarrier.connectors.hbase.sink._timestamps import TASK_WIDTH_MS
+from sparkbarrier.connectors.hbase.sink._keyed import spark_hashes
+from sparkbarrier.connectors.hbase.sink._timestamps import TASK_WIDTH_MS, batch_span_ms
 
 pytestmark = [pytest.mark.hbase]
 
@@ -22,23 +27,59 @@ KV = pa.schema([("id", pa.string()), ("v", pa.int64())])
 TASKS = 1_000
 
 
-@pytest.mark.timeout(300)
-def test_a_batch_of_a_thousand_write_tasks_commits_and_its_replay_starts_above_all_of_them(make_sink) -> None:
-    """1,000 tasks at once (8 threads, as executors run them), keys shared by neighbouring
-    tasks as ``minPartitions`` splits share them; the driver dies before the commit and a
-    replay abandons the whole wide attempt: it starts above all of it and removes all of it."""
+def keys_by_partition(tasks: int, per_task: int) -> dict[int, list[str]]:
+    """Row keys that Spark's ``repartition(tasks, "id")`` sends to each partition."""
+    names = [f"r{i}" for i in range(tasks * per_task * 12)]
+    residues = np.mod(spark_hashes([n.encode() for n in names], "bytes").astype(np.int64), tasks)
+    out: dict[int, list[str]] = {p: [] for p in range(tasks)}
+    for name, p in zip(names, residues.tolist()):
+        if len(out[p]) < per_task:
+            out[p].append(name)
+    assert all(len(v) == per_task for v in out.values())
+    return out
+
+
+@pytest.mark.timeout(400)
+def test_a_thousand_write_tasks_commit_a_keyed_batch_spans_one_block_and_a_replay_starts_above_all(
+        make_sink) -> None:
+    """Two batches of 1,000 tasks at once (8 threads, as executors run them).
+
+    Batch 0: keys shared by neighbouring tasks as ``minPartitions`` splits share them; no
+    task is keyed (no batch before it), so each writes in a block of its own, the higher
+    one winning. Batch 1: every task's keys hash to it (a ``repartition(1000, "id")``), but
+    task 7 also holds a key of task 8's: all but task 7 share the first block, task 7 writes
+    in its own above it. The driver dies before batch 1's commit, and a replay abandons the
+    whole attempt: it starts above all of it and removes all of it.
+    """
     sink = make_sink(KV, **{"sink.max-write-tasks": str(TASKS)})
     with ThreadPoolExecutor(8) as pool:
         first = list(pool.map(lambda p: sink.task([{"id": f"k{p // 2}", "v": p}], batch=0, partition=p, plan="p1"),
                               range(TASKS)))
     assert {m.base_ms for m in first} == {first[0].base_ms}
-    assert max(m.ts_end for m in first) - first[0].base_ms == TASKS * TASK_WIDTH_MS
-    replay = [sink.task([{"id": "k7", "v": 150}], batch=0, partition=15, plan="p2")]
-    assert replay[0].base_ms >= first[0].base_ms + TASKS * TASK_WIDTH_MS
-    record = sink.commit(replay, 0)
-    assert record.gaps == []
-    assert sink.read() == [{"id": "k7", "v": 150}]  # every abandoned task's puts removed
-    assert sink.versions(b"k7", b"d:v") == [((150).to_bytes(8, "big", signed=True), replay[0].base_ms + 15 * 8 + 1)]
+    assert max(m.ts_end for m in first) - first[0].base_ms == (TASKS + 1) * TASK_WIDTH_MS
+    record = sink.commit(first, 0)
+    assert record.tasks == TASKS
+    assert sink.read()[:2] == [{"id": "k0", "v": 1}, {"id": "k1", "v": 3}]  # the higher task of each pair
+
+    keys = keys_by_partition(TASKS, 2)
+    keys[7].append(keys[8][0])  # a key of task 8's in task 7 too: task 7 is not keyed
+    with ThreadPoolExecutor(8) as pool:
+        second = list(pool.map(lambda p: sink.task([{"id": k, "v": 10_000 + p} for k in keys[p]], batch=1,
+                                                   partition=p, plan="p2"), range(TASKS)))
+    base = second[0].base_ms
+    assert base >= record.read_bound
+    ends = {m.partition_id: m.ts_end - base for m in second}
+    assert ends.pop(7) == (1 + 7 + 1) * TASK_WIDTH_MS and set(ends.values()) == {TASK_WIDTH_MS}
+    shared = keys[8][0].encode()
+    assert [ts - base for _, ts in sink.versions(shared, b"d:v")][:2] == [8 * TASK_WIDTH_MS + 1, 1]
+
+    replay = [sink.task([{"id": "k7", "v": 150}], batch=1, partition=15, plan="p3")]
+    assert replay[0].base_ms >= base + batch_span_ms(TASKS)
+    assert sink.commit(replay, 1).gaps == []
+    committed = {r["id"]: r["v"] for r in sink.read()}
+    assert committed["k7"] == 150 and not any(k.startswith("r") for k in committed)  # every try's puts removed
+    assert sink.versions(b"k7", b"d:v")[0] == ((150).to_bytes(8, "big", signed=True),
+                                               replay[0].base_ms + 16 * TASK_WIDTH_MS + 1)
 
 
 @pytest.mark.timeout(60)

@@ -6,7 +6,8 @@ import pytest
 
 from sparkbarrier._exceptions import ConfigError, SinkError
 from sparkbarrier.connectors.hbase.sink._timestamps import (
-    BATCH_SPAN_MS, MAX_TASKS, ROUNDS, TASK_WIDTH_MS, TaskClock, batch_span_ms, check_block, next_base)
+    BATCH_SPAN_MS, MAX_TASKS, ROUNDS, TASK_WIDTH_MS, TaskClock, batch_span_ms, check_block, next_base,
+    task_block)
 
 
 def test_base_follows_the_wall_clock_but_never_goes_below_what_was_written() -> None:
@@ -33,4 +34,5 @@ def test_a_batch_spans_at_most_a_few_seconds_by_default_and_the_limit_names_its_
         check_block(MAX_TASKS, MAX_TASKS)
     assert err.value.option == "sink.max-write-tasks" and "coalesce" in str(err.value)
     check_block(1_999, 2_000)  # a wider batch, allowed by the option
-    assert TaskClock(0, 1_999).block_end() == batch_span_ms(2_000)
+    assert TaskClock(0, task_block(1_999, keyed=False)).block_end() == batch_span_ms(2_000)
+    assert TaskClock(0, task_block(1_999, keyed=True)).block_end() == TASK_WIDTH_MS
