@@ -22,6 +22,9 @@ the same check-and-put the real one does. For every history:
   of the neighbours' columns or rows, none of a committed try;
 * every attempt starts above everything recorded before it, and the committed record
   has no gap: every abandoned attempt's puts are removed, so no range needs hiding;
+* keyed tasks (``_keyed``: no key of theirs in another task) share the first block of
+  timestamps, every other task writes in its own above it, and a key held by several
+  tasks ends as the one with the highest block left it (the one try Spark committed);
 * a replay of a committed batch writes nothing, and the history holds every committed
   record but the newest, byte for byte.
 """
@@ -38,7 +41,7 @@ from hypothesis import strategies as st
 from sparkbarrier._exceptions import FencedError
 from sparkbarrier.connectors.hbase.sink._attempts import place
 from sparkbarrier.connectors.hbase.sink._commit_table import AttemptRecord, CommitRecord, TaskNote
-from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS, TRY_SLOTS, TaskClock
+from sparkbarrier.connectors.hbase.sink._timestamps import TRY_SLOTS, TaskClock, task_block
 
 SINK_COLUMN = "d:v"
 OTHER_SINK_COLUMN = "d:w"  # a second sink on the same table and family
@@ -60,6 +63,8 @@ class Table:
     puts: dict[tuple[str, str, int], str] = field(default_factory=dict)  # (row, column, ts) -> writer
     masked: set[tuple[str, str, int]] = field(default_factory=set)  # exact version deletes
     in_flight: list[tuple[str, str, int, str]] = field(default_factory=list)  # sent, not landed yet
+    expected: dict[str, int] = field(default_factory=dict)  # a committed row -> the partition whose put it shows
+    partitions: dict[int, int] = field(default_factory=dict)  # try id -> its task's partition
 
     def cap_attempt(self, expected: bytes | None, value: bytes) -> bool:
         if self.attempt != expected:
@@ -84,7 +89,12 @@ class Task:
     fenced: bool = False
     slot: int | None = None
     sent: bool = False
+    keyed: bool = False  # every key of the task is its own (the real test: ``_keyed``)
     try_id: int = field(default_factory=itertools.count().__next__)
+
+    @property
+    def block(self) -> int:
+        return task_block(self.partition, keyed=self.keyed)
 
 
 def start(table: Table, task: Task, now: int) -> bool:
@@ -125,7 +135,7 @@ def flush(table: Table, task: Task, *, lands_now: bool) -> None:
     """
     if task.fenced or task.replay or task.base is None:
         return
-    clock = TaskClock(task.base, task.partition)
+    clock = TaskClock(task.base, task.block)
     if not task.sent:
         free = [k for k in range(TRY_SLOTS) if TaskNote(task.base, task.partition, f"s{k}").column() not in table.notes]
         assert free, "no put slot left"
@@ -135,9 +145,10 @@ def flush(table: Table, task: Task, *, lands_now: bool) -> None:
             del table.notes[note.column()]
             task.fenced = True
             return
-        table.notes[note.column()] = replace(note, chunks=1, keys=len(task.rows)).to_bytes()
+        table.notes[note.column()] = replace(note, chunks=1, keys=len(task.rows), block=task.block).to_bytes()
         table.note_keys[note.column()] = list(task.rows)
         task.slot, task.sent = free[0], True
+        table.partitions[task.try_id] = task.partition
     assert task.slot is not None
     for row in task.rows:
         cell = (row, SINK_COLUMN, clock.slot_put_ts(task.slot), f"{task.base}/{task.try_id}")
@@ -178,11 +189,13 @@ def commit(table: Table, tasks: list[Task], batch: int, query: str, rnd: Any) ->
         note = TaskNote.from_cell(column, raw)
         loser = note.base_ms == first.base and note.chunks is not None and note.owner not in won
         if note.base_ms in wanted or loser:
-            ts = TaskClock(note.base_ms, note.partition).slot_put_ts(note.slot)
+            ts = TaskClock(note.base_ms, note.put_block).slot_put_ts(note.slot)
             table.masked |= {(key, SINK_COLUMN, ts) for key in table.note_keys[column]}
     if current is not None and not any(t.kept == current.seq for t in tasks):
         table.history[current.seq] = table.commit  # type: ignore[assignment]
-    ts_hi = first.base + 8 * (1 + max(t.partition for t in tasks))
+    ts_hi = max(TaskClock(first.base, t.block).block_end() for t in tasks)
+    for row in {r for t in tasks for r in t.rows}:  # the task whose change the row must show
+        table.expected[row] = max((t.block, t.partition) for t in tasks if row in t.rows)[1]
     gaps = list(current.gaps) if current else []
     record = CommitRecord(sink_id="s", table="t", seq=(current.seq if current else 0) + 1, query_id=query,
                           batch_id=batch, ts_lo=first.base, ts_hi=ts_hi,
@@ -199,7 +212,8 @@ def commit(table: Table, tasks: list[Task], batch: int, query: str, rnd: Any) ->
 # previous plan (or of the previous batch) starts and flushes after it, and which of the
 # flushes land late (after the commit).
 plan_step = st.tuples(st.integers(1, 3), st.booleans(), st.booleans(), st.sampled_from(["q1", "q1", "q1", "q2"]),
-                      st.booleans(), st.lists(st.booleans(), min_size=6, max_size=6))
+                      st.booleans(), st.lists(st.booleans(), min_size=6, max_size=6),
+                      st.lists(st.booleans(), min_size=3, max_size=3), st.booleans())
 histories = st.lists(st.lists(plan_step, min_size=1, max_size=4), min_size=1, max_size=5)
 
 
@@ -212,13 +226,17 @@ def test_only_the_committing_attempt_and_the_neighbours_stay(history, clock_step
     leftovers: list[Task] = []
     for batch, steps in enumerate(history):
         previous: list[Task] = []
-        for n_tasks, copies, commits, query, leftover, late in steps:
+        for n_tasks, copies, commits, query, leftover, late, keyed, share in steps:
             plan_no += 1
             plan = f"e{plan_no:019d}"
             now += clock_step
-            tasks = [Task(query, batch, plan, p, [f"k{batch}-{p}-{i}" for i in range(2)]) for p in range(n_tasks)]
+            tasks = [Task(query, batch, plan, p, [f"k{batch}-{p}-{i}" for i in range(2)], keyed=keyed[p])
+                     for p in range(n_tasks)]
+            if share and n_tasks > 1:  # a key in two tasks (round-robin, minPartitions): the one holding
+                tasks[-1].rows.append(tasks[0].rows[0])  # another's key is not keyed (``_keyed``)
+                tasks[-1].keyed = False
             if copies:
-                tasks += [Task(query, batch, plan, t.partition, t.rows) for t in list(tasks)]
+                tasks += [Task(query, batch, plan, t.partition, t.rows, keyed=t.keyed) for t in list(tasks)]
             started = [t for t in tasks if start(table, t, now)]
             assert len(started) == len(tasks), "a task of the newest plan was fenced"
             # Neighbours write the same rows' other columns, and other rows, at this attempt's timestamps.
@@ -232,9 +250,9 @@ def test_only_the_committing_attempt_and_the_neighbours_stay(history, clock_step
             for i, t in enumerate(rnd.sample(started, len(started)) * 2):  # every task flushes twice, interleaved
                 flush(table, t, lands_now=not late[i % len(late)])
             if leftover and previous:
-                stale = [Task(p.query, p.batch, p.plan, p.partition, p.rows) for p in previous[:1]]
+                stale = [Task(p.query, p.batch, p.plan, p.partition, p.rows, keyed=p.keyed) for p in previous[:1]]
                 stale += [Task(p.query, p.batch, p.plan, p.partition, p.rows, p.base, p.prev, p.abandoned,
-                               p.attempt_raw, p.replay) for p in previous[:1]]  # one that had started earlier
+                               p.attempt_raw, p.replay, keyed=p.keyed) for p in previous[:1]]  # started earlier
                 for s in stale:
                     before = (table.attempt, dict(table.notes))
                     if s.base is None and start(table, s, now):
@@ -245,7 +263,7 @@ def test_only_the_committing_attempt_and_the_neighbours_stay(history, clock_step
             previous = started
             # a copy of task 0 that places before the commit and writes after it (Spark kills
             # the loser of a speculative race asynchronously)
-            straggler = Task(query, batch, plan, 0, tasks[0].rows) if copies else None
+            straggler = Task(query, batch, plan, 0, tasks[0].rows, keyed=tasks[0].keyed) if copies else None
             if straggler is not None and not start(table, straggler, now):
                 straggler = None
             if commits and commit(table, started, batch, query, rnd):
@@ -255,7 +273,7 @@ def test_only_the_committing_attempt_and_the_neighbours_stay(history, clock_step
                 leftovers = started
                 break
         for t in leftovers:  # tasks of a committed batch that outlive it (a speculative copy)
-            late_copy = Task(t.query, t.batch, t.plan, t.partition, t.rows)
+            late_copy = Task(t.query, t.batch, t.plan, t.partition, t.rows, keyed=t.keyed)
             if batch > t.batch and start(table, late_copy, now) and not late_copy.replay:
                 raise AssertionError("a task of an older batch was not fenced")
     for cell in table.in_flight:  # whatever was sent lands, however late
@@ -269,7 +287,7 @@ def check(table: Table, neighbours: set[tuple[str, str, int]]) -> None:
 
     def end(a: AttemptRecord) -> int:
         done = committed.get((a.query_id, a.batch_id, a.base_ms))
-        return done.ts_hi if done is not None else a.base_ms + BATCH_SPAN_MS
+        return done.ts_hi if done is not None else a.base_ms + a.reach_ms
 
     for i, earlier in enumerate(table.attempts):
         for later in table.attempts[i + 1:]:
@@ -290,6 +308,14 @@ def check(table: Table, neighbours: set[tuple[str, str, int]]) -> None:
                 assert (row, column, ts) in table.masked, "a put of a try Spark did not commit stays"
         elif base < final.read_bound:  # abandoned below what readers see
             assert (row, column, ts) in table.masked, f"an abandoned put at {ts} stays"
+    shown: dict[str, tuple[int, int]] = {}  # a row's newest unmasked put of a committed attempt: (ts, try)
+    for (row, column, ts), writer in table.puts.items():
+        base_text, _, try_id = writer.partition("/")
+        if column == SINK_COLUMN and writer != "neighbour" and int(base_text) in bases \
+                and (row, column, ts) not in table.masked:
+            shown[row] = max(shown.get(row, (ts, int(try_id))), (ts, int(try_id)))
+    for row, (_, try_id) in shown.items():
+        assert table.partitions[try_id] == table.expected[row], f"row {row} shows another task's put"
     for record in table.committed:
         for lo, hi in final.gaps:
             assert not (lo < record.ts_hi and record.ts_lo < hi), "a committed range lies in a gap"
