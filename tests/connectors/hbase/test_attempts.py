@@ -14,7 +14,6 @@ follows from the batch, plan and task ids, never from the data).
 from __future__ import annotations
 
 import random
-import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,8 @@ from sparkbarrier._exceptions import FencedError, FlushError, SinkError
 from sparkbarrier.connectors.hbase.sink._buffer import FAULT_AFTER_PARTIAL_FLUSH
 from sparkbarrier.connectors.hbase.sink._commit_table import ATTEMPT_COLUMN, AttemptRecord, read_state
 from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
-from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS, MAX_TASKS, batch_span_ms
+from sparkbarrier.connectors.hbase.sink._keyed import spark_hashes
+from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS, MAX_TASKS, TASK_WIDTH_MS, batch_span_ms
 from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV
 
 pytestmark = [pytest.mark.hbase]
@@ -76,12 +76,17 @@ def min_partitions(recs: Records, variant: int) -> list[list[Row]]:
     return tasks
 
 
+def spark_partition(key: str, n: int) -> int:
+    """Where Spark's ``HashPartitioning`` sends ``key`` among ``n`` partitions (then the task is keyed, ``_keyed``)."""
+    return int(spark_hashes([key.encode()], "bytes")[0]) % n
+
+
 def hash_shuffle(recs: Records, variant: int, n: int = 3) -> list[list[Row]]:
     """repartition(n, key): a key's rows in one task, in its partition's order."""
     tasks: list[list[Row]] = [[] for _ in range(n)]
     for c in _channels(recs, variant):
         for r in recs[c]:
-            tasks[zlib.crc32(r["id"].encode()) % n].append(r)
+            tasks[spark_partition(r["id"], n)].append(r)
     return tasks
 
 
@@ -101,7 +106,7 @@ def aggregation(recs: Records, variant: int, n: int = 2) -> list[list[Row]]:
             last[r["id"]] = r
     tasks: list[list[Row]] = [[] for _ in range(n)]
     for key in sorted(last, reverse=bool(variant)):
-        tasks[zlib.crc32(key.encode()) % n].append(last[key])
+        tasks[spark_partition(key, n)].append(last[key])
     return tasks
 
 
@@ -136,8 +141,8 @@ class Run:
 
     def tasks(self, recs: Records, batch: int, variant: int, plan: str, *, upto: int | None = None) -> list:
         inputs = self.shape(recs, variant)
-        return [self.sink.task(rows, batch=batch, partition=p, plan=plan)
-                for p, rows in enumerate(inputs[:upto]) if rows]
+        return [self.sink.task(rows, batch=batch, partition=p, plan=plan)  # empty ones too, as Spark runs them
+                for p, rows in enumerate(inputs[:upto])]
 
     def crash_in_task(self, recs: Records, batch: int, variant: int, plan: str, task: int, flush: int) -> None:
         """Tasks before ``task`` finish; ``task`` dies after its ``flush``-th flush; the rest never run."""
@@ -155,10 +160,16 @@ class Run:
             self.monkeypatch.delenv(FAULT_STATE_DIR_ENV)
 
 
+def _biggest(run: Run, recs: Records) -> int:
+    """The task with the most rows (the first of them): it flushes more than once."""
+    inputs = run.shape(recs, 0)
+    return max(range(len(inputs)), key=lambda p: (len(inputs[p]), -p))
+
+
 def kill_mid_write(run: Run, recs: Records, batch: int) -> int:
     """The driver dies while the last task is writing (after its first flush); replay on the other plan."""
-    n = len(run.shape(recs, 0))
-    run.crash_in_task(recs, batch, 0, run.plan_id(), task=n - 1, flush=1)
+    last = max(p for p, rows in enumerate(run.shape(recs, 0)) if rows)  # the last task that writes
+    run.crash_in_task(recs, batch, 0, run.plan_id(), task=last, flush=1)
     run.sink.commit(run.tasks(recs, batch, 1, run.plan_id()), batch)
     return 1
 
@@ -181,14 +192,14 @@ def kill_after_commit_before_commit_log(run: Run, recs: Records, batch: int) -> 
 def task_retry_then_commit(run: Run, recs: Records, batch: int) -> int:
     """A task fails mid-write and Spark retries it in the same plan (same input): no restart."""
     plan = run.plan_id()
-    run.crash_in_task(recs, batch, 0, plan, task=0, flush=2)
+    run.crash_in_task(recs, batch, 0, plan, task=_biggest(run, recs), flush=2)
     run.sink.commit(run.tasks(recs, batch, 0, plan), batch)
     return 0
 
 
 def killed_twice(run: Run, recs: Records, batch: int) -> int:
     """Killed mid-write, then killed again after the replay flushed everything: three plans."""
-    run.crash_in_task(recs, batch, 0, run.plan_id(), task=0, flush=1)
+    run.crash_in_task(recs, batch, 0, run.plan_id(), task=_biggest(run, recs), flush=1)
     run.tasks(recs, batch, 1, run.plan_id())
     run.sink.commit(run.tasks(recs, batch, 0, run.plan_id()), batch)
     return 0
@@ -232,7 +243,7 @@ def test_every_kill_point_and_query_shape_ends_as_a_run_without_failures(
 
     for batch, variant in ((0, 0), (1, committed_variant), (2, 0)):
         clean.commit([clean.task(rows, batch=batch, partition=p, plan="clean")
-                      for p, rows in enumerate(split(batches[batch], variant)) if rows], batch)
+                      for p, rows in enumerate(split(batches[batch], variant))], batch)
 
     assert sink.plain() == clean.plain()
     assert cells(sink) == cells(clean)  # one version per batch that changed a cell: nothing abandoned stays
@@ -242,6 +253,8 @@ def test_every_kill_point_and_query_shape_ends_as_a_run_without_failures(
     history = sink.history()  # every commit once, in order; all but the newest copied into rows
     assert [r.batch_id for r in history] == [0, 1, 2] and [r.seq for r in history] == [1, 2, 3]
     assert sink.history_rows() == [1, 2]
+    if shape in ("hash-shuffle", "aggregation"):  # Spark's hash partitioning: keyed tasks, one block (``_keyed``)
+        assert history[2].ts_hi - history[2].ts_lo == TASK_WIDTH_MS
 
 
 def test_a_replay_writes_above_the_abandoned_attempt_and_removes_exactly_what_it_noted(make_sink) -> None:
