@@ -4,6 +4,5 @@
 nets rows into the mutation ``_buffer`` (cells laid out by ``_column_layout`` and ``_encoding``)
 and flushes at every barrier, stamped from the batch's timestamp base (``_timestamps``)
 placed by ``_attempts``. ``_committer`` makes the one commit: a conditional write to the
-commit table (``_commit_table``); ``_rollback`` and ``_notices`` clean up after attempts
-that lost.
+commit table (``_commit_table``); ``_notices`` gives each warning once across processes.
 """

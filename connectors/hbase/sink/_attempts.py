@@ -54,20 +54,25 @@ A clock only chooses a new attempt's base (``max(now, everything written before)
 that clock is the planning driver's, carried in the plan id (``e<epoch>@<ms>``,
 :func:`plan_clock`): one clock per batch, chosen by the protocol, so an executor whose
 clock runs ahead or behind changes nothing. A clock behind another makes the base the
-floor, never a lower one, and plans are ordered by epochs, not clocks. Plan ids of
-earlier releases (none, or wall-clock ids that start with a digit) sort before every
-epoch (``e...``); for them the placing executor's clock is used, as before.
+floor, never a lower one, and plans are ordered by epochs, not clocks.
+
+In-flight state is read in this release's format and its predecessor's, no older one
+(:func:`check_formats`, at query start and before every placement): removing an
+abandoned attempt exactly needs its writes noted in ``c:task-*`` cells, and a replay
+over an attempt whose writes it cannot find would leave them where committed reads see
+them. Committed records are not in flight: their gaps and history read as they are.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from ...._exceptions import ConfigError, FencedError
+from ...._exceptions import ConfigError, FencedError, ProtocolError
 from ._commit_table import AttemptRecord, CommitRecord
 from ._timestamps import BATCH_SPAN_MS, next_base
 
-__all__ = ["Placement", "check_writes", "place", "plan_clock"]
+__all__ = ["Placement", "check_formats", "check_writes", "place", "plan_clock"]
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,8 @@ class Placement:
 
     ``record`` is None when the task joins an attempt that exists (a retry, or another
     task of the same plan), or replays a committed batch (``replay_of_committed``: the
-    task writes nothing). ``gap`` is set only over an attempt of an earlier release
-    (``AttemptRecord``); ``noted`` is False only when joining one.
+    task writes nothing). ``gap`` is always None: only an attempt of a release before
+    2026-11-27 had one, and :func:`check_formats` refuses those (``_writer`` still reports it).
     """
 
     base_ms: int
@@ -103,9 +108,53 @@ class Placement:
 
 
 def plan_clock(plan_id: str) -> int | None:
-    """The planning driver's clock (epoch ms) a plan id carries after ``@``; None for older ids."""
+    """The planning driver's clock (epoch ms) a plan id carries after ``@``.
+
+    Every plan this release raises has one (``_sink_function.raise_plan_id``); None for an
+    id without one, such as tests drive tasks with (then the placing process's clock is used).
+    """
     _, at, ms = plan_id.partition("@")
     return int(ms) if at and ms.isdigit() else None
+
+
+def check_formats(commit: CommitRecord | None, attempt: AttemptRecord | None, *, sink_id: str,
+                  commit_table: str, flush_notes: Collection[int] = ()) -> None:
+    """Refuse a batch in flight in a format older than this release's predecessor's (see module doc).
+
+    Driver at query start, executor before every placement, and the driver's commit of a
+    batch that abandoned attempts (an old release's task may note a flush until its attempt
+    is replaced). ``flush_notes``: the bases of the sink row's ``c:log-*`` cells. The
+    refusal names the format and two ways out: finish the batch with the release the
+    user upgraded from, which reads it; or delete ``c:attempt``, after which the next plan places
+    afresh above the last commit and what the attempt wrote stays, below the replay's
+    writes but in no gap. That placement takes its base from the planning clock, so the
+    way out waits until that clock is past everything the attempt may have written.
+    """
+    if attempt is None or _produced(commit, attempt):
+        return
+    ranges = [attempt.base_ms, *attempt.abandoned]
+    if not attempt.noted:
+        what = "was left in flight by a release before 2026-11-27, which noted nothing of what its tasks wrote"
+    elif attempt.gap is not None:
+        what = (f"is in flight over an attempt a release before 2026-11-27 left (timestamps {attempt.gap[0]}.."
+                f"{attempt.gap[1]}), which noted nothing of what its tasks wrote")
+    elif attempt.plan[:1].isdigit():
+        what = (f"was left in flight by an at-least-once query of a release before 2026-11-28 (plan id "
+                f"{attempt.plan!r}, from a clock), whose tasks noted nothing")
+    elif flush_notes and set(ranges) & set(flush_notes):
+        what = "has c:log-* flush notes of a release before 2026-11-28, whose format this release does not read"
+    else:
+        return
+    end = max([b + attempt.reach_ms for b in ranges] + [attempt.gap[1] if attempt.gap else 0])
+    raise ProtocolError(
+        f"sink.id {sink_id!r}: batch {attempt.batch_id} of query {attempt.query_id} {what}. This release removes "
+        f"an abandoned attempt's writes only from its c:task-* notes, so it cannot replay that batch exactly. "
+        f"Finish batch {attempt.batch_id} with the release you upgraded from (it removes what the attempt wrote "
+        f"and commits), then restart on this one. Or give that attempt's writes up: once the driver's clock is "
+        f"past {end} (epoch ms; they lie below it), delete cell c:attempt of row {sink_id!r} in commit table "
+        f"{commit_table!r} (HBase shell: deleteall '{commit_table}', '{sink_id}', 'c:attempt'); they then stay in "
+        f"the table as versions below the replay's, in no gap, so committed reads see those the replay does not "
+        f"overwrite")
 
 
 def check_writes(commit: CommitRecord | None, attempt: AttemptRecord | None, writes: dict[str, str],
@@ -142,7 +191,8 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
           plan_id: str, now_ms: int, flush_rows: int, flush_bytes: int, sink_id: str = "",
           noting: bool = True, writes: dict[str, str] | None = None,
           span_ms: int = BATCH_SPAN_MS) -> Placement:
-    """The rule of the module docstring; pure (the caller reads the row and writes ``record``).
+    """The rule of the module docstring; pure (the caller reads the row, refuses an older
+    format with :func:`check_formats` and writes ``record``).
 
     ``writes`` (``HBaseSinkOptions.write_shape``) is checked against the records first
     (:func:`check_writes`) and recorded with a new attempt. ``span_ms``: the timestamps this
@@ -170,7 +220,6 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
     reach = 0
     abandoned: list[int] = []
     unnoted: list[int] = []
-    gap = None
     if attempt is not None and not _produced(commit, attempt):
         ours = attempt.prev_seq == prev and attempt.query_id == query_id and attempt.batch_id == batch_id
         if ours and attempt.plan == plan_id:
@@ -179,7 +228,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
                     f"sink {sink_id!r}: batch {batch_id} of query {query_id} is being committed; this try of one "
                     f"of its tasks is a leftover (a speculative or lost executor's copy) and writes nothing",
                     batch_id=batch_id)
-            return Placement(attempt.base_ms, attempt.prev_seq, attempt.gap, False, attempt.flush_rows,
+            return Placement(attempt.base_ms, attempt.prev_seq, None, False, attempt.flush_rows,
                              attempt.flush_bytes, abandoned=list(attempt.abandoned), unnoted=list(attempt.unnoted),
                              noted=attempt.noted, reach_ms=attempt.reach_ms, keyed_tasks=attempt.keyed_tasks)
         # Abandoned: an older plan of this batch, another query's attempt (a takeover), or
@@ -190,22 +239,17 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
         if carried:
             abandoned = list(attempt.abandoned)
             unnoted = list(attempt.unnoted)
-            gap = attempt.gap
-        if attempt.noted:
-            abandoned.append(attempt.base_ms)
-            if attempt.at_least_once:
-                unnoted.append(attempt.base_ms)
-        else:  # an attempt of a release that noted nothing: its range, removed as that release did
-            lo = attempt.gap[0] if carried and attempt.gap else attempt.base_ms
-            gap = [lo, attempt.base_ms + BATCH_SPAN_MS]
-        floor = max([floor, *(b + reach for b in abandoned), gap[1] if gap else 0])
+        abandoned.append(attempt.base_ms)
+        if attempt.at_least_once:
+            unnoted.append(attempt.base_ms)
+        floor = max([floor, *(b + reach for b in abandoned)])
     span = max(span_ms, reach)
-    record = AttemptRecord(query_id, batch_id, next_base(now_ms, floor), prev, gap, flush_rows=flush_rows,
+    record = AttemptRecord(query_id, batch_id, next_base(now_ms, floor), prev, None, flush_rows=flush_rows,
                            flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, noted=True,
                            at_least_once=not noting, unnoted=unnoted, writes=dict(writes or {}),
                            span_ms=0 if span == BATCH_SPAN_MS else span,
                            keyed_tasks=commit.tasks if commit is not None else 0)
-    return Placement(record.base_ms, prev, gap, False, flush_rows, flush_bytes, record, abandoned=abandoned,
+    return Placement(record.base_ms, prev, None, False, flush_rows, flush_bytes, record, abandoned=abandoned,
                      unnoted=unnoted, noted=True, reach_ms=record.reach_ms, keyed_tasks=record.keyed_tasks)
 
 

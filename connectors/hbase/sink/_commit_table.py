@@ -25,7 +25,8 @@ Layout (table ``commit.table``, default ``sparkbarrier_commits``, family ``c``):
     (every such try puts at slot 0). Copies of a task never share a note. The sink row
     takes O(tasks) writes per batch, whatever the batch's size.
   * ``c:log-<base>-<partition>-<n>`` — a flush note of releases before 2026-11-28 (one
-    per flush, keys in JSON); read only to remove an attempt of such a release.
+    per flush). Never read: only its ``<base>`` is, so that a batch it belongs to is
+    refused (``_attempts.check_formats``).
   * ``c:notice-<kind>`` — the last warning of a kind the sink gave, so it is given once
     across processes and restarts; written and read only by ``_notices``.
   * ``c:block-<n>`` — written by releases before 2026-11-26 (a fingerprint claim of a
@@ -78,16 +79,12 @@ __all__ = [
     "RECORD_VERSION",
     "AttemptRecord",
     "CommitRecord",
-    "LegacyFlushNote",
     "SinkRow",
     "SinkState",
     "TaskNote",
     "check_and_put",
-    "delete_cells",
     "delete_task_notes",
     "ensure_commit_table",
-    "legacy_note_base",
-    "legacy_note_column",
     "list_sinks",
     "prune_history",
     "put_cell",
@@ -95,9 +92,7 @@ __all__ = [
     "raise_plan_epoch",
     "read_cell",
     "read_history",
-    "read_legacy_notes",
     "read_note_keys",
-    "read_sink_notes",
     "read_sink_row",
     "read_state",
     "write_note_chunks",
@@ -109,7 +104,7 @@ COMMIT_FAMILY = "c"
 COMMIT_COLUMN = b"c:commit"
 ATTEMPT_COLUMN = b"c:attempt"
 HISTORY_COLUMN = b"c:history"
-LEGACY_NOTE_PREFIX = b"c:log-"
+FLUSH_NOTE_PREFIX = b"c:log-"  # releases before 2026-11-28: refused, never read
 TASK_NOTE_PREFIX = b"c:task-"
 NOTE_KEYS_COLUMN = b"c:keys"
 # A note's keys go into rows of their own of at most this many bytes each (HBase refuses a
@@ -204,18 +199,17 @@ class AttemptRecord(_JsonRecord):
     """The timestamp base a (query, batch) writes at (``c:attempt``).
 
     ``prev_seq`` is the commit the attempt builds on; ``gap`` the timestamp range of a
-    replaced attempt of a release before 2026-11-27 (its cells must stay invisible);
+    replaced attempt of a release before 2026-11-27, set by releases up to this one's
+    predecessor (this one never sets it and refuses an attempt that has one, ``_attempts``);
     ``flush_rows``/``flush_bytes`` the buffer limits it flushes at (a retry reuses them);
     ``plan`` the planned batch that started it (``_attempts``: a retry of its tasks joins
     it, a later plan of the same batch abandons it). Absent in records of releases
     before 2026-11-26, which then read as the oldest plan. ``abandoned``: the bases of
     the attempts this one replaced on top of the same commit, each with its tries' notes
-    (``c:task-*``; ``c:log-*`` flush notes for an attempt of a release before 2026-11-28);
-    ``gap`` is only ever set for an attempt of a release before 2026-11-27
-    (which noted nothing) that this one replaced. ``noted`` (``logged`` on the wire, its
+    (``c:task-*``). ``noted`` (``logged`` on the wire, its
     name until 2026-11-28): each try of this attempt notes its keys once before sending
     anything (every attempt of this release; records of releases before 2026-11-27
-    read as False). ``closing``: the driver is committing the attempt
+    read as False, and are refused in flight). ``closing``: the driver is committing the attempt
     (``_committer``): no try may note, and so send, anything more in it.
     ``at_least_once``: the attempt's tries note nothing (``delivery.guarantee``), so
     once abandoned its puts cannot be removed; ``unnoted``: those of ``abandoned`` that
@@ -256,51 +250,6 @@ class AttemptRecord(_JsonRecord):
     def reach_ms(self) -> int:
         """How far above an abandoned base a replay must start (``_attempts``)."""
         return self.span_ms or BATCH_SPAN_MS
-
-
-@dataclass(frozen=True)
-class LegacyFlushNote:
-    """A flush note of a release before 2026-11-28 (``c:log-<base>-<partition>-<n>``): row keys put, per round.
-
-    Read only to remove an attempt that release left in flight; this release notes each
-    try once (:class:`TaskNote`).
-
-    Row keys are bytes; JSON carries them as latin-1 text (every byte one code point,
-    so any key round-trips).
-    """
-
-    base_ms: int
-    partition: int
-    flush: int
-    rounds: dict[int, list[bytes]]
-
-    def column(self) -> bytes:
-        return legacy_note_column(self.base_ms, self.partition, self.flush)
-
-    def to_bytes(self) -> bytes:
-        data = {"version": RECORD_VERSION,
-                "rounds": {str(r): [k.decode("latin-1") for k in keys] for r, keys in sorted(self.rounds.items())}}
-        return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-
-    @classmethod
-    def from_cell(cls, column: bytes, raw: bytes) -> LegacyFlushNote:
-        try:
-            base, partition, flush = (int(x) for x in column[len(LEGACY_NOTE_PREFIX):].split(b"-"))
-            obj = parse_json(raw)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ProtocolError(f"flush note {column!r} is malformed: {exc}") from exc
-        if not isinstance(obj, dict):
-            raise ProtocolError(f"flush note {column!r} is not a JSON object")
-        _check_version(obj, "flush note")
-        rounds = obj.get("rounds")
-        if not isinstance(rounds, dict):
-            raise ProtocolError(f"flush note {column!r} has no rounds")
-        out: dict[int, list[bytes]] = {}
-        for r, keys in rounds.items():
-            if not r.isdigit() or not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-                raise ProtocolError(f"flush note {column!r} round {r!r} is not a round with a list of keys")
-            out[int(r)] = [k.encode("latin-1") for k in keys if isinstance(k, str)]
-        return cls(base, partition, flush, out)
 
 
 @dataclass(frozen=True)
@@ -467,20 +416,17 @@ def _note_chunk(conn: HBaseConnection, commit_table: str, sink_id: str, row: byt
         return conn.call(get)
 
 
-def read_sink_notes(conn: HBaseConnection, commit_table: str,
-                    sink_id: str) -> tuple[list[TaskNote], dict[bytes, bytes]]:
-    """Every try's note in the sink row, and the flush notes of earlier releases (one get)."""
-    row = read_sink_row(conn, commit_table, sink_id)
-    return row.notes, row.legacy_notes
-
-
 @dataclass(frozen=True)
 class SinkRow:
-    """The whole sink row, read in one get: its state and every note in it."""
+    """The whole sink row, read in one get: its state and every note in it.
+
+    ``flush_notes``: the attempt bases of the ``c:log-*`` cells, flush notes of a release
+    before 2026-11-28, whose contents this release does not read.
+    """
 
     state: SinkState
     notes: list[TaskNote]
-    legacy_notes: dict[bytes, bytes]
+    flush_notes: frozenset[int] = frozenset()
 
 
 def read_sink_row(conn: HBaseConnection, commit_table: str, sink_id: str) -> SinkRow:
@@ -489,21 +435,21 @@ def read_sink_row(conn: HBaseConnection, commit_table: str, sink_id: str) -> Sin
     with refusals(f"cannot read sink {sink_id!r} from commit table {commit_table!r}"):
         row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_FAMILY.encode()]))
     notes = [TaskNote.from_cell(k, v) for k, v in sorted(row.items()) if k.startswith(TASK_NOTE_PREFIX)]
+    bases = [k.split(b"-")[1] for k in row if k.startswith(FLUSH_NOTE_PREFIX)]  # c:log-<base>-<partition>-<n>
     return SinkRow(SinkState(row.get(COMMIT_COLUMN), row.get(ATTEMPT_COLUMN)), notes,
-                   {k: v for k, v in row.items() if k.startswith(LEGACY_NOTE_PREFIX)})
+                   frozenset(int(b) for b in bases if b.isdigit()))
 
 
 def delete_task_notes(conn: HBaseConnection, commit_table: str, sink_id: str, notes: Iterable[TaskNote], *,
-                      cells: Iterable[bytes] = (), history: tuple[CommitRecord, bytes] | None = None) -> int:
+                      history: tuple[CommitRecord, bytes] | None = None) -> int:
     """Delete notes and their chunk rows (a note still being written: its chunks until one is missing).
 
     In the same ``mutateRows`` call (one round trip; rows apart, each row's mutations
-    atomic): ``cells``, more cells of the sink row to delete (earlier releases' flush
-    notes), and ``history``, a commit record and its bytes to keep in the history (the
-    task that records an attempt does both, ``_committer._tidy``). A failure raises: the
+    atomic): ``history``, a commit record and its bytes to keep in the history (the
+    task that records an attempt does that, ``_committer._tidy``). A failure raises: the
     history copy may then be missing, which the driver's commit makes good.
     """
-    notes, cells = list(notes), list(cells)
+    notes = list(notes)
     rows: list[bytes] = []
     for note in notes:
         if note.chunks is not None:
@@ -516,14 +462,14 @@ def delete_task_notes(conn: HBaseConnection, commit_table: str, sink_id: str, no
                 break
             rows.append(row)
             chunk += 1
-    if not notes and not cells and history is None:
+    if not notes and history is None:
         return 0
 
     def drop(c: Thrift1Connection) -> None:
         from happybase.batch import BatchMutation, Mutation
 
         mutations = [BatchMutation(row=r, mutations=[Mutation(isDelete=True, column=NOTE_KEYS_COLUMN)]) for r in rows]
-        dead = [n.column() for n in notes] + cells
+        dead = [n.column() for n in notes]
         if dead:
             mutations.append(BatchMutation(row=sink_id.encode(), mutations=[
                 Mutation(isDelete=True, column=column) for column in dead]))
@@ -536,20 +482,6 @@ def delete_task_notes(conn: HBaseConnection, commit_table: str, sink_id: str, no
     with refusals(f"cannot delete the notes of sink {sink_id!r} in {commit_table!r}"):
         conn.call(drop)
     return len(rows)
-
-
-def legacy_note_column(base_ms: int, partition: int, flush: int) -> bytes:
-    return LEGACY_NOTE_PREFIX + b"%d-%d-%d" % (base_ms, partition, flush)
-
-
-def legacy_note_base(column: bytes) -> int | None:
-    """The attempt base a ``c:log-*`` column belongs to (None for other columns)."""
-    if not column.startswith(LEGACY_NOTE_PREFIX):
-        return None
-    try:
-        return int(column[len(LEGACY_NOTE_PREFIX):].split(b"-")[0])
-    except ValueError:
-        return None
 
 
 def _build(cls: type[_R], raw: bytes, what: str, fields: Mapping[str, str] | None = None) -> _R:
@@ -636,21 +568,6 @@ def check_and_put(conn: HBaseConnection, commit_table: str, sink_id: str, column
         if conn.call(cap):
             return True
     return tries > 1 and read_cell(conn, commit_table, sink_id, column) == value
-
-
-def read_legacy_notes(conn: HBaseConnection, commit_table: str, sink_id: str) -> dict[bytes, bytes]:
-    """Every ``c:log-*`` cell of the sink row (one get of the row; only replays call it)."""
-    with refusals(f"cannot read the flush notes of sink {sink_id!r} from {commit_table!r}"):
-        row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_FAMILY.encode()]))
-    return {k: v for k, v in row.items() if k.startswith(LEGACY_NOTE_PREFIX)}
-
-
-def delete_cells(conn: HBaseConnection, commit_table: str, sink_id: str, columns: list[bytes]) -> None:
-    """Delete whole cells of the sink row (an earlier release's flush notes, done with); idempotent."""
-    if not columns:
-        return
-    with refusals(f"cannot delete flush notes of sink {sink_id!r} in {commit_table!r}"):
-        conn.call(lambda c: c.table(commit_table).delete(sink_id.encode(), columns=columns))
 
 
 def raise_plan_epoch(conn: HBaseConnection, commit_table: str) -> int:

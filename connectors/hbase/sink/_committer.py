@@ -46,30 +46,25 @@ from ..client._connection import HBaseConnection
 from ..client._connection_pool import release
 from ..client._thrift2 import Thrift2Admin
 from ..client._version_deletes import delete_versions
-from ._attempts import Placement, place, plan_clock
+from ._attempts import Placement, check_formats, place, plan_clock
 from ._commit_table import (
     ATTEMPT_COLUMN,
     COMMIT_COLUMN,
     AttemptRecord,
     CommitRecord,
-    LegacyFlushNote,
     SinkRow,
     SinkState,
     TaskNote,
     check_and_put,
-    delete_cells,
     delete_task_notes,
-    legacy_note_base,
     prune_history,
     put_cell,
     put_history,
     read_history,
     read_note_keys,
-    read_sink_notes,
     read_sink_row,
     read_state,
 )
-from ._rollback import roll_back_gap
 from ._timestamps import BATCH_SPAN_MS, TaskClock, now_ms
 
 __all__ = ["Committer", "HBaseCommitMessage", "place_task"]
@@ -91,7 +86,7 @@ class HBaseCommitMessage(WriterCommitMessage):
     partition_id: int
     base_ms: int
     prev_seq: int | None
-    gap: list[int] | None
+    gap: list[int] | None  # always None (``Placement.gap``); gaps come from ``abandoned`` and ``unnoted``
     replay_of_committed: bool
     flush_rows: int = 1000
     flush_bytes: int = 2 << 20
@@ -126,6 +121,7 @@ def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id:
         row = read_sink_row(conn, commit_table, sink_id)  # the notes too: _tidy needs no get of its own
         state = row.state
         current = state.commit  # parsed once: placed on, and copied into the history below
+        check_formats(current, state.attempt, sink_id=sink_id, commit_table=commit_table, flush_notes=row.flush_notes)
         clock = plan_clock(plan_id)
         placement = place(current, state.attempt, query_id=query_id, batch_id=batch_id, plan_id=plan_id,
                           now_ms=clock if clock is not None else now_ms(), flush_rows=max_rows, flush_bytes=max_size,
@@ -140,10 +136,10 @@ def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id:
             if earlier is not None:
                 return Placement(earlier.ts_lo, earlier.seq - 1 if earlier.seq > 1 else None, None, True,
                                  earlier.flush_rows, earlier.flush_bytes)
-        if placement.abandoned or placement.gap is not None:
-            log.info("sink %s batch %d: plan %s abandons the attempt it found (abandoned attempts at %s%s); the "
+        if placement.abandoned:
+            log.info("sink %s batch %d: plan %s abandons the attempt it found (abandoned attempts at %s); the "
                      "new attempt writes at %d", sink_id, batch_id, plan_id or "-", placement.abandoned,
-                     f", an earlier release's range {placement.gap}" if placement.gap else "", placement.base_ms)
+                     placement.base_ms)
         raw = placement.record.to_bytes()
         if not fenced:
             put_cell(conn, commit_table, sink_id, ATTEMPT_COLUMN, raw)
@@ -175,10 +171,8 @@ def _tidy(conn: HBaseConnection, commit_table: str, sink_id: str, current: Commi
     commit before ``c:commit`` moves past it.
     """
     final = [n for n in row.notes if n.base_ms <= current.ts_lo]
-    old = sorted(c for c in row.legacy_notes if (legacy_note_base(c) or 0) <= current.ts_lo)
     try:
-        delete_task_notes(conn, commit_table, sink_id, final, cells=old,
-                          history=(current, keep) if keep is not None else None)
+        delete_task_notes(conn, commit_table, sink_id, final, history=(current, keep) if keep is not None else None)
     except SinkError as exc:
         log.info("sink %s: the notes of committed attempts stay until the next batch%s (%s)", sink_id,
                  ", and the driver's commit copies the last commit into the history" if keep is not None else "", exc)
@@ -319,13 +313,14 @@ class Committer:
                 return closed
             attempt = closed
         if first.abandoned or closing:  # one get of the notes serves both removals
-            notes, logs = read_sink_notes(self._conn, self._commit_table, first.sink_id)
+            row = read_sink_row(self._conn, self._commit_table, first.sink_id)
+            if first.abandoned and attempt is not None:  # an old release's try may have noted since placement
+                check_formats(None, AttemptRecord.from_bytes(attempt), sink_id=first.sink_id,
+                              commit_table=self._commit_table, flush_notes=row.flush_notes)
             if first.abandoned:
-                self._remove_abandoned(first.sink_id, first.abandoned, notes, logs)
+                self._remove_abandoned(first.sink_id, first.abandoned, row.notes)
             if closing:
-                self._remove_losers(first.sink_id, first.base_ms, msgs, notes)
-        if first.gap is not None:
-            self._roll_back(first.gap)
+                self._remove_losers(first.sink_id, first.base_ms, msgs, row.notes)
         ends = [m.ts_end for m in msgs if m.ts_end is not None]
         ts_hi = max(ends) if ends else first.base_ms
         record = CommitRecord(
@@ -334,7 +329,6 @@ class Committer:
             read_bound=max(ts_hi, current.read_bound if current is not None else 0), offsets=covered,
             source_checkpoints=sorted(set(source_checkpoints)),
             gaps=_merge_gaps(current.gaps if current is not None else [],
-                             [first.gap] if first.gap is not None else [],
                              [[b, b + first.reach_ms] for b in first.abandoned
                               if self._thrift2 is None or b in first.unnoted]),
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
@@ -417,7 +411,7 @@ class Committer:
                 continue
             losers.append(note)
         if losers:
-            removed = self._delete_noted(sink_id, losers, {})
+            removed = self._delete_noted(sink_id, losers)
             if removed is None:
                 log.warning("sink %s: %d try(ies) Spark did not commit put at slots of their own, and without "
                             "Thrift2 their versions stay; set hbase.thrift2.host", sink_id, len(losers))
@@ -425,12 +419,10 @@ class Committer:
             log.info("batch of sink %s: removed the puts of %d try(ies) Spark did not commit (%d cell version(s))",
                      sink_id, len(losers), removed)
 
-    def _remove_abandoned(self, sink_id: str, bases: list[int], notes: list[TaskNote],
-                          logs: dict[bytes, bytes]) -> None:
+    def _remove_abandoned(self, sink_id: str, bases: list[int], notes: list[TaskNote]) -> None:
         """Delete exactly the versions the abandoned attempts noted, then their notes, before this batch commits.
 
-        From the notes alone (``_commit_table.TaskNote``; ``LegacyFlushNote`` for an attempt of a
-        release before 2026-11-28): each noted key, each of the sink's columns, the put
+        From the notes alone (``_commit_table.TaskNote``): each noted key, each of the sink's columns, the put
         timestamp of the noting task's block. No scan; nothing of another writer's rows
         or columns. A noted write that lands after this is masked by the version delete
         all the same. The notes go right after their versions, so a replay of this commit
@@ -439,17 +431,15 @@ class Committer:
         """
         wanted = set(bases)
         mine = [n for n in notes if n.base_ms in wanted]
-        old = {c: v for c, v in logs.items() if legacy_note_base(c) in wanted}
-        if not mine and not old:
+        if not mine:
             return
-        removed = self._delete_noted(sink_id, mine, old, abandoned=True)
+        removed = self._delete_noted(sink_id, mine, abandoned=True)
         if removed is not None:
             log.info("removed the noted puts of %d abandoned attempt(s) (%d cell version(s), %d note(s)) from %s",
-                     len(wanted), removed, len(mine) + len(old), self._table)
+                     len(wanted), removed, len(mine), self._table)
 
-    def _delete_noted(self, sink_id: str, notes: list[TaskNote], logs: dict[bytes, bytes], *,
-                      abandoned: bool = False) -> int | None:
-        """Delete the versions ``notes`` (and an earlier release's flush ``logs``) noted, then the notes.
+    def _delete_noted(self, sink_id: str, notes: list[TaskNote], *, abandoned: bool = False) -> int | None:
+        """Delete the versions ``notes`` noted, then the notes.
 
         One Thrift2 version delete per noted key and sink column, at the put timestamp of
         the noting try's slot, sent over several Thrift2 connections at once
@@ -474,34 +464,10 @@ class Committer:
                 for key in read_note_keys(self._conn, self._commit_table, sink_id, note):
                     for family, qualifier in qualified:
                         yield key, family, qualifier, ts
-            for flush in (LegacyFlushNote.from_cell(c, v) for c, v in sorted(logs.items())):
-                for round_, keys in flush.rounds.items():
-                    ts = TaskClock(flush.base_ms, flush.partition).put_ts(round_)
-                    for key in keys:
-                        for family, qualifier in qualified:
-                            yield key, family, qualifier, ts
 
         removed = delete_versions(connect, self._table, cells())
         delete_task_notes(self._conn, self._commit_table, sink_id, notes)
-        delete_cells(self._conn, self._commit_table, sink_id, sorted(logs))
         return removed
-
-    def _roll_back(self, gap: list[int]) -> None:
-        """Remove an earlier release's abandoned attempt by its time range (see ``_rollback``).
-
-        Only an attempt recorded by a release before 2026-11-27 has no notes at all; this
-        runs at most once per such attempt, on the first commit after the upgrade.
-        """
-        if self._thrift2 is None:
-            log.warning("an attempt of this batch was abandoned (a driver restart or a sink.id takeover); its "
-                        "cells (timestamps %d..%d) stay in table %s as older versions: committed and as-of reads "
-                        "skip them and plain reads show this batch's values above them, but a read of all "
-                        "versions lists them. Set hbase.thrift2.port so the sink removes them", gap[0], gap[1],
-                        self._table)
-            return
-        families = sorted({c[1].encode() for c in self._columns})
-        with self._thrift2() as admin:
-            roll_back_gap(admin, self._table, families, gap)
 
     def close(self, *, keep: bool = False) -> None:
         """``keep``: the commit went through, so its connection serves the next one

@@ -27,9 +27,9 @@ from ..client._admin import DeletedCellsNotice, prepare_table
 from ..client._connection import HBaseConnection
 from ..client._connection_pool import connect, release
 from ..client._thrift2 import Thrift2Admin
-from ._attempts import check_writes
+from ._attempts import check_formats, check_writes
 from ._column_layout import SinkLayout, data_field_names
-from ._commit_table import ensure_commit_table, raise_plan_epoch, read_state
+from ._commit_table import ensure_commit_table, raise_plan_epoch, read_sink_row
 from ._committer import Committer, HBaseCommitMessage
 from ._notices import first_notice, forget_notice
 from ._timestamps import MIN_TABLE_VERSIONS, now_ms
@@ -94,9 +94,11 @@ class HBaseSinkFunction(CheckpointedSink):
             notice = prepare_table(conn, opts.table, layout.families, create=opts.create_table, thrift2=admin,
                                    min_versions=MIN_TABLE_VERSIONS, require_deleted_cells=opts.exactly_once)
             ensure_commit_table(conn, opts.commit_table)
-            if opts.sink_id:  # a replay under other options is refused before any task writes
-                state = read_state(conn, opts.commit_table, opts.sink_id)
-                check_writes(state.commit, state.attempt, opts.write_shape(), opts.sink_id)
+            if opts.sink_id:  # a replay under other options, or over an older format, is refused before any task writes
+                row = read_sink_row(conn, opts.commit_table, opts.sink_id)
+                check_formats(row.state.commit, row.state.attempt, sink_id=opts.sink_id,
+                              commit_table=opts.commit_table, flush_notes=row.flush_notes)
+                check_writes(row.state.commit, row.state.attempt, opts.write_shape(), opts.sink_id)
             self._tell(conn, notice)
         finally:
             conn.close()

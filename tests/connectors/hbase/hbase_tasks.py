@@ -119,14 +119,14 @@ class Sink:
             conn.close()
 
     def notes(self) -> dict[bytes, bytes]:
-        """The notes left in the sink row: each try's ``c:task-*`` cell (and ``c:log-*`` of earlier releases)."""
-        from sparkbarrier.connectors.hbase.sink._commit_table import read_sink_notes
+        """The notes left in the sink row: each try's ``c:task-*`` cell."""
+        from sparkbarrier.connectors.hbase.sink._commit_table import read_sink_row
         from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
 
         conn = HBaseConnection(self.opts, 0)
         try:
-            tasks, logs = read_sink_notes(conn, self.opts.commit_table, self.opts.sink_id)
-            return {**{n.column(): n.to_bytes() for n in tasks}, **logs}
+            return {n.column(): n.to_bytes() for n in read_sink_row(conn, self.opts.commit_table,
+                                                                    self.opts.sink_id).notes}
         finally:
             conn.close()
 

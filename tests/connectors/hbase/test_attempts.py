@@ -22,13 +22,14 @@ import happybase
 import pyarrow as pa
 import pytest
 
-from sparkbarrier._exceptions import FencedError, FlushError, SinkError
+from sparkbarrier._exceptions import FencedError, FlushError, ProtocolError, SinkError
 from sparkbarrier.connectors.hbase.sink._buffer import FAULT_AFTER_PARTIAL_FLUSH
 from sparkbarrier.connectors.hbase.sink._commit_table import ATTEMPT_COLUMN, AttemptRecord, read_state
 from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
 from sparkbarrier.connectors.hbase.sink._keyed import spark_hashes
 from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS, MAX_TASKS, TASK_WIDTH_MS, batch_span_ms
 from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV
+from hbase_tasks import spark_schema
 
 pytestmark = [pytest.mark.hbase]
 
@@ -309,34 +310,66 @@ def test_a_thrift1_only_sink_leaves_the_abandoned_cells_as_older_versions_only(m
     assert [v for v, _ in sink.versions(b"a", b"d:v")] == [three, three, zero]
 
 
-def test_an_attempt_of_the_previous_release_is_abandoned_and_its_claims_ignored(make_sink) -> None:
-    """Upgrade: a batch a previous release left in flight (attempt without a plan or flush
-    notes, fingerprint claims, cells in a claimed block) resumes exactly once on this release:
-    its range is removed the way that release removed it, once."""
+def test_an_attempt_a_release_before_2026_11_27_left_in_flight_is_refused_until_given_up(make_sink) -> None:
+    """Upgrade: a batch a release before 2026-11-27 left in flight (an attempt without a plan or
+    notes, a fingerprint claim, a put in its range) is refused at query start and where a task
+    places, before anything is recorded; the message's way out (delete c:attempt once the
+    driver's clock is past the attempt's range) lets the replay commit above the old put,
+    which stays as an older version."""
     sink = make_sink(OPS, **FLUSH)
     sink.commit([sink.task([{"id": "a", "v": 0, "s": None, "op": None}], batch=0, plan="")], 0)
+    commit_table, sink_id = sink.opts.commit_table, sink.opts.sink_id
     conn = HBaseConnection(sink.opts, 0)
     try:
-        base = read_state(conn, sink.opts.commit_table, sink.opts.sink_id).commit.read_bound + 10
-        # Byte for byte what the previous release wrote: no plan, no notes, and a block claim.
+        base = read_state(conn, commit_table, sink_id).commit.read_bound + 10
+        # Byte for byte what that release wrote: no plan, no notes, and a block claim.
         legacy = AttemptRecord("q1", 1, base, 1, None, flush_rows=2).to_bytes()
         assert b'"plan"' not in legacy and b'"logged"' not in legacy
         claim = (b'{"base_ms":%d,"block":3,"fingerprint":"%032x","plan":"0f3a","task":0,"version":2}'
                  % (base, 7))
-        conn.call(lambda c: c.table(sink.opts.commit_table).put(
-            sink.opts.sink_id.encode(), {ATTEMPT_COLUMN: legacy, b"c:block-3": claim}))
-        conn.call(lambda c: c.table(sink.opts.table).put(b"a", {b"d:v": (7).to_bytes(8, "big", signed=True)},
+        conn.call(lambda c: c.table(commit_table).put(sink_id.encode(), {ATTEMPT_COLUMN: legacy, b"c:block-3": claim}))
+        conn.call(lambda c: c.table(sink.opts.table).put(b"a", {b"d:v": (5).to_bytes(8, "big", signed=True)},
                                                          timestamp=base + 3 * 8 + 1))
+        end = base + BATCH_SPAN_MS
+        with pytest.raises(ProtocolError, match="a release before 2026-11-27, which noted nothing") as at_start:
+            sink.driver.validate(sink.raw, spark_schema(OPS))
+        with pytest.raises(ProtocolError, match="a release before 2026-11-27, which noted nothing") as placed:
+            sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, plan=f"e0000000000000000002@{end}")
+        assert str(placed.value) == str(at_start.value)
+        assert f"past {end}" in str(placed.value)
+        assert f"deleteall '{commit_table}', '{sink_id}', 'c:attempt'" in str(placed.value)
+        assert read_state(conn, commit_table, sink_id).attempt_raw == legacy  # nothing recorded
+        # The way out, as the shell's deleteall: every version of the cell.
+        conn.call(lambda c: c.table(commit_table).delete(sink_id.encode(), columns=[ATTEMPT_COLUMN]))
     finally:
         conn.close()
-    replay = sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, partition=0,
-                       plan="1764136800000-0123456789abcdef")
-    sink.commit([replay], 1)
-    assert replay.gap == [base, base + BATCH_SPAN_MS] and replay.abandoned == []
+    sink.driver.validate(sink.raw, spark_schema(OPS))
+    replay = sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, plan=f"e0000000000000000002@{end}")
+    assert replay.base_ms >= end and replay.abandoned == [] and replay.gap is None
+    assert sink.commit([replay], 1).gaps == []
     assert sink.read() == [{"id": "a", "v": 7, "s": None}]
-    assert [v for v, _ in sink.versions(b"a", b"d:v")] == [(7).to_bytes(8, "big", signed=True),
-                                                           (0).to_bytes(8, "big", signed=True)]
+    assert [v for v, _ in sink.versions(b"a", b"d:v")] == [(n).to_bytes(8, "big", signed=True) for n in (7, 5, 0)]
     assert sink.read(as_of_batch=0) == [{"id": "a", "v": 0, "s": None}]
+
+
+def test_an_attempt_with_flush_notes_of_a_release_before_2026_11_28_is_refused(make_sink) -> None:
+    """That release noted each flush in ``c:log-<base>-<partition>-<n>``: the sink row's read finds
+    the base, and a replay over the attempt is refused before it records anything."""
+    sink = make_sink(OPS, **FLUSH)
+    sink.commit([sink.task([{"id": "a", "v": 0, "s": None, "op": None}], batch=0, plan="e0000000000000000001")], 0)
+    commit_table, sink_id = sink.opts.commit_table, sink.opts.sink_id
+    conn = HBaseConnection(sink.opts, 0)
+    try:
+        base = read_state(conn, commit_table, sink_id).commit.read_bound + 10
+        attempt = AttemptRecord("q1", 1, base, 1, None, flush_rows=2, plan="e0000000000000000002", noted=True)
+        note = b'{"rounds":{"0":["a"]},"version":2}'
+        conn.call(lambda c: c.table(commit_table).put(sink_id.encode(), {
+            ATTEMPT_COLUMN: attempt.to_bytes(), b"c:log-%d-0-1" % base: note}))
+        with pytest.raises(ProtocolError, match="has c:log-\\* flush notes of a release before 2026-11-28"):
+            sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, plan="e0000000000000000003")
+        assert read_state(conn, commit_table, sink_id).attempt_raw == attempt.to_bytes()
+    finally:
+        conn.close()
 
 
 def test_a_new_attempt_records_its_plan(make_sink) -> None:
@@ -355,7 +388,8 @@ def test_a_task_costs_one_commit_table_read_and_the_first_task_one_check_and_put
     """Round trips per task and batch: the fingerprint claims' checkAndPut is gone (was: one more
     per task), and the history copy moved from the driver's commit to the task that records
     the attempt (the driver's commit is two checkAndPuts: closing the attempt, then the
-    record; and one get of the notes, to remove the tries Spark did not commit)."""
+    record; and one get of the notes, to remove the tries Spark did not commit, counted since
+    the commit reads them with ``read_sink_row``)."""
     from sparkbarrier.connectors.hbase.sink import _committer
 
     calls = {"read": 0, "cap": 0, "history": 0}
@@ -383,14 +417,15 @@ def test_a_task_costs_one_commit_table_read_and_the_first_task_one_check_and_put
     assert calls == {"read": 3, "cap": 1, "history": 0}  # nothing committed yet, nothing to copy
     calls.update(read=0, cap=0)
     sink.commit(msgs, 0)
-    assert calls == {"read": 1, "cap": 2, "history": 0}  # closing the attempt, then the commit record
+    # closing the attempt, then the commit record; a get of the state, and the get of the notes
+    assert calls == {"read": 2, "cap": 2, "history": 0}
     calls.update(read=0, cap=0)
     msgs = [sink.task(rows, batch=1, partition=p, plan="p2") for p in range(3)]  # the next batch
     assert calls == {"read": 3, "cap": 1, "history": 1}  # the first task copies commit 1 into the history
     assert [m.kept_history for m in msgs] == [1, None, None]
     calls.update(read=0, cap=0, history=0)
     sink.commit(msgs, 1)
-    assert calls == {"read": 0, "cap": 2, "history": 0}  # the commit worker remembers the record it wrote
+    assert calls == {"read": 1, "cap": 2, "history": 0}  # the commit worker remembers the record: the notes' get only
     assert sink.read() == [{"id": f"k{i}", "v": i, "s": None} for i in range(5)]
     assert [(r.seq, r.batch_id) for r in sink.history()] == [(1, 0), (2, 1)]  # commit 2 is c:commit
     assert sink.history_rows() == [1]
