@@ -68,10 +68,11 @@ THRIFT_TLS = "hbase-thrift-tls"
 TLS_HOST = "localhost"
 _TLS_CA = "sparkbarrier-thrift-ca"
 THRIFT2_MAIN = "org.apache.hadoop.hbase.thrift2.ThriftServer"
-# 1g ran out of heap under the sink benchmark after a long session; the 10-million-row
+# 1g ran out of heap under the sink benchmark after a long session, 2g after a day of test runs and
+# benchmarks on one stack (some hundreds of tables, 2026-11-29); the 10-million-row
 # benchmark sets more (``SPARKBARRIER_DEVSTACK_HBASE_HEAP=6g``, read at ``up``).
 HEAP_ENV = "SPARKBARRIER_DEVSTACK_HBASE_HEAP"
-MASTER_HEAP = "2g"
+MASTER_HEAP = "3g"
 # Data is wiped on every start, so a graceful flush on ``down`` buys nothing; the
 # standalone regionserver otherwise spends ~20 s retrying reports to its stopped master.
 MASTER_STOP_GRACE_S = 8.0

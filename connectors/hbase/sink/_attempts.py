@@ -248,7 +248,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
                            flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, noted=True,
                            at_least_once=not noting, unnoted=unnoted, writes=dict(writes or {}),
                            span_ms=0 if span == BATCH_SPAN_MS else span,
-                           keyed_tasks=commit.tasks if commit is not None else 0)
+                           keyed_tasks=(commit.tasks if commit is not None else 0) or 1)
     return Placement(record.base_ms, prev, None, False, flush_rows, flush_bytes, record, abandoned=abandoned,
                      unnoted=unnoted, noted=True, reach_ms=record.reach_ms, keyed_tasks=record.keyed_tasks)
 

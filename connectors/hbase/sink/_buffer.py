@@ -374,7 +374,7 @@ class MutationBuffer:
         """One write call's deletes, then its puts; the fault point after each call (kill tests)."""
         if not deletes and not puts:
             return
-        self._send(deletes, self.clock.delete_ts(0))
+        self._send(deletes, self.clock.delete_ts())
         self._send(puts, self.clock.slot_put_ts(self._slot))
         fault_point(FAULT_AFTER_PARTIAL_FLUSH, fail=lambda m: FlushError(m, batch_id=self.batch_id))
 

@@ -242,7 +242,8 @@ class AttemptRecord(_JsonRecord):
     # written (``sink.max-write-tasks`` * 8 ms, the largest of them); 0: the default 4,096 ms.
     span_ms: int = 0
     # The modulus every task of the attempt tests its keys under (``_keyed``): the task count
-    # of the commit it builds on, fixed here so that all its tasks and tries share it.
+    # of the commit it builds on (1 when there is none), fixed here so that all its tasks and
+    # tries share it; 0 in records before it (no task keyed).
     keyed_tasks: int = 0
     version: int = RECORD_VERSION
 

@@ -13,8 +13,9 @@ own, above it (``TaskClock.for_task``).
 
 Nothing here trusts the data to be partitioned: the test is per task, on the keys it
 writes, under a modulus every task of the attempt shares (the task count of the commit
-the attempt builds on, ``Placement.keyed_tasks``). A stream that is not keyed yields
-tasks that are not keyed, which write as before; a wrong modulus only costs timestamps.
+the attempt builds on, ``Placement.keyed_tasks``; 1 for a first batch, which makes task 0
+keyed and no other). A stream that is not keyed yields tasks that are not keyed, which
+write as before; a wrong modulus only costs timestamps.
 
 The hash is Spark's ``Murmur3Hash`` (seed 42), as ``pyspark.sql.functions.hash`` computes
 it, for the row key types whose cell bytes (``_encoding``) give back the value Spark
@@ -124,8 +125,8 @@ class KeyedCheck:
 
     def __init__(self, kind: str | None, partition: int, tasks: int) -> None:
         self._kind, self._partition, self._tasks = kind, partition, tasks
-        # A modulus of 0 or 1 decides nothing (no previous batch, or one task: it has no neighbour).
-        self.keyed = kind is not None and tasks > 1 and partition < tasks
+        # Modulo 1 every key hashes to 0: task 0 is keyed, with no hash (and for any key type).
+        self.keyed = 0 <= partition < tasks and (tasks == 1 or kind is not None)
         self._pending: list[bytes] = []
 
     def feed(self, keys: Iterable[bytes]) -> None:
@@ -148,6 +149,9 @@ class KeyedCheck:
         return self.keyed
 
     def _check(self) -> None:
+        if self._tasks == 1:
+            self._pending = []
+            return
         try:
             hashes = spark_hashes(self._pending, self._kind or "bytes").astype(np.int64)
         except ValueError:  # keys of another width than the type's: not Spark's values

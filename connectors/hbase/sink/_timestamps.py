@@ -35,11 +35,8 @@ never from values:
   marker at ``t`` masks every put at ``<= t`` whatever the arrival order, so "delete,
   then put" is a marker and a newer put; a hot key updated thousands of times costs one
   put. Without Thrift2 (no exact-version delete) every try puts at slot 0. A try's note
-  records its block (``TaskNote.block``), so the commit names its puts from the note alone;
-* an attempt left in flight by a release before 2026-11-28 wrote in the same 8 ms in
-  another layout (:data:`ROUNDS` pairs of a delete and a put timestamp); only the
-  commit that removes such an attempt from its ``c:log-*`` notes reads it
-  (:meth:`TaskClock.put_ts`).
+  records its block (``TaskNote.block``), so the commit names its puts from the note alone
+  (a note of the release before, version 2, wrote in block ``partition``).
 
 A batch of keyed tasks therefore spans 8 ms, however many tasks it has: its next batch
 starts at ``max(now, end of this one)``, so a keyed stream's cells stay on the clock at
@@ -62,7 +59,6 @@ __all__ = [
     "CLOCK_OFFSET_ENV",
     "MAX_TASKS",
     "MIN_TABLE_VERSIONS",
-    "ROUNDS",
     "TASK_WIDTH_MS",
     "TRY_SLOTS",
     "TaskClock",
@@ -73,11 +69,7 @@ __all__ = [
     "task_block",
 ]
 
-# An earlier release's layout of a block (4 pairs of a delete and a put timestamp): read only to
-# remove an attempt it left in flight. Its width stays the block's: 8 ms, one delete timestamp
-# and TRY_SLOTS put timestamps.
-ROUNDS = 4
-TASK_WIDTH_MS = 2 * ROUNDS
+TASK_WIDTH_MS = 8  # a block: one delete timestamp and TRY_SLOTS put timestamps
 TRY_SLOTS = TASK_WIDTH_MS - 1  # put timestamps of a block: one try of the task each
 MAX_TASKS = MAX_WRITE_TASKS_DEFAULT  # sink.max-write-tasks's default; the limit of releases before it
 # What a family must keep (checked at query start, ``client._admin.prepare_table``): the
@@ -136,10 +128,9 @@ def check_block(partition: int, max_tasks: int) -> None:
 class TaskClock:
     """The timestamps of one write task's block (executor, one per task).
 
-    The task's delete markers go at the block's first millisecond (``delete_ts(0)``),
+    The task's delete markers go at the block's first millisecond (:meth:`delete_ts`),
     the same for every try; each try's puts at the slot it claimed (:meth:`slot_put_ts`).
-    A ``round_`` other than 0 means something only in an earlier release's notes. The
-    block is not checked here: the writer checks it against ``sink.max-write-tasks``
+    The block is not checked here: the writer checks it against ``sink.max-write-tasks``
     (:func:`check_block`) before it places, and the commit names blocks of tries that wrote.
     """
 
@@ -149,13 +140,9 @@ class TaskClock:
         self.block = block
         self._start = base_ms + block * TASK_WIDTH_MS
 
-    def delete_ts(self, round_: int) -> int:
-        """The delete timestamp: the block's first millisecond for ``round_`` 0 (every try's)."""
-        return self._start + 2 * self._check(round_)
-
-    def put_ts(self, round_: int) -> int:
-        """An earlier release's put timestamp of ``round_`` (its notes); round 0 is slot 0."""
-        return self._start + 2 * self._check(round_) + 1
+    def delete_ts(self) -> int:
+        """The delete timestamp: the block's first millisecond (every try's)."""
+        return self._start
 
     def slot_put_ts(self, slot: int) -> int:
         """The put timestamp of the try that claimed ``slot``: ``base + 8 * block + 1 + slot``."""
@@ -166,13 +153,3 @@ class TaskClock:
     def block_end(self) -> int:
         """First timestamp after the task's block: above every try's puts."""
         return self._start + TASK_WIDTH_MS
-
-    def end(self, round_: int) -> int:
-        """First timestamp after an earlier release's ``round_`` (its layout; unused by this one)."""
-        return self.put_ts(round_) + 1
-
-    @staticmethod
-    def _check(round_: int) -> int:
-        if not 0 <= round_ < ROUNDS:
-            raise SinkError(f"internal: timestamp round {round_} outside 0..{ROUNDS - 1}")
-        return round_

@@ -121,7 +121,7 @@ class HBaseTaskWriter:
             layout = self._layout_for(data.schema)
             placement = self._placement
             keyed = None
-            if placement is not None and placement.keyed_tasks > 1:
+            if placement is not None and placement.keyed_tasks:
                 check = KeyedCheck(hash_kind(data.schema.field(layout.rowkey).type), self._id.partition_id,
                                    placement.keyed_tasks)
                 keyed = (check, TaskClock(msg.base_ms, task_block(self._id.partition_id, keyed=True)))

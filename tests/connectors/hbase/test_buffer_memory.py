@@ -62,7 +62,7 @@ class Calls:
         return fn(self)
 
     def mutateRowsTs(self, table: bytes, mutations: list[Any], ts: int, attrs: Any) -> None:  # noqa: ARG002
-        deletes = ts == CLOCK.delete_ts(0)
+        deletes = ts == CLOCK.delete_ts()
         rows = [m.row for m in mutations]
         if self.ordered:
             assert self._last[deletes] < rows[0] and rows == sorted(set(rows)), "a key written twice or out of order"

@@ -39,7 +39,7 @@ def run_hour(tasks: int, every_ms: int, *, keyed: bool, clock_jump_ms: int = 0) 
     gives the modulus), its commit record. ``clock_jump_ms`` sets the planning clock back
     half-way through. Returns the largest lead of a cell over the planning clock once
     steady (after the first three minutes: the first batch has no batch before it to give
-    the modulus, so it spans a block per task, up to 80 s at 10,000 tasks, which the clock
+    the modulus, so only its task 0 is keyed and it spans a block per task, up to 80 s at 10,000 tasks, which the clock
     then catches up), and the number of batches.
     """
     commit: CommitRecord | None = None
@@ -122,7 +122,7 @@ def test_a_stream_repartitioned_by_the_row_key_writes_each_batch_in_one_block_on
     """``repartition(64, "user")``: 64 write tasks a batch, batches back to back. From the
     second batch on every task is keyed: the batch spans 8 ms, not 64 x 8, and no cell is
     ahead of the driver's clock when it committed. The first batch (no batch before it to
-    give the modulus) spans a block per task. The table ends as the rows say, every batch
+    give the modulus: only task 0 is keyed) spans a block per task. The table ends as the rows say, every batch
     one version. (On the suite's 2 cores a batch of 64 Spark tasks takes longer than
     64 x 8 ms; the drift such batches cause at a cluster's rates is the simulated hour's.)"""
     spark = registered

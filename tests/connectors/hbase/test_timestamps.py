@@ -1,4 +1,4 @@
-"""Cell timestamps: wall-clock based, one block per task, rounds inside a block."""
+"""Cell timestamps: wall-clock based, one block shared by keyed tasks and one per other task."""
 
 from __future__ import annotations
 
@@ -6,8 +6,16 @@ import pytest
 
 from sparkbarrier._exceptions import ConfigError, SinkError
 from sparkbarrier.connectors.hbase.sink._timestamps import (
-    BATCH_SPAN_MS, MAX_TASKS, ROUNDS, TASK_WIDTH_MS, TaskClock, batch_span_ms, check_block, next_base,
-    task_block)
+    BATCH_SPAN_MS,
+    MAX_TASKS,
+    TASK_WIDTH_MS,
+    TRY_SLOTS,
+    TaskClock,
+    batch_span_ms,
+    check_block,
+    next_base,
+    task_block,
+)
 
 
 def test_base_follows_the_wall_clock_but_never_goes_below_what_was_written() -> None:
@@ -15,17 +23,20 @@ def test_base_follows_the_wall_clock_but_never_goes_below_what_was_written() -> 
     assert next_base(1_000, 1_500) == 1_500
 
 
-def test_tasks_own_disjoint_blocks_ordered_by_partition() -> None:
-    blocks = [(TaskClock(10_000, p).delete_ts(0), TaskClock(10_000, p).end(ROUNDS - 1)) for p in range(3)]
-    assert blocks == [(10_000 + p * TASK_WIDTH_MS, 10_000 + (p + 1) * TASK_WIDTH_MS) for p in range(3)]
+def test_keyed_tasks_share_the_first_block_and_the_others_own_one_each_above_it() -> None:
+    blocks = [(TaskClock(10_000, task_block(p, keyed=False)).delete_ts(),
+               TaskClock(10_000, task_block(p, keyed=False)).block_end()) for p in range(3)]
+    assert blocks == [(10_000 + (p + 1) * TASK_WIDTH_MS, 10_000 + (p + 2) * TASK_WIDTH_MS) for p in range(3)]
+    shared = {TaskClock(10_000, task_block(p, keyed=True)).slot_put_ts(0) for p in range(3)}
+    assert shared == {10_001}
 
 
-def test_deletes_sort_below_puts_within_a_round_and_rounds_increase() -> None:
+def test_deletes_sort_below_every_try_slot_and_slots_stay_in_the_block() -> None:
     clock = TaskClock(0, 0)
-    seen = [t for r in range(ROUNDS) for t in (clock.delete_ts(r), clock.put_ts(r))]
-    assert seen == sorted(set(seen))
+    seen = [clock.delete_ts()] + [clock.slot_put_ts(s) for s in range(TRY_SLOTS)]
+    assert seen == sorted(set(seen)) and seen[-1] < clock.block_end() == TASK_WIDTH_MS
     with pytest.raises(SinkError):
-        clock.put_ts(ROUNDS)
+        clock.slot_put_ts(TRY_SLOTS)
 
 
 def test_a_batch_spans_at_most_a_few_seconds_by_default_and_the_limit_names_its_option() -> None:
