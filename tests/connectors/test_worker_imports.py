@@ -21,7 +21,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from sparkbarrier.connectors.kafka import source_schema
 from sparkbarrier.connectors.kafka.reader._offset_range import KafkaRangePartition, build_batch
-from sparkbarrier.connectors.hbase.sink._encoding import encode_column
+from sparkbarrier.connectors.hbase._codec import encode_column
 from sparkbarrier.connectors.hbase.sink._writer import _row_sizes
 from sparkbarrier.connectors.hbase.sink._column_layout import SinkLayout
 

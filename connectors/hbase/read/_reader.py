@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from ...._exceptions import ConfigError, SinkError
+from .._codec import decode_column
 from .._options import DEFAULT_COMMIT_TABLE
 from ..client._connection import HBaseConnection, connection_options
 from ..client._sasl import KerberosSettings
 from ..client._thrift_types import Thrift1Connection, Thrift1Table
 from ..client._tls import TlsSettings
 from ..sink._commit_table import CommitRecord, list_sinks, read_history, read_state
-from ..sink._encoding import decode_column
 from ._key_ranges import FULL, KeyRange
 
 if TYPE_CHECKING:

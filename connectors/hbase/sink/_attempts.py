@@ -81,20 +81,17 @@ class Placement:
 
     ``record`` is None when the task joins an attempt that exists (a retry, or another
     task of the same plan), or replays a committed batch (``replay_of_committed``: the
-    task writes nothing). ``gap`` is always None: only an attempt of a release before
-    2026-11-27 had one, and :func:`check_formats` refuses those (``_writer`` still reports it).
+    task writes nothing).
     """
 
     base_ms: int
     prev_seq: int | None
-    gap: list[int] | None
     replay_of_committed: bool
     flush_rows: int
     flush_bytes: int
     record: AttemptRecord | None = None
     abandoned: list[int] = field(default_factory=list)
     unnoted: list[int] = field(default_factory=list)  # of ``abandoned``: at-least-once attempts, puts unnoted
-    noted: bool = False
     # The attempt's bytes as the commit table holds them (set by ``_committer.place_task``):
     # each try's note (one per try, ``_writer._note``) and the driver's commit are conditional on them.
     attempt_raw: bytes | None = None
@@ -203,7 +200,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
     if writes is not None:
         check_writes(commit, attempt, writes, sink_id)
     if commit is not None and commit.query_id == query_id and commit.batch_id == batch_id:
-        return Placement(commit.ts_lo, commit.seq - 1 if commit.seq > 1 else None, None, True,
+        return Placement(commit.ts_lo, commit.seq - 1 if commit.seq > 1 else None, True,
                          commit.flush_rows, commit.flush_bytes)
     if attempt is not None and attempt.plan > plan_id:
         raise FencedError(
@@ -228,9 +225,9 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
                     f"sink {sink_id!r}: batch {batch_id} of query {query_id} is being committed; this try of one "
                     f"of its tasks is a leftover (a speculative or lost executor's copy) and writes nothing",
                     batch_id=batch_id)
-            return Placement(attempt.base_ms, attempt.prev_seq, None, False, attempt.flush_rows,
+            return Placement(attempt.base_ms, attempt.prev_seq, False, attempt.flush_rows,
                              attempt.flush_bytes, abandoned=list(attempt.abandoned), unnoted=list(attempt.unnoted),
-                             noted=attempt.noted, reach_ms=attempt.reach_ms, keyed_tasks=attempt.keyed_tasks)
+                             reach_ms=attempt.reach_ms, keyed_tasks=attempt.keyed_tasks)
         # Abandoned: an older plan of this batch, another query's attempt (a takeover), or
         # an attempt whose writer lost the commit to another one (built on an older commit).
         # It carries what it abandoned only if that too sits above the last commit.
@@ -249,8 +246,8 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
                            at_least_once=not noting, unnoted=unnoted, writes=dict(writes or {}),
                            span_ms=0 if span == BATCH_SPAN_MS else span,
                            keyed_tasks=(commit.tasks if commit is not None else 0) or 1)
-    return Placement(record.base_ms, prev, None, False, flush_rows, flush_bytes, record, abandoned=abandoned,
-                     unnoted=unnoted, noted=True, reach_ms=record.reach_ms, keyed_tasks=record.keyed_tasks)
+    return Placement(record.base_ms, prev, False, flush_rows, flush_bytes, record, abandoned=abandoned,
+                     unnoted=unnoted, reach_ms=record.reach_ms, keyed_tasks=record.keyed_tasks)
 
 
 def _produced(commit: CommitRecord | None, attempt: AttemptRecord) -> bool:

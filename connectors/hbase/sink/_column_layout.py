@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ...._exceptions import ConfigError
-from ._encoding import SUPPORTED_TYPES_TEXT, is_supported
+from .._codec import SUPPORTED_TYPES_TEXT, is_supported
 
 __all__ = ["ColumnTarget", "SinkLayout", "data_field_names"]
 

@@ -86,13 +86,11 @@ class HBaseCommitMessage(WriterCommitMessage):
     partition_id: int
     base_ms: int
     prev_seq: int | None
-    gap: list[int] | None  # always None (``Placement.gap``); gaps come from ``abandoned`` and ``unnoted``
     replay_of_committed: bool
     flush_rows: int = 1000
     flush_bytes: int = 2 << 20
     rows: int = 0
     ts_end: int | None = None
-    held_keys: int = 0  # always 0 since 2026-11-28 (a task writes each key once); kept for reports of earlier builds
     kept_history: int | None = None  # the commit (sequence) this task copied into the history
     abandoned: list[int] = field(default_factory=list)  # bases of the attempts this one replaced
     unnoted: list[int] = field(default_factory=list)  # of those, at-least-once ones: their ranges become gaps
@@ -134,7 +132,7 @@ def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id:
             earlier = next((r for r in read_history(conn, commit_table, sink_id)
                             if r.query_id == query_id and r.batch_id == batch_id), None)
             if earlier is not None:
-                return Placement(earlier.ts_lo, earlier.seq - 1 if earlier.seq > 1 else None, None, True,
+                return Placement(earlier.ts_lo, earlier.seq - 1 if earlier.seq > 1 else None, True,
                                  earlier.flush_rows, earlier.flush_bytes)
         if placement.abandoned:
             log.info("sink %s batch %d: plan %s abandons the attempt it found (abandoned attempts at %s); the "

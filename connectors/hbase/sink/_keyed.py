@@ -18,7 +18,7 @@ keyed and no other). A stream that is not keyed yields tasks that are not keyed,
 write as before; a wrong modulus only costs timestamps.
 
 The hash is Spark's ``Murmur3Hash`` (seed 42), as ``pyspark.sql.functions.hash`` computes
-it, for the row key types whose cell bytes (``_encoding``) give back the value Spark
+it, for the row key types whose cell bytes (``.._codec``) give back the value Spark
 hashed: binary and string (the bytes themselves, ``hashUnsafeBytes``, whose tail bytes
 are mixed one by one), boolean, tinyint, smallint, int and date (``hashInt``), bigint and
 timestamps (``hashLong``). Other types (floating point, decimal) are never keyed.

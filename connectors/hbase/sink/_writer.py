@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...._exceptions import FencedError, ProtocolError, SinkError
+from .._codec import encode_column
 from .._options import HBaseSinkOptions
 from ..client._connection_pool import connect, release
 from ._attempts import Placement
@@ -32,7 +33,6 @@ from ._buffer import MutationBuffer
 from ._column_layout import SinkLayout
 from ._commit_table import ATTEMPT_COLUMN, TaskNote, check_and_put, delete_task_notes, put_cell, write_note_chunks
 from ._committer import HBaseCommitMessage, place_task
-from ._encoding import encode_column
 from ._keyed import KeyedCheck, hash_kind
 from ._timestamps import TRY_SLOTS, TaskClock, batch_span_ms, check_block, task_block
 
@@ -91,7 +91,7 @@ class HBaseTaskWriter:
         # The task's own block; the buffer moves to the shared one if the task turns out keyed (``_keyed``).
         self._clock = TaskClock(placement.base_ms, task_block(ident.partition_id, keyed=False))
         self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
-                                       placement.base_ms, placement.prev_seq, placement.gap,
+                                       placement.base_ms, placement.prev_seq,
                                        placement.replay_of_committed,
                                        flush_rows=placement.flush_rows, flush_bytes=placement.flush_bytes,
                                        kept_history=placement.kept_history, abandoned=list(placement.abandoned),
@@ -259,7 +259,7 @@ def _row_sizes(data: pa.RecordBatch, layout: SinkLayout, n: int) -> list[int]:
 
     From the columns' offset buffers with numpy, not pyarrow compute with Python
     scalars: those go through pyarrow's pandas shim, which imports pandas into the
-    Python worker on its first batch (see ``_encoding._fixed``). A null's length counts
+    Python worker on its first batch (see ``.._codec._fixed``). A null's length counts
     as whatever its offsets say (zero as Arrow writers make it): sizes only decide when
     to flush.
     """

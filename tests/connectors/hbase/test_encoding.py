@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sparkbarrier.connectors.hbase.sink._encoding import decode_column, encode_column
+from sparkbarrier.connectors.hbase._codec import decode_column, encode_column
 
 CASES = [
     pa.array([1, None, -3], pa.int64()),

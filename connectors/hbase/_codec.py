@@ -1,4 +1,4 @@
-"""Cell value codec: one Spark/Arrow type ↔ HBase bytes, whole columns at a time.
+"""Cell value codec: one Spark/Arrow type ↔ HBase bytes, whole columns at a time (sink and readers).
 
 The byte forms follow HBase's ``Bytes.toBytes`` so Java readers (and Flink's HBase
 connector) decode the same cells:
@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...._exceptions import ConfigError, SinkError
+from ..._exceptions import ConfigError, SinkError
 
 __all__ = ["SUPPORTED_TYPES_TEXT", "decode_column", "encode_column", "is_supported"]
 
