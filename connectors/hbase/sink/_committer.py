@@ -65,7 +65,7 @@ from ._commit_table import (
     read_sink_row,
     read_state,
 )
-from ._timestamps import BATCH_SPAN_MS, TaskClock, now_ms
+from ._timestamps import BATCH_SPAN_MS, TASK_WIDTH_MS, TaskClock, now_ms
 
 __all__ = ["Committer", "HBaseCommitMessage", "place_task"]
 
@@ -74,6 +74,8 @@ _MAX_PLAN_ROUNDS = 20
 # (commit table, sink.id) -> the commit record this process last wrote there, as bytes.
 # Spark runs each commit in a reused Python worker on the driver; see the module doc.
 _LAST_WRITTEN: dict[tuple[str, str], bytes] = {}
+AHEAD_WARN_MS = 5_000  # cells further ahead of the driver's clock than this are worth a warning
+_AHEAD_WARNED: dict[str, int] = {}  # sink.id -> the driver clock of its last such warning
 
 
 @dataclass
@@ -221,6 +223,31 @@ def _merge_gaps(old: list[list[int]], *new: list[list[int]]) -> list[list[int]]:
     return gaps
 
 
+def _warn_if_ahead(record: CommitRecord, wrote: Sequence[HBaseCommitMessage]) -> None:
+    """Say when the batch's cells end more than :data:`AHEAD_WARN_MS` ahead of the driver's clock.
+
+    Only tasks that are not keyed (``_keyed``) move cells ahead: each owns 8 ms per batch,
+    so batches of many such tasks that come faster than that climb above the clock, and
+    TTLs, time-range reads and a server's timestamp slop then see the future. The fix is
+    the user's (partition by the row key, or fewer tasks), so the warning names it; given
+    at most once a minute per sink and process, since each batch would repeat it.
+    """
+    ahead = record.ts_hi - 1 - record.committed_at_ms
+    if ahead <= AHEAD_WARN_MS:
+        return
+    last = _AHEAD_WARNED.get(record.sink_id)
+    if last is not None and record.committed_at_ms - last < 60_000:
+        return
+    _AHEAD_WARNED[record.sink_id] = record.committed_at_ms
+    own = sum(1 for m in wrote if m.ts_end is not None and m.ts_end - m.base_ms > TASK_WIDTH_MS)
+    log.warning("sink %s batch %d: its cells end %.1f s ahead of this driver's clock: %d of its %d write tasks "
+                "are not hash-partitioned by the row key, and each such task takes %d ms of timestamps per batch, "
+                "more than the batches' interval allows. repartition(n, %r) before the sink (then every task shares "
+                "one %d ms block), or fewer partitions reaching the sink, keeps cells on the clock",
+                record.sink_id, record.batch_id, ahead / 1000, own, record.tasks, TASK_WIDTH_MS, record.rowkey,
+                TASK_WIDTH_MS)
+
+
 class Committer:
     """Driver side of the protocol (a fresh instance per Spark commit/abort call)."""
 
@@ -361,6 +388,7 @@ class Committer:
         tasks = _last_per_task(msgs)
         log.info("sink %s committed batch %d as sequence %d (%d rows, timestamps %d..%d)", first.sink_id,
                  batch_id, record.seq, sum(m.rows for m in tasks), record.ts_lo, record.ts_hi)
+        _warn_if_ahead(record, [m for m in tasks if m.ts_end is not None])
         return record
 
     def _close(self, first: HBaseCommitMessage, attempt_raw: bytes, batch_id: int) -> bytes | CommitRecord:

@@ -188,3 +188,25 @@ def test_an_aggregation_grouped_by_the_row_key_is_keyed(
     rows = read_committed(*servers.hbase_thrift, table, sink_id=table, commit_table=COMMITS).to_pylist()
     expected = {f"u{i}": i for i in range(40)} | {"u1": 6, "u2": 9, "u3": 4}
     assert {r["user"]: r["amount"] for r in rows} == expected
+
+
+@pytest.mark.hbase
+def test_a_commit_whose_cells_run_ahead_of_the_clock_says_why_and_the_fix(make_sink, monkeypatch, caplog) -> None:
+    """Two tasks that are not keyed, placed by a clock a minute ahead (as many such tasks
+    per batch at a fast trigger leave the floor): the commit warns, naming the partitioning
+    that keeps cells on the clock; once a minute per sink."""
+    import logging
+
+    from sparkbarrier.connectors.hbase.sink._timestamps import CLOCK_OFFSET_ENV
+
+    sink = make_sink(SCHEMA, rowkey="user")
+    monkeypatch.setenv(CLOCK_OFFSET_ENV, "60000")
+    msgs = [sink.task([{"user": "a", "amount": p}], batch=0, partition=p, plan="p1") for p in (0, 1)]
+    monkeypatch.delenv(CLOCK_OFFSET_ENV)
+    with caplog.at_level(logging.WARNING, logger="sparkbarrier.connectors.hbase.sink._committer"):
+        sink.commit(msgs, 0)
+        sink.commit([sink.task([{"user": "b", "amount": 1}], batch=1, partition=0, plan="p2")], 1)
+    warnings = [r.getMessage() for r in caplog.records if "ahead of this driver's clock" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "1 of its 2 write tasks are not hash-partitioned by the row key" in warnings[0]
+    assert "repartition(n, 'user')" in warnings[0]
