@@ -135,9 +135,6 @@ def check_formats(commit: CommitRecord | None, attempt: AttemptRecord | None, *,
     elif attempt.gap is not None:
         what = (f"is in flight over an attempt a release before 2026-11-27 left (timestamps {attempt.gap[0]}.."
                 f"{attempt.gap[1]}), which noted nothing of what its tasks wrote")
-    elif attempt.plan[:1].isdigit():
-        what = (f"was left in flight by an at-least-once query of a release before 2026-11-28 (plan id "
-                f"{attempt.plan!r}, from a clock), whose tasks noted nothing")
     elif flush_notes and set(ranges) & set(flush_notes):
         what = "has c:log-* flush notes of a release before 2026-11-28, whose format this release does not read"
     else:
