@@ -372,6 +372,46 @@ def test_an_attempt_with_flush_notes_of_a_release_before_2026_11_28_is_refused(m
         conn.close()
 
 
+def test_an_attempt_the_previous_release_left_in_flight_is_replayed_and_removed(make_sink) -> None:
+    """The release before this one noted tries without a block (note version 2), task ``p``
+    writing in block ``p``: a replay reads such notes, removes exactly those versions and
+    commits. The previous release's attempt is made here from this one's: a task of
+    partition 2 puts at ``base + 8 * 3 + 1`` (its own block, ``1 + 2``), which is where
+    partition 3 put in the previous layout; its note is then rewritten as partition 3's,
+    version 2."""
+    from dataclasses import replace
+
+    from sparkbarrier.connectors.hbase.sink._commit_table import (
+        TaskNote, delete_task_notes, put_cell, read_sink_row, write_note_chunks)
+
+    sink = make_sink(OPS, **FLUSH)
+    sink.commit([sink.task([{"id": "a", "v": 0, "s": None, "op": None}], batch=0, plan="e0000000000000000001")], 0)
+    rows = [{"id": k, "v": 5, "s": None, "op": None} for k in ("a", "b")]
+    old = sink.task(rows, batch=1, partition=2, plan="e0000000000000000002")
+    assert [ts - old.base_ms for _, ts in sink.versions(b"b", b"d:v")] == [3 * TASK_WIDTH_MS + 1]
+    commit_table, sink_id = sink.opts.commit_table, sink.opts.sink_id
+    conn = HBaseConnection(sink.opts, 0)
+    try:
+        (note,) = read_sink_row(conn, commit_table, sink_id).notes
+        assert note.block == 3
+        v2 = write_note_chunks(conn, commit_table, sink_id, TaskNote(note.base_ms, 3, note.token, owner=note.owner),
+                               [b"a", b"b"])
+        put_cell(conn, commit_table, sink_id, v2.column(), v2.to_bytes())
+        delete_task_notes(conn, commit_table, sink_id, [note])
+        (again,) = read_sink_row(conn, commit_table, sink_id).notes
+        assert again.block is None and again.put_block == 3 and b'"version":2' in again.to_bytes()
+        assert replace(again, block=3).to_bytes() != again.to_bytes()
+    finally:
+        conn.close()
+    replay = sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, plan="e0000000000000000003")
+    assert replay.abandoned == [old.base_ms]
+    sink.commit([replay], 1)
+    assert sink.read() == [{"id": "a", "v": 7, "s": None}]
+    assert [v for v, _ in sink.versions(b"a", b"d:v")] == [(7).to_bytes(8, "big", signed=True),
+                                                            (0).to_bytes(8, "big", signed=True)]
+    assert sink.versions(b"b", b"d:v") == []  # the previous release's put, removed from its note
+
+
 def test_a_new_attempt_records_its_plan(make_sink) -> None:
     sink = make_sink(OPS, **FLUSH)
     sink.task([{"id": "a", "v": 1, "s": None, "op": None}], batch=0, plan="p1")
