@@ -356,8 +356,22 @@ def first_batch_warm(spark: Any, case: str, ep: Any, rows: int, new_table: bool 
         wall = time.monotonic() - t0
     finally:
         query.stop()
+        drop_table(ep, topic)
     return {"first_batch_s": round(wall, 3),
             "phases_ms": {ph: done[0]["durationMs"].get(ph, 0) for ph in (*PHASES, "triggerExecution")}}
+
+
+def drop_table(ep: Any, name: str) -> None:
+    """Drop a case's table once its query stopped: a run makes two per round, and the
+    devstack's standalone HBase master ran out of heap after some hundreds of tables."""
+    import happybase
+
+    conn = happybase.Connection(*ep.hbase_thrift)
+    try:
+        if name.encode() in conn.tables():
+            conn.delete_table(name, disable=True)
+    finally:
+        conn.close()
 
 
 def main() -> None:
