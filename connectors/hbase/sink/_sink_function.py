@@ -23,7 +23,7 @@ import pyarrow as pa
 from ...._exceptions import ProtocolError
 from ....barrier._sink import CheckpointedSink, CompletedCheckpoint, SinkContext
 from .._options import HBaseSinkOptions, parse_sink_options
-from ..client._admin import DeletedCellsNotice, prepare_table
+from ..client._admin import DeletedCellsNotice, prepare_table, table_exists
 from ..client._connection import HBaseConnection
 from ..client._connection_pool import connect, release
 from ..client._thrift2 import Thrift2Admin
@@ -80,6 +80,14 @@ class HBaseSinkFunction(CheckpointedSink):
         Thrift2 admin connection when ``hbase.thrift2.port`` is set); the adapter runs
         it once per query run per planning process, so it does not run per batch, and
         :meth:`_tell` keeps its warning to once per ``sink.id`` across processes.
+
+        Every check runs on every start; none is remembered, since a table can be dropped,
+        altered or created between two queries of one process. What makes it cheaper than
+        it was: the tables are found by their own descriptors (:func:`table_exists`, and
+        ``prepare_table`` reads the families first), not by listing every table of the
+        cluster twice; and the Thrift connection goes back to the pool when every check
+        passed, so the batch's plan epoch (:func:`raise_plan_id`, next in this worker) is
+        raised on it instead of on a new socket (a new SASL or TLS handshake, secured).
         """
         self._parse(options, schema)
         opts, layout = self._parsed()
@@ -87,21 +95,27 @@ class HBaseSinkFunction(CheckpointedSink):
             from ..client._sasl import check_credentials
 
             check_credentials(opts.kerberos)
-        conn = HBaseConnection(opts)
-        connect = self._thrift2()
-        admin = connect() if connect is not None else None
+        conn = connect(opts)
+        thrift2 = self._thrift2()
+        admin = thrift2() if thrift2 is not None else None
+        checked = False
         try:
             notice = prepare_table(conn, opts.table, layout.families, create=opts.create_table, thrift2=admin,
                                    min_versions=MIN_TABLE_VERSIONS, require_deleted_cells=opts.exactly_once)
-            ensure_commit_table(conn, opts.commit_table)
+            if not table_exists(conn, opts.commit_table):
+                ensure_commit_table(conn, opts.commit_table)
             if opts.sink_id:  # a replay under other options, or over an older format, is refused before any task writes
                 row = read_sink_row(conn, opts.commit_table, opts.sink_id)
                 check_formats(row.state.commit, row.state.attempt, sink_id=opts.sink_id,
                               commit_table=opts.commit_table, flush_notes=row.flush_notes)
                 check_writes(row.state.commit, row.state.attempt, opts.write_shape(), opts.sink_id)
             self._tell(conn, notice)
+            checked = True
         finally:
-            conn.close()
+            if checked:  # a check that failed may leave the socket mid-answer: never kept
+                release(conn)
+            else:
+                conn.close()
             if admin is not None:
                 admin.close()
 

@@ -35,16 +35,17 @@ def _commit(sink, msgs, batch: int) -> None:
 
 def test_clean_tasks_and_commits_hand_their_connection_on(make_sink) -> None:
     POOL.close()
-    sink = make_sink(SCHEMA)
+    sink = make_sink(SCHEMA)  # its query-start check kept its connection (spreading index 0)
+    assert len(POOL) == 1
     hits = POOL.hits
     _commit(sink, [sink.task(_rows(0), batch=0, partition=0, plan="p0")], 0)
-    assert len(POOL) == 1  # the task's connection served the commit, then came back
-    assert POOL.hits == hits + 1
+    assert len(POOL) == 1  # the check's connection served the task, the task's the commit, then came back
+    assert POOL.hits == hits + 2
     for batch in (1, 2):
         msgs = [sink.task(_rows(batch), batch=batch, partition=p, plan=f"p{batch}") for p in (0, 1)]
         _commit(sink, msgs, batch)
     assert len(POOL) == 2  # one per spreading index (partition 1 starts at its own gateway)
-    assert POOL.hits == hits + 1 + 5  # of the last 6 takes, only partition 1's first was new
+    assert POOL.hits == hits + 2 + 5  # of the last 6 takes, only partition 1's first was new
     assert sink.read() == [{"id": f"k{i}", "v": 20 + i} for i in range(4)]
 
 
