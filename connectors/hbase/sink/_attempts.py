@@ -65,14 +65,14 @@ them. Committed records are not in flight: their gaps and history read as they a
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from ...._exceptions import ConfigError, FencedError, ProtocolError
-from ._commit_table import AttemptRecord, CommitRecord
-from ._timestamps import BATCH_SPAN_MS, next_base
+from ._commit_table import AttemptRecord, CommitRecord, TaskNote
+from ._timestamps import BATCH_SPAN_MS, TASK_WIDTH_MS, next_base
 
-__all__ = ["Placement", "check_formats", "check_writes", "place", "plan_clock"]
+__all__ = ["Placement", "check_formats", "check_writes", "place", "plan_clock", "written_end"]
 
 
 @dataclass(frozen=True)
@@ -184,15 +184,18 @@ def check_writes(commit: CommitRecord | None, attempt: AttemptRecord | None, wri
 def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_id: str, batch_id: int,
           plan_id: str, now_ms: int, flush_rows: int, flush_bytes: int, sink_id: str = "",
           noting: bool = True, writes: dict[str, str] | None = None,
-          span_ms: int = BATCH_SPAN_MS) -> Placement:
+          span_ms: int = BATCH_SPAN_MS, notes: Sequence[TaskNote] | None = None) -> Placement:
     """The rule of the module docstring; pure (the caller reads the row, refuses an older
     format with :func:`check_formats` and writes ``record``).
 
     ``writes`` (``HBaseSinkOptions.write_shape``) is checked against the records first
     (:func:`check_writes`) and recorded with a new attempt. ``span_ms``: the timestamps this
     plan's tasks may use (``sink.max-write-tasks`` * 8 ms); a new attempt records the larger
-    of it and what the attempts it abandons may have used, so the replay after it starts
-    above all of them.
+    of it and what the attempts it abandons may have used. ``notes``: the sink row's try
+    notes; given, a new attempt over an abandoned exactly-once one starts above what that
+    attempt's tries noted (:func:`written_end`) rather than above its whole span, so a
+    replay of a keyed batch moves 8 ms, not the width of the cluster. The caller reads the
+    notes again once its record is in (:func:`written_end`'s doc).
     """
     if writes is not None:
         check_writes(commit, attempt, writes, sink_id)
@@ -236,7 +239,10 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
         abandoned.append(attempt.base_ms)
         if attempt.at_least_once:
             unnoted.append(attempt.base_ms)
-        floor = max([floor, *(b + reach for b in abandoned)])
+        if notes is None or attempt.at_least_once:
+            floor = max([floor, *(b + reach for b in abandoned)])
+        else:  # above what its tries noted (everything it carries lies below its own base)
+            floor = max(floor, written_end(attempt, notes))
     span = max(span_ms, reach)
     record = AttemptRecord(query_id, batch_id, next_base(now_ms, floor), prev, None, flush_rows=flush_rows,
                            flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, noted=True,
@@ -245,6 +251,21 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
                            keyed_tasks=(commit.tasks if commit is not None else 0) or 1)
     return Placement(record.base_ms, prev, False, flush_rows, flush_bytes, record, abandoned=abandoned,
                      unnoted=unnoted, reach_ms=record.reach_ms, keyed_tasks=record.keyed_tasks)
+
+
+def written_end(attempt: AttemptRecord, notes: Sequence[TaskNote]) -> int:
+    """Above every cell an exactly-once ``attempt`` wrote: its base plus its tries' noted blocks.
+
+    A try sends nothing, delete markers included, before its note is done, and the note
+    records its block (``TaskNote.put_block``); the done note is a ``checkAndPut`` on the
+    attempt as the try placed it. So once a new attempt replaced it, the notes read are
+    all it will ever write, and a read made before the replacement may miss only notes
+    done in between: ``_committer.place_task`` reads them again after it recorded the new
+    attempt, and moves that attempt up if one was. At least one block above the base,
+    so no two attempts share a base (their notes are told apart by it).
+    """
+    blocks = [n.put_block for n in notes if n.base_ms == attempt.base_ms and n.chunks is not None]
+    return attempt.base_ms + (1 + max(blocks, default=0)) * TASK_WIDTH_MS
 
 
 def _produced(commit: CommitRecord | None, attempt: AttemptRecord) -> bool:

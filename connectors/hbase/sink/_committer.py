@@ -46,7 +46,7 @@ from ..client._connection import HBaseConnection
 from ..client._connection_pool import release
 from ..client._thrift2 import Thrift2Admin
 from ..client._version_deletes import delete_versions
-from ._attempts import Placement, check_formats, place, plan_clock
+from ._attempts import Placement, check_formats, place, plan_clock, written_end
 from ._commit_table import (
     ATTEMPT_COLUMN,
     COMMIT_COLUMN,
@@ -65,7 +65,7 @@ from ._commit_table import (
     read_sink_row,
     read_state,
 )
-from ._timestamps import BATCH_SPAN_MS, TASK_WIDTH_MS, TaskClock, now_ms
+from ._timestamps import BATCH_SPAN_MS, TASK_WIDTH_MS, TaskClock, next_base, now_ms
 
 __all__ = ["Committer", "HBaseCommitMessage", "place_task"]
 
@@ -123,9 +123,10 @@ def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id:
         current = state.commit  # parsed once: placed on, and copied into the history below
         check_formats(current, state.attempt, sink_id=sink_id, commit_table=commit_table, flush_notes=row.flush_notes)
         clock = plan_clock(plan_id)
+        placed_at = clock if clock is not None else now_ms()
         placement = place(current, state.attempt, query_id=query_id, batch_id=batch_id, plan_id=plan_id,
-                          now_ms=clock if clock is not None else now_ms(), flush_rows=max_rows, flush_bytes=max_size,
-                          sink_id=sink_id, noting=fenced, writes=writes, span_ms=span_ms)
+                          now_ms=placed_at, flush_rows=max_rows, flush_bytes=max_size, sink_id=sink_id,
+                          noting=fenced, writes=writes, span_ms=span_ms, notes=row.notes if fenced else None)
         if placement.record is None:
             return replace(placement, attempt_raw=None if placement.replay_of_committed else state.attempt_raw)
         if current is not None and current.query_id != query_id:
@@ -147,6 +148,15 @@ def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id:
                 _tidy(conn, commit_table, sink_id, current, history_retain, row)
             return replace(placement, attempt_raw=raw)
         if check_and_put(conn, commit_table, sink_id, ATTEMPT_COLUMN, state.attempt_raw, raw):
+            if placement.abandoned and state.attempt is not None and not state.attempt.at_least_once:
+                # Placed above what the abandoned attempt's tries had noted when the row was
+                # read; one may have finished its note since, never after the put above.
+                end = written_end(state.attempt, read_sink_row(conn, commit_table, sink_id).notes)
+                if end > placement.base_ms:
+                    higher = replace(placement.record, base_ms=next_base(placed_at, end))
+                    if not check_and_put(conn, commit_table, sink_id, ATTEMPT_COLUMN, raw, higher.to_bytes()):
+                        continue
+                    placement, raw = replace(placement, base_ms=higher.base_ms, record=higher), higher.to_bytes()
             if current is None:
                 return replace(placement, attempt_raw=raw)
             kept = _tidy(conn, commit_table, sink_id, current, history_retain, row, keep=state.commit_raw)
@@ -354,7 +364,8 @@ class Committer:
             read_bound=max(ts_hi, current.read_bound if current is not None else 0), offsets=covered,
             source_checkpoints=sorted(set(source_checkpoints)),
             gaps=_merge_gaps(current.gaps if current is not None else [],
-                             [[b, b + first.reach_ms] for b in first.abandoned
+                             # below this attempt's base: it started above all they wrote (``_attempts``)
+                             [[b, min(b + first.reach_ms, first.base_ms)] for b in first.abandoned
                               if self._thrift2 is None or b in first.unnoted]),
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
             committed_at_ms=now_ms(), flush_rows=first.flush_rows, flush_bytes=first.flush_bytes,

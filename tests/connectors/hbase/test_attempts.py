@@ -262,7 +262,9 @@ def test_a_replay_writes_above_the_abandoned_attempt_and_removes_exactly_what_it
     sink = make_sink(OPS, **FLUSH)
     first = sink.task([{"id": "a", "v": 1, "s": None, "op": None}], batch=0, partition=1, plan="p1")
     replay = sink.task([{"id": "b", "v": 2, "s": None, "op": None}], batch=0, partition=1, plan="p2")
-    assert replay.base_ms >= first.base_ms + BATCH_SPAN_MS
+    # above what the abandoned try noted it wrote: task 1's own block (2; only task 0 is keyed
+    # in a first batch), not the attempt's whole span
+    assert replay.base_ms >= first.base_ms + 3 * TASK_WIDTH_MS
     assert replay.abandoned == [first.base_ms]
     record = sink.commit([replay], 0)
     assert record.gaps == []  # its puts are removed: no range of the table needs hiding from readers
@@ -410,6 +412,37 @@ def test_an_attempt_the_previous_release_left_in_flight_is_replayed_and_removed(
     assert [v for v, _ in sink.versions(b"a", b"d:v")] == [(7).to_bytes(8, "big", signed=True),
                                                             (0).to_bytes(8, "big", signed=True)]
     assert sink.versions(b"b", b"d:v") == []  # the previous release's put, removed from its note
+
+
+def test_a_note_done_after_the_replay_read_the_row_moves_the_replay_up(make_sink, monkeypatch) -> None:
+    """A try of the abandoned attempt finishes its note (block 20) between the replay's read of
+    the sink row and its checkAndPut: the replay reads the notes again once its attempt is
+    in, and moves it above that block before any task writes (its clock an hour behind, so
+    only the floor decides)."""
+    from dataclasses import replace
+
+    from sparkbarrier.connectors.hbase.sink import _committer
+    from sparkbarrier.connectors.hbase.sink._commit_table import TaskNote, put_cell, write_note_chunks
+    from sparkbarrier.connectors.hbase.sink._timestamps import CLOCK_OFFSET_ENV
+
+    sink = make_sink(OPS, **FLUSH)
+    first = sink.task([{"id": "a", "v": 1, "s": None, "op": None}], batch=0, plan="e0000000000000000001")
+    real, raced = _committer.check_and_put, []
+
+    def racing(conn, table, sink_id, column, expected, value, **kw):  # noqa: ANN001, ANN003, ANN202
+        if column == ATTEMPT_COLUMN and not raced:
+            raced.append(column)
+            late = write_note_chunks(conn, table, sink_id, TaskNote(first.base_ms, 19, "s0"), [b"z"])
+            put_cell(conn, table, sink_id, late.column(), replace(late, block=20).to_bytes())
+        return real(conn, table, sink_id, column, expected, value, **kw)
+
+    monkeypatch.setattr(_committer, "check_and_put", racing)
+    monkeypatch.setenv(CLOCK_OFFSET_ENV, str(-3_600_000))
+    replay = sink.task([{"id": "a", "v": 2, "s": None, "op": None}], batch=0, plan="e0000000000000000002")
+    assert raced and replay.abandoned == [first.base_ms]
+    assert replay.base_ms == first.base_ms + 21 * TASK_WIDTH_MS
+    sink.commit([replay], 0)
+    assert sink.read() == [{"id": "a", "v": 2, "s": None}]
 
 
 def test_a_new_attempt_records_its_plan(make_sink) -> None:

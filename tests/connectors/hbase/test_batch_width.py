@@ -74,7 +74,7 @@ def test_a_thousand_write_tasks_commit_a_keyed_batch_spans_one_block_and_a_repla
     assert [ts - base for _, ts in sink.versions(shared, b"d:v")][:2] == [8 * TASK_WIDTH_MS + 1, 1]
 
     replay = [sink.task([{"id": "k7", "v": 150}], batch=1, partition=15, plan="p3")]
-    assert replay[0].base_ms >= base + batch_span_ms(TASKS)
+    assert replay[0].base_ms >= base + 9 * TASK_WIDTH_MS  # above what its tries noted: task 7's block 8
     assert sink.commit(replay, 1).gaps == []
     committed = {r["id"]: r["v"] for r in sink.read()}
     assert committed["k7"] == 150 and not any(k.startswith("r") for k in committed)  # every try's puts removed
@@ -115,3 +115,25 @@ def test_a_replay_starts_above_the_widest_attempt_it_abandons_even_under_a_narro
     assert third.abandoned == [wide.base_ms, narrow.base_ms]
     assert third.base_ms >= narrow.base_ms + batch_span_ms(2_000)
     assert place(None, None, plan_id="e1", **common).record.to_bytes().find(b"span_ms") == -1  # default: unchanged
+
+
+def test_a_replay_starts_above_what_the_abandoned_tries_noted_not_their_whole_span() -> None:
+    """Pure placement with the sink row's notes: a keyed attempt's tries noted block 0 and one
+    try block 12, so a replay of it needs to start only above block 12 (its planning clock
+    behind); an at-least-once attempt notes nothing, so a replay starts above its whole span."""
+    from sparkbarrier.connectors.hbase.sink._attempts import place, written_end
+    from sparkbarrier.connectors.hbase.sink._commit_table import TaskNote
+
+    common = {"query_id": "q", "batch_id": 0, "flush_rows": 10, "flush_bytes": 100, "now_ms": 1_000}
+    first = place(None, None, plan_id="e1", span_ms=batch_span_ms(2_000), **common).record
+    assert first is not None
+    notes = [TaskNote(first.base_ms, 3, "s0", chunks=1, block=0), TaskNote(first.base_ms, 11, "s1", chunks=2, block=12),
+             TaskNote(first.base_ms, 40, "s0", chunks=None),  # still being written: it sends nothing
+             TaskNote(first.base_ms - 50, 99, "s0", chunks=1, block=99)]  # another attempt's
+    assert written_end(first, notes) == first.base_ms + 13 * TASK_WIDTH_MS
+    replay = place(None, first, plan_id="e2", notes=notes, **common)
+    assert replay.base_ms == first.base_ms + 13 * TASK_WIDTH_MS and replay.abandoned == [first.base_ms]
+    assert place(None, first, plan_id="e2", notes=[], **common).base_ms == first.base_ms + TASK_WIDTH_MS
+    assert place(None, first, plan_id="e2", **common).base_ms == first.base_ms + batch_span_ms(2_000)  # no notes read
+    loose = place(None, None, plan_id="e1", noting=False, span_ms=batch_span_ms(2_000), **common).record
+    assert place(None, loose, plan_id="e2", notes=notes, **common).base_ms == loose.base_ms + batch_span_ms(2_000)

@@ -17,7 +17,7 @@ import pytest
 from sparkbarrier._exceptions import FencedError, FlushError
 from sparkbarrier.connectors.hbase.sink._buffer import FAULT_AFTER_PARTIAL_FLUSH, MutationBuffer
 from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
-from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS
+from sparkbarrier.connectors.hbase.sink._timestamps import TASK_WIDTH_MS
 from sparkbarrier.connectors.hbase.sink._writer import HBaseTaskWriter, TaskIdentity
 from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV
 
@@ -212,7 +212,8 @@ def test_a_driver_whose_clock_is_behind_neither_fences_the_live_attempt_nor_writ
     dead = sink.task(rows, batch=0, plan="e0000000000000000007")  # the dead driver's plan, its clock ahead
     monkeypatch.setenv(_timestamps.CLOCK_OFFSET_ENV, str(-3_600_000))
     replay = sink.task(rows, batch=0, plan="e0000000000000000008")
-    assert replay.abandoned == [dead.base_ms] and replay.base_ms >= dead.base_ms + BATCH_SPAN_MS
+    # the floor: what the dead attempt's try noted (task 0, keyed, block 0), not the clock
+    assert replay.abandoned == [dead.base_ms] and replay.base_ms == dead.base_ms + TASK_WIDTH_MS
     with pytest.raises(FencedError, match="leftover"):
         sink.task(rows, batch=0, partition=1, plan="e0000000000000000007")
     sink.commit([replay], 0)

@@ -20,8 +20,8 @@ the same check-and-put the real one does. For every history:
   Spark did not commit (a copy, a failed try) is masked, and so is every put an abandoned
   attempt ever sends (also one landing after the commit), and nothing else: no version
   of the neighbours' columns or rows, none of a committed try;
-* every attempt starts above everything recorded before it, and the committed record
-  has no gap: every abandoned attempt's puts are removed, so no range needs hiding;
+* every attempt starts above everything written before it (a replay above what the
+  abandoned attempt's tries noted, not its whole span), and the committed record has no gap: every abandoned attempt's puts are removed, so no range needs hiding;
 * keyed tasks (``_keyed``: no key of theirs in another task) share the first block of
   timestamps, every other task writes in its own above it, and a key held by several
   tasks ends as the one with the highest block left it (the one try Spark committed);
@@ -103,8 +103,9 @@ def start(table: Table, task: Task, now: int) -> bool:
         commit = CommitRecord.from_bytes(table.commit) if table.commit else None
         attempt = AttemptRecord.from_bytes(table.attempt) if table.attempt else None
         try:
+            notes = [TaskNote.from_cell(c, v) for c, v in table.notes.items()]
             p = place(commit, attempt, query_id=task.query, batch_id=task.batch, plan_id=task.plan, now_ms=now,
-                      flush_rows=10, flush_bytes=100)
+                      flush_rows=10, flush_bytes=100, notes=notes)
         except FencedError:
             task.fenced = True
             return False
@@ -286,8 +287,12 @@ def check(table: Table, neighbours: set[tuple[str, str, int]]) -> None:
     assert not (table.masked & neighbours), "a neighbour's version was deleted"
 
     def end(a: AttemptRecord) -> int:
+        """Above everything ``a`` wrote (its delete markers sit at or below its puts' blocks)."""
         done = committed.get((a.query_id, a.batch_id, a.base_ms))
-        return done.ts_hi if done is not None else a.base_ms + a.reach_ms
+        if done is not None:
+            return done.ts_hi
+        sent = [ts for (_, _, ts), w in table.puts.items() if w.partition("/")[0] == str(a.base_ms)]
+        return max(sent, default=a.base_ms) + 1
 
     for i, earlier in enumerate(table.attempts):
         for later in table.attempts[i + 1:]:
