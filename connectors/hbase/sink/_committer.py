@@ -217,9 +217,9 @@ def _committed_meanwhile(state: SinkState, first: HBaseCommitMessage) -> CommitR
 def _merge_gaps(old: list[list[int]], *new: list[list[int]]) -> list[list[int]]:
     """The committed record's gaps: the earlier ones, then each abandoned range, overlapping or touching ones joined.
 
-    Attempts abandoned one after another sit exactly one span apart when the planning
-    clock had not passed the floor (``_attempts``: the next base is the abandoned base
-    plus its span), so their ranges touch and are written as one. A joined range covers
+    An attempt abandoned after another starts where that one's writes end when the
+    planning clock had not passed the floor (``_attempts``), so their ranges touch and are
+    written as one. A joined range covers
     what its parts cover, nothing between them.
     """
     gaps = [list(g) for g in old]
