@@ -91,9 +91,10 @@ def parse_history_retain(key: str, raw: str) -> int:
     return value
 
 
-# sink.max-write-tasks: each write task of a batch owns 8 ms of cell timestamps
-# (``sink._timestamps``), so the batch's span is 8 ms times this; past the limit a batch would
-# stamp cells over two minutes ahead of the clock, which HBase's timestamp slop refuses.
+# sink.max-write-tasks: each write task of a batch whose keys are not hash-partitioned by the
+# row key owns 8 ms of cell timestamps (``sink._timestamps``; keyed tasks share one block), so
+# the batch's span is up to 8 ms times this plus one; past the limit a batch could stamp cells
+# over two minutes ahead of the clock, which HBase's timestamp slop refuses.
 MAX_WRITE_TASKS_DEFAULT = 512
 MAX_WRITE_TASKS_LIMIT = 16_384
 
@@ -102,9 +103,10 @@ def parse_max_write_tasks(key: str, raw: str) -> int:
     value = parse_int(key, raw, minimum=1)
     if value > MAX_WRITE_TASKS_LIMIT:
         raise ConfigError(
-            f"option {key!r} is {value}; at most {MAX_WRITE_TASKS_LIMIT}: each write task takes 8 ms of cell "
-            f"timestamps per batch, so {value} tasks would stamp cells up to {value * 8 // 1000} s ahead of the "
-            "clock; coalesce() the stream before the sink", option=key)
+            f"option {key!r} is {value}; at most {MAX_WRITE_TASKS_LIMIT}: each write task whose keys are not "
+            f"hash-partitioned by the row key takes 8 ms of cell timestamps per batch, so {value} tasks could stamp "
+            f"cells up to {value * 8 // 1000} s ahead of the clock; coalesce() the stream before the sink",
+            option=key)
     return value
 
 
@@ -145,9 +147,10 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_
     ),
     OptionSpec(
         "sink.max-write-tasks", parse_max_write_tasks, MAX_WRITE_TASKS_DEFAULT,
-        "most write tasks (Spark partitions reaching the sink) in one batch; each takes 8 ms of cell "
-        "timestamps per batch, so a batch's cells span up to 8 ms times this, and batches that come faster "
-        "than that move the timestamps ahead of the clock. Checked by each task before it writes anything; "
+        "most write tasks (Spark partitions reaching the sink) in one batch; each task whose keys are not "
+        "hash-partitioned by the row key takes 8 ms of cell timestamps per batch (keyed tasks share 8 ms), so "
+        "a batch's cells span up to 8 ms times this plus one, and batches of such tasks that come faster than "
+        "that move the timestamps ahead of the clock. Checked by each task before it writes anything; "
         f"at most {MAX_WRITE_TASKS_LIMIT}",
         type_name="int",
     ),
