@@ -233,7 +233,7 @@ def _merge_gaps(old: list[list[int]], *new: list[list[int]]) -> list[list[int]]:
     return gaps
 
 
-def _warn_if_ahead(record: CommitRecord, wrote: Sequence[HBaseCommitMessage]) -> None:
+def _warn_if_ahead(record: CommitRecord, tasks: Sequence[HBaseCommitMessage]) -> None:
     """Say when the batch's cells end more than :data:`AHEAD_WARN_MS` ahead of the driver's clock.
 
     Only tasks that are not keyed (``_keyed``) move cells ahead: each owns 8 ms per batch,
@@ -249,7 +249,7 @@ def _warn_if_ahead(record: CommitRecord, wrote: Sequence[HBaseCommitMessage]) ->
     if last is not None and record.committed_at_ms - last < 60_000:
         return
     _AHEAD_WARNED[record.sink_id] = record.committed_at_ms
-    own = sum(1 for m in wrote if m.ts_end is not None and m.ts_end - m.base_ms > TASK_WIDTH_MS)
+    own = sum(1 for m in tasks if m.ts_end is not None and m.ts_end - m.base_ms > TASK_WIDTH_MS)
     log.warning("sink %s batch %d: its cells end %.1f s ahead of this driver's clock: %d of its %d write tasks "
                 "are not hash-partitioned by the row key, and each such task takes %d ms of timestamps per batch, "
                 "more than the batches' interval allows. repartition(n, %r) before the sink (then every task shares "
@@ -399,7 +399,7 @@ class Committer:
         tasks = _last_per_task(msgs)
         log.info("sink %s committed batch %d as sequence %d (%d rows, timestamps %d..%d)", first.sink_id,
                  batch_id, record.seq, sum(m.rows for m in tasks), record.ts_lo, record.ts_hi)
-        _warn_if_ahead(record, [m for m in tasks if m.ts_end is not None])
+        _warn_if_ahead(record, tasks)
         return record
 
     def _close(self, first: HBaseCommitMessage, attempt_raw: bytes, batch_id: int) -> bytes | CommitRecord:

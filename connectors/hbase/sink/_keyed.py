@@ -121,41 +121,40 @@ def spark_hashes(keys: list[bytes], kind: str) -> np.ndarray:
 class KeyedCheck:
     """Whether every key fed to it hashes to ``partition`` modulo ``tasks`` (fed in slices, stops at a miss)."""
 
-    __slots__ = ("_kind", "_partition", "_pending", "_tasks", "keyed")
+    __slots__ = ("_kind", "_open", "_partition", "_pending", "_tasks", "keyed")
 
     def __init__(self, kind: str | None, partition: int, tasks: int) -> None:
         self._kind, self._partition, self._tasks = kind, partition, tasks
         # Modulo 1 every key hashes to 0: task 0 is keyed, with no hash (and for any key type).
         self.keyed = 0 <= partition < tasks and (tasks == 1 or kind is not None)
+        self._open = self.keyed and tasks > 1  # whether a key can still change the verdict
         self._pending: list[bytes] = []
 
     def feed(self, keys: Iterable[bytes]) -> None:
         """Test ``keys`` a slice at a time (stops reading them at the first key of another partition)."""
         it = iter(keys)
-        while self.keyed and (part := list(itertools.islice(it, _SLICE))):
+        while self._open and (part := list(itertools.islice(it, _SLICE))):
             self._pending.extend(part)
             self._check()
 
     def add(self, key: bytes) -> None:
-        if self.keyed:
+        if self._open:
             self._pending.append(key)
             if len(self._pending) >= _SLICE:
                 self._check()
 
     def done(self) -> bool:
         """The verdict once every key the task writes was fed."""
-        if self.keyed and self._pending:
+        if self._open and self._pending:
             self._check()
         return self.keyed
 
     def _check(self) -> None:
-        if self._tasks == 1:
-            self._pending = []
-            return
         try:
             hashes = spark_hashes(self._pending, self._kind or "bytes").astype(np.int64)
         except ValueError:  # keys of another width than the type's: not Spark's values
             self.keyed = False
         else:
             self.keyed = bool(np.all(np.mod(hashes, self._tasks) == self._partition))
+        self._open = self.keyed
         self._pending = []
