@@ -219,8 +219,7 @@ def _merge_gaps(old: list[list[int]], *new: list[list[int]]) -> list[list[int]]:
 
     An attempt abandoned after another starts where that one's writes end when the
     planning clock had not passed the floor (``_attempts``), so their ranges touch and are
-    written as one. A joined range covers
-    what its parts cover, nothing between them.
+    written as one. A joined range covers what its parts cover, nothing between them.
     """
     gaps = [list(g) for g in old]
     for lo, hi in sorted(g for ranges in new for g in ranges):

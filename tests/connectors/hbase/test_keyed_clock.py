@@ -97,6 +97,20 @@ def _files(folder: Path, batches: list[list[tuple[str, int]]]) -> None:
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))  # the file source's order
 
 
+def _sink_options(servers: Any, table: str) -> dict[str, str]:
+    return {"hbase.thrift.host": servers.hbase_thrift[0], "hbase.thrift.port": str(servers.hbase_thrift[1]),
+            "hbase.thrift2.port": str(servers.hbase_thrift2[1]), "table": table, "commit.table": COMMITS,
+            "create.table": "true", "rowkey": "user", "sink.id": table}
+
+
+def _run(query: Any) -> None:
+    try:
+        assert query.awaitTermination(200), "query did not finish in time"
+        assert query.exception() is None, query.exception()
+    finally:
+        query.stop()
+
+
 def _history(servers: Any, sink_id: str) -> list[CommitRecord]:
     conn = HBaseConnection(connection_options(host=servers.hbase_thrift[0], port=servers.hbase_thrift[1]))
     try:
@@ -129,18 +143,12 @@ def test_a_stream_repartitioned_by_the_row_key_writes_each_batch_in_one_block_on
     table = unique_name("t")
     rounds = [[(f"u{i}", 100 * b + i) for i in range(60)] for b in range(3)]
     _files(tmp_path / "in", rounds)
-    opts = {"hbase.thrift.host": servers.hbase_thrift[0], "hbase.thrift.port": str(servers.hbase_thrift[1]),
-            "hbase.thrift2.port": str(servers.hbase_thrift2[1]), "table": table, "commit.table": COMMITS,
-            "create.table": "true", "rowkey": "user", "sink.id": table}
+    opts = _sink_options(servers, table)
     stream = (spark.readStream.schema("user string, amount bigint").option("maxFilesPerTrigger", 1)
               .parquet(str(tmp_path / "in")).repartition(64, "user"))
     query = (stream.writeStream.format("barrier-hbase").options(**opts)
              .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
-    try:
-        assert query.awaitTermination(200), "query did not finish in time"
-        assert query.exception() is None, query.exception()
-    finally:
-        query.stop()
+    _run(query)
     history = _history(servers, table)
     assert [r.batch_id for r in history] == [0, 1, 2]
     assert all(r.tasks == 64 for r in history)
@@ -169,18 +177,12 @@ def test_an_aggregation_grouped_by_the_row_key_is_keyed(
     spark = registered
     table = unique_name("t")
     _files(tmp_path / "in", [[(f"u{i}", i) for i in range(40)], [("u1", 5), ("u2", 7)], [("u3", 1)]])
-    opts = {"hbase.thrift.host": servers.hbase_thrift[0], "hbase.thrift.port": str(servers.hbase_thrift[1]),
-            "hbase.thrift2.port": str(servers.hbase_thrift2[1]), "table": table, "commit.table": COMMITS,
-            "create.table": "true", "rowkey": "user", "sink.id": table}
+    opts = _sink_options(servers, table)
     counts = (spark.readStream.schema("user string, amount bigint").option("maxFilesPerTrigger", 1)
               .parquet(str(tmp_path / "in")).groupBy("user").agg(F.sum("amount").alias("amount")))
     query = (counts.writeStream.outputMode("complete").format("barrier-hbase").options(**opts)
              .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
-    try:
-        assert query.awaitTermination(200), "query did not finish in time"
-        assert query.exception() is None, query.exception()
-    finally:
-        query.stop()
+    _run(query)
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions"))
     history = _history(servers, table)
     assert [(r.batch_id, r.tasks) for r in history] == [(0, shuffle), (1, shuffle), (2, shuffle)]
