@@ -70,6 +70,7 @@ from dataclasses import dataclass, field
 
 from ...._exceptions import ConfigError, FencedError, ProtocolError
 from ._commit_table import AttemptRecord, CommitRecord, TaskNote
+from ._keyed import DEFAULT_HASH
 from ._timestamps import BATCH_SPAN_MS, TASK_WIDTH_MS, next_base
 
 __all__ = ["Placement", "check_formats", "check_writes", "place", "plan_clock", "written_end"]
@@ -100,8 +101,10 @@ class Placement:
     kept_history: int | None = None
     # How far above each of ``abandoned`` its tasks may have written (``AttemptRecord.reach_ms``).
     reach_ms: int = BATCH_SPAN_MS
-    # The modulus the attempt's tasks test their keys under (``AttemptRecord.keyed_tasks``, ``_keyed``).
+    # The modulus and the hash the attempt's tasks test their keys under (``AttemptRecord.keyed_tasks``
+    # and ``key_hash``, ``_keyed``).
     keyed_tasks: int = 0
+    key_hash: str = DEFAULT_HASH
 
 
 def plan_clock(plan_id: str) -> int | None:
@@ -227,7 +230,8 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
                     batch_id=batch_id)
             return Placement(attempt.base_ms, attempt.prev_seq, False, attempt.flush_rows,
                              attempt.flush_bytes, abandoned=list(attempt.abandoned), unnoted=list(attempt.unnoted),
-                             reach_ms=attempt.reach_ms, keyed_tasks=attempt.keyed_tasks)
+                             reach_ms=attempt.reach_ms, keyed_tasks=attempt.keyed_tasks,
+                             key_hash=attempt.key_hash or DEFAULT_HASH)
         # Abandoned: an older plan of this batch, another query's attempt (a takeover), or
         # an attempt whose writer lost the commit to another one (built on an older commit).
         # It carries what it abandoned only if that too sits above the last commit.
@@ -248,9 +252,11 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
                            flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, noted=True,
                            at_least_once=not noting, unnoted=unnoted, writes=dict(writes or {}),
                            span_ms=0 if span == BATCH_SPAN_MS else span,
-                           keyed_tasks=(commit.tasks if commit is not None else 0) or 1)
+                           keyed_tasks=(commit.tasks if commit is not None else 0) or 1,
+                           key_hash=commit.key_hash if commit is not None else "")
     return Placement(record.base_ms, prev, False, flush_rows, flush_bytes, record, abandoned=abandoned,
-                     unnoted=unnoted, reach_ms=record.reach_ms, keyed_tasks=record.keyed_tasks)
+                     unnoted=unnoted, reach_ms=record.reach_ms, keyed_tasks=record.keyed_tasks,
+                     key_hash=record.key_hash or DEFAULT_HASH)
 
 
 def written_end(attempt: AttemptRecord, notes: Sequence[TaskNote]) -> int:

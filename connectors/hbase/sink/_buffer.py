@@ -45,8 +45,8 @@ keys whose puts the task sends, as a stream: it records them in the commit table
 refused once the task's attempt was replaced or is being committed (then nothing is
 sent), and returns the try's put slot. By the time the stream ends, every key of the task
 has passed ``keyed`` (when given), which decides the block the task writes in
-(``_keyed``: the batch's shared block when every key hashes to the task), so ``note``
-can record it.
+(``_keyed``: the batch's shared block when every key hashes to the task) and keeps the
+task's report of its keys' classes (``key_classes``), so ``note`` can record the block.
 
 Any write failure raises :class:`FlushError`: Spark fails the task and retries it, and
 the retry writes the same delete markers, and its puts at a slot of its own.
@@ -69,7 +69,7 @@ from ...._exceptions import FlushError, SinkError
 from ...._faults import fault_point
 from ..client._connection import HBaseConnection
 from ..client._errors import refusals
-from ._keyed import KeyedCheck
+from ._keyed import KeyClasses
 from ._timestamps import TaskClock
 
 __all__ = ["FAULT_AFTER_PARTIAL_FLUSH", "KEY_OVERHEAD_BYTES", "MAX_FAN_IN", "MutationBuffer", "net"]
@@ -172,7 +172,8 @@ class MutationBuffer:
     def __init__(self, conn: HBaseConnection, table: str, clock: TaskClock, *, delete_columns: tuple[bytes, ...],
                  max_rows: int, max_size: int, max_memory: int = 256 << 20, batch_id: int | None = None,
                  note: Callable[[Iterator[bytes]], int] | None = None,
-                 keyed: tuple[KeyedCheck, TaskClock] | None = None) -> None:
+                 keyed: tuple[KeyClasses, Callable[[dict[str, list[int]] | None], bool], TaskClock] | None = None,
+                 ) -> None:
         self._conn = conn
         self._table = table.encode()
         self.clock = clock
@@ -182,9 +183,11 @@ class MutationBuffer:
         self.batch_id = batch_id
         self._note = note
         self._slot = 0  # the put slot of this try (``note`` returns it)
-        # The test of whether the task is keyed, and the shared block's clock it then writes
-        # with instead of ``clock`` (``_keyed``); decided once every key passed, before ``note`` ends.
+        # The task's key classes, the test of whether they make it keyed, and the shared block's
+        # clock it then writes with instead of ``clock`` (``_keyed``); decided once every key
+        # passed, before ``note`` ends. ``key_classes``: the report (None: no key was written).
         self._keyed = keyed
+        self.key_classes: dict[str, list[int]] | None = None
         # A key's net change; a key whose rows only put cells (most) is held as the bare dict of
         # its puts, with no _RowChange: the common path costs one dict per key.
         self._changes: dict[bytes, _RowChange | dict[bytes, bytes]] = {}
@@ -343,9 +346,10 @@ class MutationBuffer:
         """Choose the task's block once every key it writes was seen: the shared one if it is keyed."""
         if self._keyed is None:
             return
-        check, shared = self._keyed
-        check.feed(keys)
-        if check.done():
+        classes, keyed, shared = self._keyed
+        classes.feed(keys)
+        self.key_classes = None if classes.empty else classes.done()
+        if keyed(self.key_classes):
             self.clock = shared
         self._keyed = None
 

@@ -65,6 +65,7 @@ from ._commit_table import (
     read_sink_row,
     read_state,
 )
+from ._keyed import choose_hash
 from ._timestamps import BATCH_SPAN_MS, TASK_WIDTH_MS, TaskClock, next_base, now_ms
 
 __all__ = ["Committer", "HBaseCommitMessage", "place_task"]
@@ -100,6 +101,9 @@ class HBaseCommitMessage(WriterCommitMessage):
     notes: int = 0  # notes this try wrote (c:task-<base>-<partition>-<try>): 1 once it noted its keys
     slot: int | None = None  # the put slot this try claimed (None: it claimed none, see ``_writer._note``)
     reach_ms: int = BATCH_SPAN_MS  # how far above each abandoned base its tasks may have written
+    # The task's keys' classes per partitioner (``_keyed.KeyClasses``; None: it wrote no key):
+    # the commit chooses from them the partitioner the next batch's tasks test under.
+    key_classes: dict[str, list[int]] | None = None
 
 
 def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id: str,
@@ -369,6 +373,8 @@ class Committer:
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
             committed_at_ms=now_ms(), flush_rows=first.flush_rows, flush_bytes=first.flush_bytes,
             tasks=len({m.partition_id for m in msgs}),
+            key_hash=choose_hash(((m.partition_id, m.key_classes) for m in _last_per_task(msgs)),
+                                 len({m.partition_id for m in msgs})),
         )
         if current is not None and not any(m.kept_history == current.seq for m in msgs):
             # No task copied the commit it built on (its task died after recording the

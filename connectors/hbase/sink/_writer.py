@@ -33,7 +33,8 @@ from ._buffer import MutationBuffer
 from ._column_layout import SinkLayout
 from ._commit_table import ATTEMPT_COLUMN, TaskNote, check_and_put, delete_task_notes, put_cell, write_note_chunks
 from ._committer import HBaseCommitMessage, place_task
-from ._keyed import KeyedCheck, hash_kind
+from ..._partitioners import hash_kind
+from ._keyed import KeyClasses, is_keyed
 from ._timestamps import TRY_SLOTS, TaskClock, batch_span_ms, check_block, task_block
 
 __all__ = ["HBaseTaskWriter", "TaskIdentity"]
@@ -122,9 +123,13 @@ class HBaseTaskWriter:
             placement = self._placement
             keyed = None
             if placement is not None and placement.keyed_tasks:
-                check = KeyedCheck(hash_kind(data.schema.field(layout.rowkey).type), self._id.partition_id,
-                                   placement.keyed_tasks)
-                keyed = (check, TaskClock(msg.base_ms, task_block(self._id.partition_id, keyed=True)))
+                part, tasks, key_hash = self._id.partition_id, placement.keyed_tasks, placement.key_hash
+
+                def decide(classes: dict[str, list[int]] | None) -> bool:
+                    return is_keyed(classes, key_hash=key_hash, tasks=tasks, partition=part)
+
+                keyed = (KeyClasses(hash_kind(data.schema.field(layout.rowkey).type)), decide,
+                         TaskClock(msg.base_ms, task_block(part, keyed=True)))
             self._buf = MutationBuffer(self._conn, o.table, clock, delete_columns=layout.delete_columns,
                                        max_rows=o.max_rows, max_size=o.max_size, max_memory=o.max_memory,
                                        batch_id=self._id.batch_id,
@@ -197,6 +202,7 @@ class HBaseTaskWriter:
             self._buf.flush(final=final)
             if self._buf.written:
                 msg.ts_end = self._buf.clock.block_end()
+                msg.key_classes = self._buf.key_classes
         self._clean = final
         return replace(msg)
 

@@ -26,7 +26,7 @@ from sparkbarrier._exceptions import FencedError, FlushError, ProtocolError, Sin
 from sparkbarrier.connectors.hbase.sink._buffer import FAULT_AFTER_PARTIAL_FLUSH
 from sparkbarrier.connectors.hbase.sink._commit_table import ATTEMPT_COLUMN, AttemptRecord, read_state
 from sparkbarrier.connectors.hbase.client._connection import HBaseConnection
-from sparkbarrier.connectors.hbase.sink._keyed import spark_hashes
+from sparkbarrier.connectors._partitioners import spark_hashes
 from sparkbarrier.connectors.hbase.sink._timestamps import BATCH_SPAN_MS, MAX_TASKS, TASK_WIDTH_MS, batch_span_ms
 from sparkbarrier.devstack.faults import FAULT_ENV, FAULT_STATE_DIR_ENV
 from hbase_tasks import spark_schema

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 from sparkbarrier._exceptions import ConfigError
-from sparkbarrier.connectors.hbase.sink._keyed import spark_hashes
+from sparkbarrier.connectors._partitioners import spark_hashes
 from sparkbarrier.connectors.hbase.sink._timestamps import TASK_WIDTH_MS, batch_span_ms
 
 pytestmark = [pytest.mark.hbase]

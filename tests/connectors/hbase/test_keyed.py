@@ -1,57 +1,68 @@
-"""Keyed tasks (``_keyed``): Spark's hash of row key cell bytes, and the per-task test. No server.
-
-The expected hashes are pyspark 4.3's ``F.hash`` of the same values (checked 2026-11-29
-against a local session, with 11,820 random values of nine types and ``repartition``'s
-``spark_partition_id``), pinned here so a change to the hash shows without Spark.
-"""
+"""Keyed tasks (``_keyed``): what a task reports of its keys, and the per-task test. No server."""
 
 from __future__ import annotations
 
 import numpy as np
-import pyarrow as pa
 
-from sparkbarrier.connectors.hbase.sink._keyed import KeyedCheck, hash_kind, spark_hashes
-
-
-def test_the_hash_is_sparks_for_strings_ints_and_longs() -> None:
-    strings = ["", "a", "abcd", "hello world", "é€"]
-    assert spark_hashes([s.encode() for s in strings], "bytes").tolist() == [
-        142593372, 1485273170, -396302900, -1528836094, -470537149]
-    assert spark_hashes([v.to_bytes(4, "big", signed=True) for v in (1, -7)], ">i4").tolist() == [
-        -559580957, -1618159745]
-    assert spark_hashes([v.to_bytes(8, "big", signed=True) for v in (1, 2**40)], ">i8").tolist() == [
-        -1712319331, -1596767687]
+from sparkbarrier.connectors._partitioners import kafka_hashes, spark_hashes
+from sparkbarrier.connectors.hbase.sink._keyed import KeyClasses, choose_hash, is_keyed
 
 
-def test_the_hash_kind_follows_the_row_keys_type() -> None:
-    assert hash_kind(pa.string()) == hash_kind(pa.binary()) == "bytes"
-    assert hash_kind(pa.int32()) == hash_kind(pa.date32()) == ">i4"
-    assert hash_kind(pa.timestamp("us", tz="UTC")) == hash_kind(pa.int64()) == ">i8"
-    assert hash_kind(pa.float64()) is None and hash_kind(pa.decimal128(10, 2)) is None
-
-
-def _keys_of(partition: int, tasks: int, n: int) -> list[bytes]:
+def _keys_of(partition: int, tasks: int, n: int, *, kafka: bool = False) -> list[bytes]:
     names = [f"k{i}".encode() for i in range(n * tasks * 8)]
-    residues = np.mod(spark_hashes(names, "bytes").astype(np.int64), tasks)
-    return [k for k, r in zip(names, residues.tolist()) if r == partition][:n]
+    hashes = kafka_hashes(names) if kafka else spark_hashes(names, "bytes")
+    return [k for k, r in zip(names, np.mod(hashes, tasks).tolist()) if r == partition][:n]
+
+
+def _report(keys: list[bytes], kind: str | None = "bytes") -> dict[str, list[int]] | None:
+    classes = KeyClasses(kind)
+    classes.feed(keys[: len(keys) // 2])
+    for key in keys[len(keys) // 2:]:
+        classes.add(key)
+    return None if classes.empty else classes.done()
 
 
 def test_a_task_is_keyed_only_when_every_key_hashes_to_it() -> None:
     mine = _keys_of(3, 7, 20_000)
-    check = KeyedCheck("bytes", 3, 7)
-    check.feed(mine[:9_000])
-    for key in mine[9_000:]:
-        check.add(key)
-    assert check.done()
-    stray = KeyedCheck("bytes", 3, 7)
-    stray.feed([*mine, _keys_of(4, 7, 1)[0]])
-    assert not stray.done()
-    assert not KeyedCheck("bytes", 7, 7).done()  # a partition past the modulus holds no residue
-    assert not KeyedCheck(None, 3, 7).done()  # a key type Spark's hash is not reproduced for
+    assert is_keyed(_report(mine), key_hash="spark", tasks=7, partition=3)
+    assert not is_keyed(_report(mine), key_hash="spark", tasks=7, partition=4)
+    assert not is_keyed(_report([*mine, _keys_of(4, 7, 1)[0]]), key_hash="spark", tasks=7, partition=3)
+    assert not is_keyed(_report(mine), key_hash="spark", tasks=7, partition=7)  # past the modulus: no residue
+    assert not is_keyed(_report(mine, None), key_hash="spark", tasks=7, partition=3)  # a type Spark's hash skips
+
+
+def test_the_report_holds_for_any_modulus_that_keeps_the_keys_together() -> None:
+    """The report is (first hash, gcd of the differences): a task keyed modulo 14 is keyed
+    modulo 7 and 2 as well, and the next batch's modulus is not known when it reports."""
+    mine = _keys_of(5, 14, 5_000)
+    report = _report(mine)
+    assert report is not None and report["spark"][1] % 14 == 0
+    assert is_keyed(report, key_hash="spark", tasks=7, partition=5)
+    assert is_keyed(report, key_hash="spark", tasks=2, partition=1)
+
+
+def test_keys_of_one_kafka_partition_are_keyed_under_kafkas_hash_only() -> None:
+    mine = _keys_of(2, 12, 3_000, kafka=True)
+    report = _report(mine)
+    assert report is not None and set(report) == {"kafka"}  # Spark's and librdkafka's were dropped
+    assert is_keyed(report, key_hash="kafka", tasks=12, partition=2)
+    assert not is_keyed(report, key_hash="spark", tasks=12, partition=2)
+    assert choose_hash([(2, report), (3, _report(_keys_of(3, 12, 3_000, kafka=True)))], 12) == "kafka"
+
+
+def test_keys_stop_being_read_once_no_partitioner_keeps_them_together() -> None:
+    classes = KeyClasses("bytes")
+    classes.feed(iter(lambda: b"k" + np.random.bytes(8), None))  # endless, and random: dropped at once
+    assert classes.done() == {}
 
 
 def test_modulo_one_task_0_is_keyed_without_hashing_and_no_other_is() -> None:
-    only = KeyedCheck(None, 0, 1)
-    only.feed(iter(lambda: b"x", None))  # an endless stream: decided already, nothing is read
-    assert only.done()
-    assert not KeyedCheck("bytes", 1, 1).done()
+    assert is_keyed(_report([b"x", b"y"], None), key_hash="spark", tasks=1, partition=0)
+    assert not is_keyed(_report([b"x"]), key_hash="spark", tasks=1, partition=1)
+    assert is_keyed(None, key_hash="kafka", tasks=9, partition=4)  # a task that wrote no key
+
+
+def test_the_commit_chooses_the_partitioner_most_tasks_are_keyed_under() -> None:
+    spark_keyed = [(p, _report(_keys_of(p, 6, 500))) for p in range(6)]
+    assert choose_hash(spark_keyed, 6) == "spark"
+    assert choose_hash([(p, _report([f"{p}-{i}".encode() for i in range(50)])) for p in range(6)], 6) == "spark"
