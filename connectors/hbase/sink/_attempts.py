@@ -105,6 +105,7 @@ class Placement:
     # and ``key_hash``, ``_keyed``).
     keyed_tasks: int = 0
     key_hash: str = DEFAULT_HASH
+    key_residues: list[int] = field(default_factory=list)
 
 
 def plan_clock(plan_id: str) -> int | None:
@@ -231,7 +232,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
             return Placement(attempt.base_ms, attempt.prev_seq, False, attempt.flush_rows,
                              attempt.flush_bytes, abandoned=list(attempt.abandoned), unnoted=list(attempt.unnoted),
                              reach_ms=attempt.reach_ms, keyed_tasks=attempt.keyed_tasks,
-                             key_hash=attempt.key_hash or DEFAULT_HASH)
+                             key_hash=attempt.key_hash or DEFAULT_HASH, key_residues=list(attempt.key_residues))
         # Abandoned: an older plan of this batch, another query's attempt (a takeover), or
         # an attempt whose writer lost the commit to another one (built on an older commit).
         # It carries what it abandoned only if that too sits above the last commit.
@@ -253,10 +254,11 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
                            at_least_once=not noting, unnoted=unnoted, writes=dict(writes or {}),
                            span_ms=0 if span == BATCH_SPAN_MS else span,
                            keyed_tasks=(commit.tasks if commit is not None else 0) or 1,
-                           key_hash=commit.key_hash if commit is not None else "")
+                           key_hash=commit.key_hash if commit is not None else "",
+                           key_residues=list(commit.key_residues) if commit is not None else [])
     return Placement(record.base_ms, prev, False, flush_rows, flush_bytes, record, abandoned=abandoned,
                      unnoted=unnoted, reach_ms=record.reach_ms, keyed_tasks=record.keyed_tasks,
-                     key_hash=record.key_hash or DEFAULT_HASH)
+                     key_hash=record.key_hash or DEFAULT_HASH, key_residues=list(record.key_residues))
 
 
 def written_end(attempt: AttemptRecord, notes: Sequence[TaskNote]) -> int:

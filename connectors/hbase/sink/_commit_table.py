@@ -168,7 +168,7 @@ class CommitRecord(_JsonRecord):
     """
 
     _what: ClassVar[str] = "commit record"
-    _only_when_set: ClassVar[tuple[str, ...]] = ("tasks", "key_hash")
+    _only_when_set: ClassVar[tuple[str, ...]] = ("tasks", "key_hash", "key_residues")
 
     sink_id: str
     table: str
@@ -190,9 +190,11 @@ class CommitRecord(_JsonRecord):
     # The batch's write tasks (Spark partitions reaching the sink): the modulus under which
     # the next batch's tasks test whether they are keyed (``_keyed``); 0 in records before it.
     tasks: int = 0
-    # The partitioner they test under (``_keyed.choose_hash``, from this batch's tasks); "":
-    # Spark's, as in records before it.
+    # The partitioner they test under (``_keyed.choose_keying``, from this batch's tasks); "":
+    # Spark's, as in records before it. ``key_residues``: task p of the next batch is keyed
+    # on residue ``key_residues[p]`` (-1: none); empty: on residue p.
     key_hash: str = ""
+    key_residues: list[int] = field(default_factory=list)
     version: int = RECORD_VERSION
 
 
@@ -222,7 +224,8 @@ class AttemptRecord(_JsonRecord):
 
     _what: ClassVar[str] = "attempt record"
     _only_when_set: ClassVar[tuple[str, ...]] = ("plan", "abandoned", "noted", "closing", "at_least_once", "unnoted",
-                                                 "writes", "span_ms", "keyed_tasks", "key_hash")
+                                                 "writes", "span_ms", "keyed_tasks", "key_hash",
+                                                 "key_residues")
     _wire_names: ClassVar[dict[str, str]] = {"noted": "logged"}
 
     query_id: str
@@ -247,9 +250,10 @@ class AttemptRecord(_JsonRecord):
     # The modulus every task of the attempt tests its keys under (``_keyed``): the task count
     # of the commit it builds on (1 when there is none), fixed here so that all its tasks and
     # tries share it; 0 in records before it (no task keyed). ``key_hash``: the partitioner
-    # (``_keyed``), copied from that commit likewise; "": Spark's.
+    # (``_keyed``), copied from that commit likewise; "": Spark's; and its ``key_residues``.
     keyed_tasks: int = 0
     key_hash: str = ""
+    key_residues: list[int] = field(default_factory=list)
     version: int = RECORD_VERSION
 
     @property

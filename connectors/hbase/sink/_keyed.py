@@ -33,7 +33,7 @@ import numpy as np
 
 from ..._partitioners import HASHES
 
-__all__ = ["KeyClasses", "choose_hash", "is_keyed"]
+__all__ = ["KeyClasses", "choose_keying", "is_keyed"]
 
 _SLICE = 8192  # keys hashed at once
 DEFAULT_HASH = "spark"  # an attempt that names none (records before key_hash)
@@ -103,28 +103,56 @@ class KeyClasses:
                 self.classes[name][1] = g
 
 
-def is_keyed(classes: Mapping[str, Sequence[int]] | None, *, key_hash: str, tasks: int, partition: int) -> bool:
+def is_keyed(classes: Mapping[str, Sequence[int]] | None, *, key_hash: str, tasks: int, partition: int,
+             residues: Sequence[int] = ()) -> bool:
     """Whether a task with this report is keyed under ``key_hash`` modulo ``tasks``.
 
-    ``None``: the task wrote no key. Modulo 1 every key hashes to 0: task 0 is keyed with
-    no hash (for any key type), and no other.
+    Its keys must all hash to its own residue: ``residues[partition]`` where the attempt
+    recorded residues (one residue per task, -1 for none, never one residue twice:
+    :func:`choose_keying`), else its partition id. ``None``: the task wrote no key.
+    Modulo 1 every key hashes to 0: task 0 is keyed with no hash (for any key type), and no other.
     """
-    if not 0 <= partition < tasks:
+    own = (residues[partition] if partition < len(residues) else -1) if residues else partition
+    if not 0 <= own < tasks or not 0 <= partition:
         return False
     if tasks == 1 or classes is None:
         return True
     found = classes.get(key_hash)
-    return found is not None and found[1] % tasks == 0 and found[0] % tasks == partition
+    return found is not None and found[1] % tasks == 0 and found[0] % tasks == own
 
 
-def choose_hash(reports: Iterable[tuple[int, Mapping[str, Sequence[int]] | None]], tasks: int) -> str:
-    """The partitioner under which most of a batch's tasks would be keyed modulo ``tasks`` (commit, driver).
+MAX_RESIDUES = 4096  # the largest batch whose residues an attempt records (each task reads them)
 
-    ``reports``: each task's partition id and :class:`KeyClasses` report (None: no key).
-    Ties go to the first in ``HASHES`` (Spark's). What it returns only decides which tasks
-    of the next batch share a block, never exactness.
+
+def choose_keying(reports: Iterable[tuple[int, Mapping[str, Sequence[int]] | None]],
+                  tasks: int) -> tuple[str, list[int]]:
+    """The partitioner, and the residues, under which most of the next batch's tasks would be keyed (commit, driver).
+
+    ``reports``: each task's partition id and :class:`KeyClasses` report (None: no key);
+    ``tasks``: this batch's task count, the next attempt's modulus. Residues are recorded
+    (task ``p`` -> the residue its keys hashed to) only where that keys more tasks than
+    "task ``p`` holds residue ``p``" (a topic read by Spark's own source, whose tasks are not in
+    partition order), each residue given to the one task that held it, so no residue is
+    given twice. Ties go to the first in ``HASHES`` (Spark's) and to no residues. What it
+    returns only decides which tasks of the next batch share a block, never exactness.
     """
     reports = list(reports)
-    counts = {h: sum(1 for p, c in reports if c is not None and is_keyed(c, key_hash=h, tasks=tasks, partition=p))
-              for h in HASHES}
-    return max(HASHES, key=lambda h: counts[h])
+    best: tuple[int, str, list[int]] = (-1, next(iter(HASHES)), [])
+    for name in HASHES:
+        held: dict[int, int] = {}
+        for p, c in reports:
+            found = (c or {}).get(name)
+            if found is not None and 0 <= p < tasks and found[1] % tasks == 0:
+                held[p] = found[0] % tasks
+        identity = sum(1 for p, r in held.items() if r == p)
+        counts: dict[int, int] = {}
+        for r in held.values():
+            counts[r] = counts.get(r, 0) + 1
+        unique = {p: r for p, r in held.items() if counts[r] == 1}
+        if len(unique) > identity and tasks <= MAX_RESIDUES:
+            choice = (len(unique), name, [unique.get(p, -1) for p in range(tasks)])
+        else:
+            choice = (identity, name, [])
+        if choice[0] > best[0]:
+            best = choice
+    return best[1], best[2]

@@ -124,9 +124,10 @@ class HBaseTaskWriter:
             keyed = None
             if placement is not None and placement.keyed_tasks:
                 part, tasks, key_hash = self._id.partition_id, placement.keyed_tasks, placement.key_hash
+                residues = placement.key_residues
 
                 def decide(classes: dict[str, list[int]] | None) -> bool:
-                    return is_keyed(classes, key_hash=key_hash, tasks=tasks, partition=part)
+                    return is_keyed(classes, key_hash=key_hash, tasks=tasks, partition=part, residues=residues)
 
                 keyed = (KeyClasses(hash_kind(data.schema.field(layout.rowkey).type)), decide,
                          TaskClock(msg.base_ms, task_block(part, keyed=True)))

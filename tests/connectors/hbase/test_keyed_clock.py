@@ -212,3 +212,77 @@ def test_a_commit_whose_cells_run_ahead_of_the_clock_says_why_and_the_fix(make_s
     assert len(warnings) == 1, warnings
     assert "1 of its 2 write tasks are not hash-partitioned by the row key" in warnings[0]
     assert "repartition(n, 'user')" in warnings[0]
+
+
+def _produce_keyed(kind: str, bootstrap: str, topic: str, rounds: int, keys: int) -> dict[str, int]:
+    """``keys`` keys ``u<i>``, ``rounds`` values each, partitioned as ``kind``'s producer does
+    by default: ``java`` (the Java client's murmur2, as kafka-python copies it) or
+    ``librdkafka`` (``consistent_random``: crc32). Returns each key's last value."""
+    last: dict[str, int] = {}
+    if kind == "java":
+        from kafka import KafkaProducer
+
+        java = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+        for r in range(rounds):
+            for i in range(keys):
+                java.send(topic, key=f"u{i}".encode(), value=str(100 * r + i).encode())
+                last[f"u{i}"] = 100 * r + i
+        java.flush()
+        java.close()
+    else:
+        from confluent_kafka import Producer
+
+        rd = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        for r in range(rounds):
+            for i in range(keys):
+                rd.produce(topic, key=f"u{i}".encode(), value=str(100 * r + i).encode())
+                last[f"u{i}"] = 100 * r + i
+        assert rd.flush(30) == 0
+    return last
+
+
+@pytest.mark.kafka
+@pytest.mark.hbase
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("source", "producer", "key_hash"),
+                         [("barrier-kafka", "java", "kafka"), ("barrier-kafka", "librdkafka", "crc32"),
+                          ("kafka", "java", "kafka")])
+def test_a_topic_read_without_a_shuffle_is_keyed_by_its_producers_partitioner(
+        registered, servers: Any, unique_name: Callable[[str], str], tmp_path: Path, source: str, producer: str,
+        key_hash: str) -> None:
+    """``barrier-kafka`` → ``barrier-hbase`` with nothing between: one write task per Kafka
+    partition, its keys those the producer's default partitioner sent there. From the
+    second batch on the commit has chosen that partitioner, every task is keyed and the
+    batch spans one 8 ms block, on the clock; the table ends as the last record of each
+    key says."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    spark = registered
+    bootstrap = servers.kafka_bootstrap
+    table, topic = unique_name("t"), unique_name("topic")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=6, replication_factor=1)])
+    finally:
+        admin.close()
+    last = _produce_keyed(producer, bootstrap, topic, rounds=4, keys=60)
+    reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "60"))
+    if source == "barrier-kafka":
+        reader = reader.option("commitOffsets", "false")
+    stream = (reader.load().selectExpr("CAST(key AS STRING) AS user", "CAST(CAST(value AS STRING) AS BIGINT) AS amount"))
+    query = (stream.writeStream.format("barrier-hbase").options(**_sink_options(servers, table))
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    _run(query)
+    history = _history(servers, table)
+    assert [r.batch_id for r in history] == [0, 1, 2, 3], history
+    assert all(r.tasks == 6 for r in history), [r.tasks for r in history]
+    assert [r.key_hash for r in history] == [key_hash] * 4
+    # barrier-kafka's tasks follow the topic's partitions; Spark's source orders them otherwise
+    assert all(bool(r.key_residues) == (source == "kafka") for r in history), [r.key_residues for r in history]
+    for r in history[1:]:
+        assert r.ts_hi - r.ts_lo == TASK_WIDTH_MS, r  # keyed: one block
+        assert r.ts_hi - 1 <= r.committed_at_ms, r  # on the clock
+    rows = read_committed(*servers.hbase_thrift, table, sink_id=table, commit_table=COMMITS).to_pylist()
+    assert {r["user"]: r["amount"] for r in rows} == last
