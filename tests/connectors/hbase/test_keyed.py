@@ -81,3 +81,53 @@ def test_tasks_out_of_partition_order_are_keyed_on_recorded_residues_each_given_
         assert is_keyed(report, key_hash="kafka", tasks=6, partition=p, residues=residues) == (p not in (3, 4))
     assert not is_keyed(reports[0][1], key_hash="kafka", tasks=6, partition=0)  # residue 4 is not task 0's
     assert not is_keyed(None, key_hash="kafka", tasks=6, partition=3, residues=residues)
+
+
+def _keyed_tasks(batch: list[list[bytes]], key_hash: str, residues: list[int]) -> list[int]:
+    tasks = len(batch)
+    return [p for p, keys in enumerate(batch)
+            if is_keyed(_report(keys) if keys else None, key_hash=key_hash, tasks=tasks, partition=p,
+                        residues=residues)]
+
+
+def _random_batch(rnd: np.random.Generator, tasks: int, pool: list[bytes], how: str) -> list[list[bytes]]:
+    """Keys of ``tasks`` tasks: by one partitioner (in order or shuffled), round-robin, or mixed."""
+    key_hash = "kafka" if how.startswith("kafka") else "spark"
+    hashes = kafka_hashes(pool) if key_hash == "kafka" else spark_hashes(pool, "bytes")
+    owner = np.mod(hashes, tasks)
+    if how.endswith("shuffled"):
+        owner = rnd.permutation(tasks)[owner]
+    batch: list[list[bytes]] = [[] for _ in range(tasks)]
+    for key, o in zip(pool, owner.tolist()):
+        if rnd.random() < 0.5:
+            batch[o if how != "round-robin" else int(rnd.integers(tasks))].append(key)
+    for _ in range(int(rnd.integers(0, 3))):  # a neighbour's key in another task
+        batch[int(rnd.integers(tasks))].append(pool[int(rnd.integers(len(pool)))])
+    return batch
+
+
+def test_keyed_tasks_never_share_a_key_whatever_the_data_and_the_recorded_residues() -> None:
+    """Property: the tasks one attempt judges keyed have pairwise disjoint keys, for batches
+    partitioned by either hash (tasks in partition order or not), round-robin batches,
+    stray keys from neighbours, and residues learnt from a previous batch of another
+    shape; a retry (the same keys in another order) gets the same verdict. A mutant that
+    records one residue twice breaks it."""
+    rnd = np.random.default_rng(57)
+    shapes = ["spark", "spark-shuffled", "kafka", "kafka-shuffled", "round-robin"]
+    for _ in range(60):
+        tasks = int(rnd.integers(2, 9))
+        pool = [f"u{int(rnd.integers(10**6))}".encode() for _ in range(int(rnd.integers(5, 120)))]
+        before = _random_batch(rnd, tasks, pool, shapes[int(rnd.integers(len(shapes)))])
+        key_hash, residues = choose_keying(
+            [(p, _report(keys) if keys else None) for p, keys in enumerate(before)], tasks)
+        assert sorted(r for r in residues if r >= 0) == sorted({r for r in residues if r >= 0})
+        batch = _random_batch(rnd, tasks, pool, shapes[int(rnd.integers(len(shapes)))])
+        keyed = _keyed_tasks(batch, key_hash, residues)
+        for i, p in enumerate(keyed):
+            for q in keyed[i + 1:]:
+                assert not set(batch[p]) & set(batch[q]), (p, q, key_hash, residues)
+        assert _keyed_tasks([list(reversed(keys)) for keys in batch], key_hash, residues) == keyed
+    # the mutant: residue 0 given to two tasks, each holding keys of residue 0
+    zero = _keys_of(0, 3, 40)
+    batch = [zero[:25], zero[15:], []]
+    assert {0, 1} <= set(_keyed_tasks(batch, "spark", [0, 0, 2])) and set(batch[0]) & set(batch[1])
