@@ -16,7 +16,8 @@ is its only input besides the task's own ids):
    is fenced (:class:`~sparkbarrier.FencedError`) and writes nothing.
 3. The in-flight attempt is this (query, batch), on top of the same commit, and was
    started by this task's plan: a retry or a concurrent copy of a task of the same
-   plan. It reuses the attempt's base and modulus (``keyed_tasks``), so its block is the
+   plan. It reuses the attempt's base and key test (``keyed_tasks``, ``key_hash``,
+   ``key_residues``), so its block is the
    other copy's (``_timestamps.task_block``: from its partition id and its keys, the same
    rows on every try); it puts at a slot of its own in that block (``_writer``).
    Once the driver began committing the attempt (``closing``) it is a leftover: fenced.
@@ -28,8 +29,8 @@ is its only input besides the task's own ids):
 5. Otherwise a new attempt at ``max(now, the last commit's read bound)``.
 
 Why it is exact (for every query shape Spark allows before the sink). Inside one attempt
-a write task's block follows from its partition id and whether all its keys hash to it
-under the attempt's modulus (``_keyed``; two keyed tasks share no key, every other task
+a write task's block follows from its partition id and whether all its keys hash to its
+own residue under the attempt's modulus and partitioner (``_keyed``; two keyed tasks share no key, every other task
 has a block of its own), and it writes each key's net change once (``_buffer``:
 a key's net change is a function of its own rows): its delete markers at the block's first
 millisecond, the same for every try whatever the order of its rows, and its puts at the

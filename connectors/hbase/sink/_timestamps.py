@@ -16,10 +16,10 @@ never from values:
 
 * a batch attempt's timestamps are blocks of :data:`TASK_WIDTH_MS` milliseconds, block
   ``n`` starting at ``base + n * TASK_WIDTH_MS`` (:func:`task_block`). Block 0 is shared
-  by the batch's *keyed* tasks: those whose every row key hashes to their own partition
-  id under Spark's hash partitioning modulo the attempt's ``keyed_tasks`` (``_keyed``:
-  the partitioning of ``repartition(n, rowkey)`` and of an aggregation grouped by the
-  row key), so no two of them share a key. Every other task ``p`` writes in block
+  by the batch's *keyed* tasks: those whose every row key hashes to their own residue
+  modulo the attempt's ``keyed_tasks`` under its partitioner (``_keyed``: the
+  partitioning of ``repartition(n, rowkey)``, of an aggregation grouped by the row key,
+  of a topic's producer), so no two of them share a key. Every other task ``p`` writes in block
   ``1 + p``, above it. A key in several tasks is thus written at distinct timestamps by
   each, the same way on every retry: first the keyed task's change, then the others' in
   partition order (for ``minPartitions`` splits of one Kafka partition, where no task is
