@@ -144,7 +144,9 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
     by_name = {c[0]: f"{c[1]}:{c[2]}".encode() for c in record.columns}
     # per field of the view: (is the row key, its cell column -- empty for the row key --, type)
     layout = [(f.name == record.rowkey, by_name.get(f.name, b""), f.type) for f in schema]
-    families = sorted({c[1].encode() for c in record.columns})
+    # The sink's own cells only: a row that holds nothing but other writers' cells of the same
+    # families (a plain client's column beside the sink's deleted ones) is no row of the view.
+    columns = sorted(set(by_name.values()))
     gaps = record.gaps
     keys: list[bytes] = []
     rows: list[dict[bytes, bytes]] = []
@@ -162,7 +164,7 @@ def iter_committed(conn: HBaseConnection, record: CommitRecord, key_range: KeyRa
 
     def open_scanner(c: Thrift1Connection, after: bytes | None) -> int:
         scan = TScan(startRow=start if after is None else after + b"\x00", stopRow=stop or None,
-                     timestamp=record.read_bound, columns=families or None, caching=_SCAN_BATCH)
+                     timestamp=record.read_bound, columns=columns or None, caching=_SCAN_BATCH)
         return int(c.client.scannerOpenWithScan(name, scan, {}))
 
     def fetch(c: Thrift1Connection, scanner: int) -> list[tuple[bytes, dict[bytes, bytes]]]:
