@@ -29,7 +29,7 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["HASHES", "hash_kind", "kafka_hashes", "crc32_hashes", "spark_hashes"]
+__all__ = ["HASHES", "crc32_hashes", "hash_kind", "kafka_hashes", "spark_hashes"]
 
 SEED = 42
 _C1, _C2 = np.uint32(0xCC9E2D51), np.uint32(0x1B873593)
@@ -152,8 +152,17 @@ def crc32_hashes(keys: list[bytes]) -> np.ndarray:
 
 # Name on the wire -> the hash of a list of row key cell bytes of a Spark kind (None: the
 # kind is not hashed by that partitioner). Order: the preferred first, where two key a stream alike.
+def _spark(keys: list[bytes], kind: str | None) -> np.ndarray | None:
+    return spark_hashes(keys, kind) if kind is not None else None
+
+
+def _kafka(keys: list[bytes], _kind: str | None) -> np.ndarray:
+    return kafka_hashes(keys)
+
+
+def _crc32(keys: list[bytes], _kind: str | None) -> np.ndarray:
+    return crc32_hashes(keys)
+
+
 HASHES: dict[str, Callable[[list[bytes], str | None], np.ndarray | None]] = {
-    "spark": lambda keys, kind: spark_hashes(keys, kind) if kind is not None else None,
-    "kafka": lambda keys, kind: kafka_hashes(keys),
-    "crc32": lambda keys, kind: crc32_hashes(keys),
-}
+    "spark": _spark, "kafka": _kafka, "crc32": _crc32}

@@ -92,7 +92,8 @@ def parse_history_retain(key: str, raw: str) -> int:
 
 
 # sink.max-write-tasks: each write task of a batch whose keys are not hash-partitioned by the
-# row key (``sink._keyed``: by a Spark shuffle or a topic's producer) owns 8 ms of cell timestamps (``sink._timestamps``; keyed tasks share one block), so
+# row key (``sink._keyed``: by a Spark shuffle or a topic's producer) owns 8 ms of cell
+# timestamps (``sink._timestamps``; keyed tasks share one block), so
 # the batch's span is up to 8 ms times this plus one; past the limit a batch could stamp cells
 # over two minutes ahead of the clock, which HBase's timestamp slop refuses.
 MAX_WRITE_TASKS_DEFAULT = 512

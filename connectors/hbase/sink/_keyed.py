@@ -113,7 +113,7 @@ def is_keyed(classes: Mapping[str, Sequence[int]] | None, *, key_hash: str, task
     Modulo 1 every key hashes to 0: task 0 is keyed with no hash (for any key type), and no other.
     """
     own = (residues[partition] if partition < len(residues) else -1) if residues else partition
-    if not 0 <= own < tasks or not 0 <= partition:
+    if not 0 <= own < tasks or partition < 0:
         return False
     if tasks == 1 or classes is None:
         return True

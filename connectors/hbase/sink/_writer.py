@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...._exceptions import FencedError, ProtocolError, SinkError
+from ..._partitioners import hash_kind
 from .._codec import encode_column
 from .._options import HBaseSinkOptions
 from ..client._connection_pool import connect, release
@@ -33,7 +34,6 @@ from ._buffer import MutationBuffer
 from ._column_layout import SinkLayout
 from ._commit_table import ATTEMPT_COLUMN, TaskNote, check_and_put, delete_task_notes, put_cell, write_note_chunks
 from ._committer import HBaseCommitMessage, place_task
-from ..._partitioners import hash_kind
 from ._keyed import KeyClasses, is_keyed
 from ._timestamps import TRY_SLOTS, TaskClock, batch_span_ms, check_block, task_block
 
