@@ -13,7 +13,9 @@ flush notes in one row of the commit table. Each round runs, in one Spark sessio
   rows does;
 * ``hbase``: ``barrier-hbase``, exactly once (Thrift2 set, the defaults otherwise).
 
-The order alternates per round (put, hbase, then hbase, put). Printed per case: the batch's
+The order alternates per round (put, hbase, then hbase, put), and each case starts once the
+machine is quiet (``settle``: the previous round's dropped tables are flushed on close).
+Printed per case: the batch's
 ``addBatch`` and ``triggerExecution`` (ms), the ratio of the sink's to the put sink's in the
 same round, and, for the sink, the largest row of the commit table (bytes, polled while
 the batch runs) and its note rows.
@@ -192,6 +194,33 @@ def drop_tables(ep: Any, *tables: str) -> None:
         conn.close()
 
 
+def settle(limit_s: float = 90.0) -> float:
+    """Wait (bounded) until the machine is quiet again; returns the seconds waited.
+
+    Dropping a round's two million-row tables disables them, and closing their regions
+    flushes the memstores, then the OS writes the files back: the case that ran next paid
+    for it (2026-11-29: every round with barrier-hbase first was 1.59-2.10x, every other
+    0.93-1.35x). So before each timed case: ``sync``, then CPU samples until two in a row
+    are under 30 % busy.
+    """
+    def busy() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + fields[4]
+        return sum(fields) - idle, sum(fields)
+
+    started = time.monotonic()
+    os.sync()
+    quiet = 0
+    before = busy()
+    while quiet < 2 and time.monotonic() - started < limit_s:
+        time.sleep(0.5)
+        now = busy()
+        quiet = quiet + 1 if (now[0] - before[0]) < 0.3 * max(1, now[1] - before[1]) else 0
+        before = now
+    return round(time.monotonic() - started, 1)
+
+
 def versions_of_first_keys(ep: Any, table: str, n: int = 200) -> list[int]:
     """How many versions of ``d:v`` the table's first ``n`` rows hold (1 each: nothing left of a try)."""
     import happybase
@@ -263,7 +292,10 @@ def main() -> None:
     produce(ep.kafka_bootstrap, topic, args.rows, args.partitions)
     for round_ in range(1, args.rounds + 1):
         order = ("put", "hbase") if round_ % 2 else ("hbase", "put")
-        results = {case: run_case(spark, ep, case, topic) for case in order}
+        results = {}
+        for case in order:
+            waited = settle()
+            results[case] = {**run_case(spark, ep, case, topic), "settled_s": waited}
         drop_tables(ep, *(name for result in results.values() for name in result.pop("tables")))
         ratio = results["hbase"]["addBatch_ms"] / results["put"]["addBatch_ms"]
         print(json.dumps({"round": round_, "rows": args.rows, "partitions": args.partitions, **results,

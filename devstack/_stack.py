@@ -108,6 +108,19 @@ _PROCESSES = tuple(name for names in _COMPONENTS.values() for name in names)
 _REQUIRED = tuple(name for c in _DEFAULT for name in _COMPONENTS[c])
 _STOP_GRACE_S = {_hbase.MASTER: _hbase.MASTER_STOP_GRACE_S}
 _RECHECK_S = 60.0  # budget for the round trip against an already running stack
+_BIND_TRIES = 3  # starts of one ``up`` when a server finds a chosen port taken
+_ADDRESS_IN_USE = b"Address already in use"  # java.net.BindException's message, in the server's log
+
+
+def _port_was_taken(err: DevstackError) -> bool:
+    """Whether the server ``err`` is about logged a port it could not bind (its whole log:
+    a JVM's stack traces push the cause out of the tail)."""
+    if err.log_path is None:
+        return False
+    try:
+        return _ADDRESS_IN_USE in Path(err.log_path).read_bytes()
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -284,7 +297,7 @@ class Devstack:
                 log.info("stopping the extra gateways with their HBase (`up --all` starts them again)")
             stop_recorded(self.paths.run, names, grace_by_name=_STOP_GRACE_S)
             if to_start:
-                self._start(to_start)
+                self._start_choosing_ports(to_start)
             else:
                 self._recheck(wanted)
         endpoints = self.endpoints()
@@ -329,6 +342,26 @@ class Devstack:
                 _hbase.probe_tls(endpoints.hbase_thrift_tls[1], _hbase.tls_ca(self.paths.data("hbase")),
                                  deadline=deadline)
         log.info("already running and healthy: %s", ", ".join(components))
+
+    def _start_choosing_ports(self, components: list[str]) -> None:
+        """:meth:`_start`, again on fresh ports when a server found one of its ports taken.
+
+        A free port is chosen, released, and bound by the server seconds later; on a busy
+        machine (a test worker's Spark and Kafka clients beside it) a client socket can take
+        it meanwhile, and the server exits with "Address already in use". ``_start`` stops
+        whatever it started before it raises, so choosing the ports again is a clean retry.
+        A port requested explicitly stays what was requested (``choose_ports``), so its
+        failure repeats and is raised.
+        """
+        for attempt in range(1, _BIND_TRIES + 1):
+            try:
+                self._start(components)
+                return
+            except DevstackError as err:
+                if attempt == _BIND_TRIES or not _port_was_taken(err):
+                    raise
+                log.warning("%s; a port chosen for it was taken before it bound it: choosing ports again "
+                            "(try %d of %d)", err.cause, attempt + 1, _BIND_TRIES)
 
     def _start(self, components: list[str]) -> None:
         java = find_java(self._environ)

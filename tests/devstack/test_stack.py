@@ -195,3 +195,37 @@ def test_server_dying_at_start_stops_everything_started(
     assert info.value.log_tail
     assert stack_pids(scratch_home) == []
     assert not list((scratch_home / "run").glob("*.json"))
+
+
+def test_a_port_taken_before_its_server_binds_it_is_chosen_again(
+    scratch_home: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The race a busy machine runs (CI, 2026-12-02: a throw-away stack's Kafka exited with
+    "Address already in use" on the free port chosen for it): the first choice hands Kafka a
+    port someone else holds; ``up`` stops what it started, chooses again and comes up."""
+    import logging
+
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        taken = squatter.getsockname()[1]
+        calls = []
+
+        def first_kafka_port_taken(requests: dict[Port, int | None]) -> dict[Port, int]:
+            chosen = choose_ports(requests)
+            calls.append(chosen)
+            if len(calls) == 1 and Port.KAFKA in chosen:
+                chosen[Port.KAFKA] = taken
+            return chosen
+
+        monkeypatch.setattr(stack_module, "choose_ports", first_kafka_port_taken)
+        stack = Devstack(scratch_home, start_timeout_s=180)
+        try:
+            with caplog.at_level(logging.WARNING, logger=stack_module.__name__):
+                endpoints = stack.up()
+            assert len(calls) == 2
+            assert endpoints.kafka_bootstrap != f"127.0.0.1:{taken}"
+            assert any("choosing ports again" in r.getMessage() for r in caplog.records)
+        finally:
+            stack.down()
+    assert stack_pids(scratch_home) == []
