@@ -71,7 +71,6 @@ from dataclasses import dataclass, field
 
 from ...._exceptions import ConfigError, FencedError, ProtocolError
 from ._commit_table import AttemptRecord, CommitRecord, TaskNote
-from ._keyed import DEFAULT_HASH
 from ._timestamps import BATCH_SPAN_MS, TASK_WIDTH_MS, next_base
 
 __all__ = ["Placement", "check_formats", "check_writes", "place", "plan_clock", "written_end"]
@@ -105,7 +104,7 @@ class Placement:
     # The modulus and the hash the attempt's tasks test their keys under (``AttemptRecord.keyed_tasks``
     # and ``key_hash``, ``_keyed``).
     keyed_tasks: int = 0
-    key_hash: str = DEFAULT_HASH
+    key_hash: str = ""  # "": Spark's (``_keyed.DEFAULT_HASH``)
     key_residues: list[int] = field(default_factory=list)
 
 
@@ -233,7 +232,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
             return Placement(attempt.base_ms, attempt.prev_seq, False, attempt.flush_rows,
                              attempt.flush_bytes, abandoned=list(attempt.abandoned), unnoted=list(attempt.unnoted),
                              reach_ms=attempt.reach_ms, keyed_tasks=attempt.keyed_tasks,
-                             key_hash=attempt.key_hash or DEFAULT_HASH, key_residues=list(attempt.key_residues))
+                             key_hash=attempt.key_hash, key_residues=list(attempt.key_residues))
         # Abandoned: an older plan of this batch, another query's attempt (a takeover), or
         # an attempt whose writer lost the commit to another one (built on an older commit).
         # It carries what it abandoned only if that too sits above the last commit.
@@ -259,7 +258,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
                            key_residues=list(commit.key_residues) if commit is not None else [])
     return Placement(record.base_ms, prev, False, flush_rows, flush_bytes, record, abandoned=abandoned,
                      unnoted=unnoted, reach_ms=record.reach_ms, keyed_tasks=record.keyed_tasks,
-                     key_hash=record.key_hash or DEFAULT_HASH, key_residues=list(record.key_residues))
+                     key_hash=record.key_hash, key_residues=list(record.key_residues))
 
 
 def written_end(attempt: AttemptRecord, notes: Sequence[TaskNote]) -> int:

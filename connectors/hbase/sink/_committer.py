@@ -361,8 +361,8 @@ class Committer:
                 self._remove_losers(first.sink_id, first.base_ms, msgs, row.notes)
         ends = [m.ts_end for m in msgs if m.ts_end is not None]
         ts_hi = max(ends) if ends else first.base_ms
-        keying = choose_keying(((m.partition_id, m.key_classes) for m in _last_per_task(msgs)),
-                               len({m.partition_id for m in msgs}))
+        task_count = len({m.partition_id for m in msgs})
+        keying = choose_keying(((m.partition_id, m.key_classes) for m in _last_per_task(msgs)), task_count)
         record = CommitRecord(
             sink_id=first.sink_id, table=self._table, seq=(current_seq or 0) + 1, query_id=first.query_id,
             batch_id=first.batch_id, ts_lo=first.base_ms, ts_hi=ts_hi,
@@ -374,8 +374,7 @@ class Committer:
                               if self._thrift2 is None or b in first.unnoted]),
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
             committed_at_ms=now_ms(), flush_rows=first.flush_rows, flush_bytes=first.flush_bytes,
-            tasks=len({m.partition_id for m in msgs}),
-            key_hash=keying[0], key_residues=keying[1],
+            tasks=task_count, key_hash=keying[0], key_residues=keying[1],
         )
         if current is not None and not any(m.kept_history == current.seq for m in msgs):
             # No task copied the commit it built on (its task died after recording the

@@ -107,9 +107,10 @@ def is_keyed(classes: Mapping[str, Sequence[int]] | None, *, key_hash: str, task
              residues: Sequence[int] = ()) -> bool:
     """Whether a task with this report is keyed under ``key_hash`` modulo ``tasks``.
 
-    Its keys must all hash to its own residue: ``residues[partition]`` where the attempt
-    recorded residues (one residue per task, -1 for none, never one residue twice:
-    :func:`choose_keying`), else its partition id. ``None``: the task wrote no key.
+    ``key_hash`` "" is Spark's (records before it). Its keys must all hash to its own
+    residue: ``residues[partition]`` where the attempt recorded residues (one residue per
+    task, -1 for none, never one residue twice: :func:`choose_keying`), else its partition
+    id. ``None``: the task wrote no key.
     Modulo 1 every key hashes to 0: task 0 is keyed with no hash (for any key type), and no other.
     """
     own = (residues[partition] if partition < len(residues) else -1) if residues else partition
@@ -117,7 +118,7 @@ def is_keyed(classes: Mapping[str, Sequence[int]] | None, *, key_hash: str, task
         return False
     if tasks == 1 or classes is None:
         return True
-    found = classes.get(key_hash)
+    found = classes.get(key_hash or DEFAULT_HASH)
     return found is not None and found[1] % tasks == 0 and found[0] % tasks == own
 
 
