@@ -18,7 +18,7 @@ commit it builds on chose them). The commit chooses from what the tasks report: 
 partitioner of ``.._partitioners`` a task reports the first key's hash ``h0`` and the
 greatest common divisor ``g`` of every key's difference from it. The keys then all hash
 to one residue modulo ``n`` exactly when ``n`` divides ``g``, and that residue is
-``h0 mod n``, whatever ``n`` the next batch turns out to need. Both are the same for every
+``h0 mod n``, whatever ``n`` the next batch turns out to need. What it says is the same for every
 try of a task, whatever order it saw its keys in: the gcd of the differences from one key
 is the gcd of all pairwise differences, so ``g`` and ``h0 mod n`` (for ``n`` dividing
 ``g``) do not depend on which key came first. A hash is dropped as soon
