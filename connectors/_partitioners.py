@@ -150,8 +150,6 @@ def crc32_hashes(keys: list[bytes]) -> np.ndarray:
     return np.fromiter((zlib.crc32(key) for key in keys), dtype=np.int64, count=len(keys))
 
 
-# Name on the wire -> the hash of a list of row key cell bytes of a Spark kind (None: the
-# kind is not hashed by that partitioner). Order: the preferred first, where two key a stream alike.
 def _spark(keys: list[bytes], kind: str | None) -> np.ndarray | None:
     return spark_hashes(keys, kind) if kind is not None else None
 
@@ -164,5 +162,7 @@ def _crc32(keys: list[bytes], _kind: str | None) -> np.ndarray:
     return crc32_hashes(keys)
 
 
+# Name on the wire -> the hash of a list of row key cell bytes of a Spark kind (None: the
+# kind is not hashed by that partitioner). Order: the preferred first, where two key a stream alike.
 HASHES: dict[str, Callable[[list[bytes], str | None], np.ndarray | None]] = {
     "spark": _spark, "kafka": _kafka, "crc32": _crc32}

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -80,24 +81,20 @@ class KeyClasses:
         keys, self._pending = self._pending, []
         if not keys:
             return
-        if self.classes is None:
-            self.classes = {}
-            for name, fn in HASHES.items():
-                try:
-                    hashes = fn(keys[:1], self._kind)
-                except ValueError:  # keys of another width than the type's: not Spark's values
-                    hashes = None
-                if hashes is not None:
-                    self.classes[name] = [int(hashes[0]), 0]
+        first = self.classes is None
+        if self.classes is None:  # the first slice: every partitioner, its h0 from the first key
+            self.classes = {name: [0, 0] for name in HASHES}
         self.empty = False
         for name in list(self.classes):
             try:
                 hashes = HASHES[name](keys, self._kind)
-            except ValueError:
+            except ValueError:  # keys of another width than the type's: not Spark's values
                 hashes = None
             if hashes is None:
                 del self.classes[name]
                 continue
+            if first:
+                self.classes[name][0] = int(hashes[0])
             h0, g = self.classes[name]
             g = math.gcd(g, int(np.gcd.reduce(np.abs(hashes - h0))))
             if g == 1:
@@ -149,9 +146,7 @@ def choose_keying(reports: Iterable[tuple[int, Mapping[str, Sequence[int]] | Non
             if found is not None and 0 <= p < tasks and found[1] % tasks == 0:
                 held[p] = found[0] % tasks
         identity = sum(1 for p, r in held.items() if r == p)
-        counts: dict[int, int] = {}
-        for r in held.values():
-            counts[r] = counts.get(r, 0) + 1
+        counts = Counter(held.values())
         unique = {p: r for p, r in held.items() if counts[r] == 1}
         if len(unique) > identity and tasks <= MAX_RESIDUES:
             choice = (len(unique), name, [unique.get(p, -1) for p in range(tasks)])
