@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ._exceptions import ConfigError
 
-__all__ = ["HBASE_ENV", "HBASE_GATEWAYS_ENV", "HBASE_THRIFT2_ENV", "HBASE_TLS_CA_ENV", "HBASE_TLS_ENV",
-           "KAFKA_ENV", "KAFKA_SECURITY_ENV", "parse_hostport"]
+__all__ = ["HBASE_ENV", "HBASE_GATEWAYS_ENV", "HBASE_THRIFT2_ENV", "HBASE_THRIFT2_TLS_ENV", "HBASE_TLS_CA_ENV",
+           "HBASE_TLS_ENV", "KAFKA_ENV", "KAFKA_SECURITY_ENV", "parse_hostport"]
 
 KAFKA_ENV = "SPARKBARRIER_KAFKA_BOOTSTRAP"
 """Kafka bootstrap servers (``host:port[,host:port]``), passed to clients as given."""
@@ -35,6 +35,10 @@ HBASE_TLS_CA_ENV = "SPARKBARRIER_HBASE_THRIFT_TLS_CA"
 
 HBASE_THRIFT2_ENV = "SPARKBARRIER_HBASE_THRIFT2"
 """The HBase Thrift2 server (admin calls), ``host:port`` on the Thrift1 host."""
+
+HBASE_THRIFT2_TLS_ENV = "SPARKBARRIER_HBASE_THRIFT2_TLS"
+"""An HBase Thrift2 gateway serving Thrift over HTTPS, ``host:port`` (option ``hbase.thrift2.host`` with
+``hbase.thrift.tls``); its certificate is signed by :data:`HBASE_TLS_CA_ENV`'s CA."""
 
 
 def parse_hostport(value: str, what: str = "endpoint") -> tuple[str, int]:

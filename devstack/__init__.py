@@ -10,8 +10,8 @@
 
 Kafka (KRaft, one broker+controller) and HBase (standalone master + Thrift1 + Thrift2) run
 as plain JVMs on 127.0.0.1; ``up(all_gateways=True)`` (``up --all``) adds a second Thrift1
-gateway and a TLS one, for the tests that use them; their jars come from Maven Central once (cached, see
-``_config`` for locations and environment variables). Servers outlive the caller
+gateway and TLS Thrift1 and Thrift2 ones, for the tests that use them; their jars come from
+Maven Central once (cached, see ``_config`` for locations and environment variables). Servers outlive the caller
 until ``down``.
 
 Optional: a private MIT Kerberos KDC (``python -m sparkbarrier.devstack kdc up``,

@@ -2,7 +2,7 @@
 kerberos up|down|env | cluster up|down|env|status | hdfs up|down|env|status``.
 
 ``up`` starts what the demo uses (Kafka, HBase, Thrift1, Thrift2); ``up --all`` also the
-second Thrift1 gateway and the TLS one, which only some tests use.
+second Thrift1 gateway and the TLS Thrift1 and Thrift2 ones, which only some tests use.
 
 stdout carries only machine-usable output (``export`` lines, the status table);
 progress goes to stderr. Any ``DevstackError`` ends as ONE line on stderr
@@ -43,11 +43,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start Kafka, HBase, Thrift1 and Thrift2 (idempotent) and print export lines")
     up.add_argument("--all", action="store_true", dest="all_gateways",
-                    help="also the second Thrift1 gateway and the TLS (HTTPS) one")
+                    help="also the second Thrift1 gateway and the TLS (HTTPS) Thrift1 and Thrift2 ones")
     for port in Port:
         if port is Port.KDC or port in CLUSTER_PORTS:  # optional: started by `kdc up`, `cluster up`
             continue
-        also = " (with --all)" if port in (Port.HBASE_THRIFT_B, Port.HBASE_THRIFT_TLS) else ""
+        extra = (Port.HBASE_THRIFT_B, Port.HBASE_THRIFT_TLS, Port.HBASE_THRIFT2_TLS)
+        also = " (with --all)" if port in extra else ""
         up.add_argument(port.flag, type=int, dest=port.key, metavar="N",
                         help=f"{port.key} port{also} (default {port.default}, env {port.env})")
     up.add_argument("--timeout", type=float, default=240.0,
@@ -215,7 +216,7 @@ def _print_status(status: StackStatus) -> None:
             state = "off (up --all)"
         pid = p.pid if p.pid is not None else "-"
         ports = " ".join(f"{k}={v}" for k, v in p.ports.items()) or "-"
-        print(f"  {p.name:<16} {state:<19} pid={pid:<8} {ports}  log={p.log}")
+        print(f"  {p.name:<18} {state:<19} pid={pid:<8} {ports}  log={p.log}")
     if status.endpoints is not None:
         print(status.endpoints.exports(), end="")
 

@@ -84,6 +84,7 @@ class Port(PortSpec, enum.Enum):
     HBASE_THRIFT2 = ("hbase_thrift2", 9095)
     HBASE_THRIFT_B = ("hbase_thrift_b", 9091)  # the second Thrift1 gateway
     HBASE_THRIFT_TLS = ("hbase_thrift_tls", 9443)  # a Thrift1 gateway serving Thrift over HTTPS
+    HBASE_THRIFT2_TLS = ("hbase_thrift2_tls", 9444)  # a Thrift2 gateway serving Thrift over HTTPS
     HBASE_ZOOKEEPER = ("hbase_zookeeper", 2181)
     HBASE_MASTER = ("hbase_master", 16000)
     HBASE_REGIONSERVER = ("hbase_regionserver", 16020)

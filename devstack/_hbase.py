@@ -11,9 +11,11 @@ The Thrift2 server (``THBaseService``, same jar, same defaults) is a third JVM o
 own port: only Thrift2 can set and read family attributes such as
 ``KEEP_DELETED_CELLS``, list region boundaries and delete one exact cell version.
 
-Two more Thrift1 gateways start only on request (:func:`prepare_gateways`, after the
-master runs): a second plain one and a TLS one. The demo uses neither; the tests of
-gateway failover and TLS do.
+Three more gateways start only on request (:func:`prepare_gateways`, after the master
+runs): a second plain Thrift1 one, a TLS Thrift1 one and a TLS Thrift2 one (HTTPS, the
+same conf dir, CA and certificate: the thrift2 server extends the thrift1 one and
+inherits its HTTP server). The demo uses none; the tests of gateway failover and TLS
+(and of exactly-once over TLS, which needs Thrift2) do.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ __all__ = [
     "THRIFT",
     "THRIFT2",
     "THRIFT2_MAIN",
+    "THRIFT2_TLS",
     "THRIFT_B",
     "THRIFT_MAIN",
     "THRIFT_TLS",
@@ -46,6 +49,7 @@ __all__ = [
     "prepare_gateways",
     "probe",
     "probe_thrift2",
+    "probe_thrift2_tls",
     "probe_tls",
     "tls_ca",
 ]
@@ -65,6 +69,9 @@ THRIFT_B = "hbase-thrift-b"
 # Its certificate names DNS:localhost only, so a client reaching it as 127.0.0.1 sees a
 # host mismatch (what the hostname-verification test needs).
 THRIFT_TLS = "hbase-thrift-tls"
+# A Thrift2 gateway with the same TLS conf dir (HTTP mode, key store, certificate):
+# thrift2.ThriftServer inherits setupHTTPServer from the thrift1 server.
+THRIFT2_TLS = "hbase-thrift2-tls"
 TLS_HOST = "localhost"
 _TLS_CA = "sparkbarrier-thrift-ca"
 THRIFT2_MAIN = "org.apache.hadoop.hbase.thrift2.ThriftServer"
@@ -174,10 +181,10 @@ def prepare_gateways(
     data_dir: Path,
     ports: Mapping[Port, int],
 ) -> dict[str, list[str]]:
-    """``{THRIFT_B|THRIFT_TLS: cmd}`` for the HBase that :func:`prepare` set up in ``data_dir``.
+    """``{THRIFT_B|THRIFT_TLS|THRIFT2_TLS: cmd}`` for the HBase that :func:`prepare` set up in ``data_dir``.
 
     Reads that site file (so the gateways find its ZooKeeper) and makes the TLS gateway's
-    certificate afresh; wipes nothing else, so it runs beside a live master.
+    certificate (shared by both TLS gateways) afresh; wipes nothing else, so it runs beside a live master.
     """
     conf = data_dir / "conf"
     if not (conf / "hbase-site.xml").is_file():
@@ -191,6 +198,8 @@ def prepare_gateways(
         THRIFT_B: _gateway(java, classpath, conf, markers[THRIFT_B], THRIFT_MAIN, ports[Port.HBASE_THRIFT_B]),
         THRIFT_TLS: _gateway(java, classpath, tls_conf, markers[THRIFT_TLS], THRIFT_MAIN,
                              ports[Port.HBASE_THRIFT_TLS]),
+        THRIFT2_TLS: _gateway(java, classpath, tls_conf, markers[THRIFT2_TLS], THRIFT2_MAIN,
+                              ports[Port.HBASE_THRIFT2_TLS]),
     }
 
 
@@ -209,12 +218,12 @@ def _command(java: Java, classpath: Classpath, conf: Path, *, marker: str, heap:
 
 
 def tls_ca(data_dir: Path) -> Path:
-    """The CA (PEM) that signed the TLS gateway's certificate; new on every start."""
+    """The CA (PEM) that signed the TLS gateways' certificate; new on every start."""
     return data_dir / "tls" / f"{_TLS_CA}.pem"
 
 
 def _tls_conf(data_dir: Path, conf: Path) -> Path:
-    """A conf dir for the TLS gateway: the shared site plus HTTP mode, TLS and its key store.
+    """A conf dir for the TLS gateways: the shared site plus HTTP mode, TLS and its key store.
 
     A file of its own (0600, in a 0700 dir) because the key store password must not
     reach a command line; the other gateways keep the plain socket server.
@@ -345,12 +354,39 @@ def probe_thrift2(
     )
 
 
-def _meta_exists(host: str, port: int) -> bool:
+def probe_thrift2_tls(port: int, ca: Path, *, deadline: float, check: Callable[[], None] | None = None) -> None:
+    """Ask the TLS Thrift2 gateway (HTTPS, CA-verified, as ``localhost``) whether ``hbase:meta``
+    exists, retrying until ``deadline``."""
+    from thriftpy2.thrift import TException
+
+    from .._exceptions import SinkError
+
+    last: BaseException | None = None
+    while time.monotonic() < deadline:
+        if check is not None:
+            check()
+        try:
+            if _meta_exists(TLS_HOST, port, ca=ca):
+                return
+            last = OSError("tableExists(hbase:meta) answered false")
+        except (TException, OSError, SinkError) as exc:  # before the deadline: "not yet"
+            last = exc
+        log.debug("hbase thrift2 tls probe not yet successful: %r", last)
+        time.sleep(1.0)
+    raise DevstackError(
+        f"hbase thrift2 (TLS) at {TLS_HOST}:{port} did not answer tableExists(hbase:meta) over HTTPS in time "
+        f"(last error: {_short(last)})",
+        fix="read <home>/logs/hbase-thrift2-tls.log; then `python -m sparkbarrier.devstack down` and `up --all`",
+    )
+
+
+def _meta_exists(host: str, port: int, *, ca: Path | None = None) -> bool:
     # Imported here: the product client is the one IDL subset the project keeps.
     from ..connectors.hbase.client._connection import connection_options
     from ..connectors.hbase.client._thrift2 import Thrift2Admin
 
-    admin = Thrift2Admin(connection_options({**_PROBE, "hbase.thrift2.host": f"{host}:{port}"}))
+    tls = {"hbase.thrift.tls": "true", "hbase.thrift.tls.ca": str(ca)} if ca is not None else {}
+    admin = Thrift2Admin(connection_options({**_PROBE, **tls, "hbase.thrift2.host": f"{host}:{port}"}))
     try:
         return admin.table_exists("hbase:meta")
     finally:

@@ -7,8 +7,9 @@ Components, each started and health-checked as a unit:
   ``hbase-thrift`` (Thrift1, what happybase speaks) and ``hbase-thrift2``
   (THBaseService: family attributes, region locations, exact-version deletes);
 * ``gateways``, only with ``up(all_gateways=True)`` (``up --all``): ``hbase-thrift-b``
-  (a second Thrift1 gateway, for failover between gateways) and ``hbase-thrift-tls``
-  (Thrift1 over HTTPS). The demo needs neither, so plain ``up`` leaves them out; the
+  (a second Thrift1 gateway, for failover between gateways), ``hbase-thrift-tls``
+  (Thrift1 over HTTPS) and ``hbase-thrift2-tls`` (Thrift2 over HTTPS, same certificate;
+  exactly-once over TLS needs it). The demo needs none, so plain ``up`` leaves them out; the
   tests that use them ask for them (``tests/conftest.py``, ``every_gateway``). They
   serve the ``hbase`` component's master, so they stop whenever it restarts.
 
@@ -39,6 +40,7 @@ from .._endpoints import (
     HBASE_ENV,
     HBASE_GATEWAYS_ENV,
     HBASE_THRIFT2_ENV,
+    HBASE_THRIFT2_TLS_ENV,
     HBASE_TLS_CA_ENV,
     HBASE_TLS_ENV,
     KAFKA_ENV,
@@ -92,7 +94,7 @@ _GATEWAYS = "gateways"  # the component of the on-demand gateways
 _COMPONENTS: dict[str, tuple[str, ...]] = {
     "kafka": (_kafka.NAME,),
     "hbase": (_hbase.MASTER, _hbase.THRIFT, _hbase.THRIFT2),
-    _GATEWAYS: (_hbase.THRIFT_B, _hbase.THRIFT_TLS),
+    _GATEWAYS: (_hbase.THRIFT_B, _hbase.THRIFT_TLS, _hbase.THRIFT2_TLS),
 }
 _DEFAULT = ("kafka", "hbase")  # what ``up`` starts; ``up(all_gateways=True)`` adds _GATEWAYS
 _PROCESS_PORTS: dict[str, tuple[Port, ...]] = {
@@ -103,6 +105,7 @@ _PROCESS_PORTS: dict[str, tuple[Port, ...]] = {
     _hbase.THRIFT2: (Port.HBASE_THRIFT2,),
     _hbase.THRIFT_B: (Port.HBASE_THRIFT_B,),
     _hbase.THRIFT_TLS: (Port.HBASE_THRIFT_TLS,),
+    _hbase.THRIFT2_TLS: (Port.HBASE_THRIFT2_TLS,),
 }
 _PROCESSES = tuple(name for names in _COMPONENTS.values() for name in names)
 _REQUIRED = tuple(name for c in _DEFAULT for name in _COMPONENTS[c])
@@ -134,6 +137,7 @@ class Endpoints:
     hbase_thrift_gateways: tuple[tuple[str, int], ...] = ()
     hbase_thrift_tls: tuple[str, int] | None = None  # the TLS (HTTPS) Thrift1 gateway, while it runs
     hbase_thrift_tls_ca: str | None = None  # the CA (PEM) that signed its certificate
+    hbase_thrift2_tls: tuple[str, int] | None = None  # the TLS (HTTPS) Thrift2 gateway (same CA), while it runs
     kafka_security: str | None = None  # the secured listeners' manifest (JSON file)
     kafka_cluster_bootstrap: str | None = None  # the optional 3-node cluster, while it runs
     hdfs: _hdfs.HdfsEndpoints | None = None  # the optional HDFS, while it runs
@@ -149,6 +153,8 @@ class Endpoints:
         if self.hbase_thrift_tls is not None and self.hbase_thrift_tls_ca:
             env[HBASE_TLS_ENV] = f"{self.hbase_thrift_tls[0]}:{self.hbase_thrift_tls[1]}"
             env[HBASE_TLS_CA_ENV] = self.hbase_thrift_tls_ca
+        if self.hbase_thrift2_tls is not None and self.hbase_thrift_tls_ca:
+            env[HBASE_THRIFT2_TLS_ENV] = f"{self.hbase_thrift2_tls[0]}:{self.hbase_thrift2_tls[1]}"
         if self.kafka_security:
             env[KAFKA_SECURITY_ENV] = self.kafka_security
         if self.kafka_cluster_bootstrap:
@@ -238,6 +244,7 @@ class Devstack:
         first = ("127.0.0.1", thrift.ports[Port.HBASE_THRIFT.key])
         second = alive.get(_hbase.THRIFT_B)
         tls = alive.get(_hbase.THRIFT_TLS)
+        tls2 = alive.get(_hbase.THRIFT2_TLS)
         return Endpoints(
             kafka_bootstrap=f"127.0.0.1:{kafka.ports[Port.KAFKA.key]}",
             hbase_thrift=first,
@@ -245,7 +252,8 @@ class Devstack:
             hbase_thrift_gateways=(first, *([("127.0.0.1", second.ports[Port.HBASE_THRIFT_B.key])]
                                             if second else [])),
             hbase_thrift_tls=(_hbase.TLS_HOST, tls.ports[Port.HBASE_THRIFT_TLS.key]) if tls else None,
-            hbase_thrift_tls_ca=str(_hbase.tls_ca(self.paths.data("hbase"))) if tls else None,
+            hbase_thrift_tls_ca=str(_hbase.tls_ca(self.paths.data("hbase"))) if tls or tls2 else None,
+            hbase_thrift2_tls=(_hbase.TLS_HOST, tls2.ports[Port.HBASE_THRIFT2_TLS.key]) if tls2 else None,
             kafka_security=str(_kafka.security_manifest(self.paths.data("kafka"))),
             kafka_cluster_bootstrap=_kafka_cluster.KafkaCluster(
                 self.paths.home, cache=self.paths.cache, environ=self._environ).running_bootstrap(),
@@ -274,7 +282,7 @@ class Devstack:
         """Start what is not running, verify everything serves, return the endpoints.
 
         Starts Kafka, the HBase master, Thrift1 and Thrift2 (what the demo uses); with
-        ``all_gateways`` also the second Thrift1 gateway and the TLS one, beside a running
+        ``all_gateways`` also the second Thrift1 gateway and the TLS Thrift1 and Thrift2 ones, beside a running
         HBase without restarting it. Idempotent. Raises ``DevstackError`` (after stopping
         whatever this call started) when a prerequisite is missing or a server fails to
         come up.
@@ -341,6 +349,9 @@ class Devstack:
             if endpoints.hbase_thrift_tls is not None:
                 _hbase.probe_tls(endpoints.hbase_thrift_tls[1], _hbase.tls_ca(self.paths.data("hbase")),
                                  deadline=deadline)
+            if endpoints.hbase_thrift2_tls is not None:
+                _hbase.probe_thrift2_tls(endpoints.hbase_thrift2_tls[1], _hbase.tls_ca(self.paths.data("hbase")),
+                                         deadline=deadline)
         log.info("already running and healthy: %s", ", ".join(components))
 
     def _start_choosing_ports(self, components: list[str]) -> None:
@@ -409,8 +420,8 @@ class Devstack:
     def _start_gateways(self, started: _Started, cmds: Mapping[str, list[str]],
                         ports: Mapping[Port, int], deadline: float) -> None:
         """The gateways boot side by side (JVM start-up dominates), then are probed in
-        turn: Thrift1 with a data round trip, Thrift2 with an admin call, TLS by listing
-        tables over HTTPS."""
+        turn: Thrift1 with a data round trip, Thrift2 with an admin call, TLS Thrift1 by listing
+        tables over HTTPS, TLS Thrift2 with the admin call over HTTPS."""
         for name, cmd in cmds.items():
             self._spawn(started, name, cmd, ports)
         for name in cmds:
@@ -422,10 +433,13 @@ class Devstack:
                 _hbase.probe_thrift2("127.0.0.1", port, deadline=deadline, check=watch)
             elif name == _hbase.THRIFT_TLS:
                 _hbase.probe_tls(port, _hbase.tls_ca(self.paths.data("hbase")), deadline=deadline, check=watch)
+            elif name == _hbase.THRIFT2_TLS:
+                _hbase.probe_thrift2_tls(port, _hbase.tls_ca(self.paths.data("hbase")), deadline=deadline,
+                                         check=watch)
             else:
                 _hbase.probe("127.0.0.1", port, deadline=deadline, check=watch)
-            log.info("%s serves on %s:%d", name, _hbase.TLS_HOST if name == _hbase.THRIFT_TLS else "127.0.0.1",
-                     port)
+            tls = name in (_hbase.THRIFT_TLS, _hbase.THRIFT2_TLS)
+            log.info("%s serves on %s:%d", name, _hbase.TLS_HOST if tls else "127.0.0.1", port)
 
     def _fresh_log(self, name: str) -> Path:
         path = self.paths.logs / f"{name}.log"

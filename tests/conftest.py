@@ -37,6 +37,7 @@ from sparkbarrier._endpoints import (
     HBASE_ENV,
     HBASE_GATEWAYS_ENV,
     HBASE_THRIFT2_ENV,
+    HBASE_THRIFT2_TLS_ENV,
     HBASE_TLS_CA_ENV,
     HBASE_TLS_ENV,
     KAFKA_ENV,
@@ -129,6 +130,7 @@ class Servers:
     hbase_gateways: tuple[tuple[str, int], ...] = ()
     hbase_tls: tuple[str, int] | None = None  # a Thrift1 gateway over HTTPS, and its CA file
     hbase_tls_ca: str | None = None
+    hbase_tls2: tuple[str, int] | None = None  # a Thrift2 gateway over HTTPS (CA: hbase_tls_ca)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -186,9 +188,11 @@ def servers() -> Iterator[Servers]:
         gateways = tuple(_split_hostport(g, HBASE_GATEWAYS_ENV)
                          for g in os.environ.get(HBASE_GATEWAYS_ENV, "").split(",") if g.strip())
         tls = os.environ.get(HBASE_TLS_ENV)
+        tls2 = os.environ.get(HBASE_THRIFT2_TLS_ENV)
         yield Servers(os.environ[KAFKA_ENV], _split_hostport(os.environ[HBASE_ENV], HBASE_ENV),
                       thrift2, gateways, _split_hostport(tls, HBASE_TLS_ENV) if tls else None,
-                      os.environ.get(HBASE_TLS_CA_ENV))
+                      os.environ.get(HBASE_TLS_CA_ENV),
+                      _split_hostport(tls2, HBASE_THRIFT2_TLS_ENV) if tls2 else None)
     elif _BACKEND == "testcontainers":
         from testcontainers.core.container import DockerContainer
         from testcontainers.core.waiting_utils import wait_for_logs
@@ -210,7 +214,7 @@ def servers() -> Iterator[Servers]:
         # Left running on purpose: the next run reuses it (``devstack down`` stops it).
         yield Servers(endpoints.kafka_bootstrap, tuple(endpoints.hbase_thrift),
                       thrift2 or tuple(endpoints.hbase_thrift2), tuple(endpoints.hbase_thrift_gateways),
-                      endpoints.hbase_thrift_tls, endpoints.hbase_thrift_tls_ca)
+                      endpoints.hbase_thrift_tls, endpoints.hbase_thrift_tls_ca, endpoints.hbase_thrift2_tls)
 
 
 @pytest.fixture(scope="session")
@@ -229,7 +233,8 @@ def every_gateway(servers: Servers) -> Servers:
 
     endpoints = Devstack().up(all_gateways=True)
     return replace(servers, hbase_gateways=tuple(endpoints.hbase_thrift_gateways),
-                   hbase_tls=endpoints.hbase_thrift_tls, hbase_tls_ca=endpoints.hbase_thrift_tls_ca)
+                   hbase_tls=endpoints.hbase_thrift_tls, hbase_tls_ca=endpoints.hbase_thrift_tls_ca,
+                   hbase_tls2=endpoints.hbase_thrift2_tls)
 
 
 @pytest.fixture(scope="session")

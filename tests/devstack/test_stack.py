@@ -2,7 +2,7 @@
 
 Tests on the shared stack (default home) only ever call ``up``/``status``/``env``;
 anything that stops servers runs in a throw-away home on free ports. The shared stack's
-on-demand gateways (second Thrift1, TLS) may or may not run, as other tests asked.
+on-demand gateways (second Thrift1, TLS Thrift1, TLS Thrift2) may or may not run, as other tests asked.
 """
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ _EXPORT = re.compile(
     r"export SPARKBARRIER_HBASE_THRIFT2=127\.0\.0\.1:(\d+)\n"
     r"export SPARKBARRIER_HBASE_THRIFT_GATEWAYS=127\.0\.0\.1:\2(?:,127\.0\.0\.1:(\d+))?\n"
     r"(?:export SPARKBARRIER_HBASE_THRIFT_TLS=localhost:(\d+)\n"
-    r"export SPARKBARRIER_HBASE_THRIFT_TLS_CA=/\S+/sparkbarrier-thrift-ca\.pem\n)?"
+    r"export SPARKBARRIER_HBASE_THRIFT_TLS_CA=/\S+/sparkbarrier-thrift-ca\.pem\n"
+    r"export SPARKBARRIER_HBASE_THRIFT2_TLS=localhost:(\d+)\n)?"
     r"export SPARKBARRIER_KAFKA_SECURITY=(/\S+/kafka-security\.json)\n"
     r"(?:export SPARKBARRIER_KAFKA_CLUSTER_BOOTSTRAP=127\.0\.0\.1:\d+,127\.0\.0\.1:\d+,127\.0\.0\.1:\d+\n)?"
     r"(?:export SPARKBARRIER_HDFS=hdfs://127\.0\.0\.1:\d+\nexport SPARKBARRIER_WEBHDFS=http://127\.0\.0\.1:\d+\n)?"
 )  # the last line while the optional 3-node cluster runs (`cluster up`, fixture kafka_cluster)
 _DEFAULT = ["kafka", "hbase-master", "hbase-thrift", "hbase-thrift2"]  # what `up` starts
-_ON_DEMAND = ["hbase-thrift-b", "hbase-thrift-tls"]  # what `up --all` adds
+_ON_DEMAND = ["hbase-thrift-b", "hbase-thrift-tls", "hbase-thrift2-tls"]  # what `up --all` adds
 _PROCESSES = _DEFAULT + _ON_DEMAND
 
 
@@ -110,11 +111,34 @@ def test_cli_up_on_running_stack_prints_env_on_stdout_only(shared: Devstack) -> 
     assert "already running" in result.stderr
 
 
+def test_tls_thrift2_gateway_answers_thrift2_over_https_with_the_ca_verified(every_gateway) -> None:
+    """``hbase-thrift2-tls`` (``up --all``): the thrift2 server in HTTP mode with TLS, the TLS
+    Thrift1 gateway's certificate (DNS:localhost) and CA; what exactly-once over TLS needs."""
+    from sparkbarrier._exceptions import SinkError
+    from sparkbarrier.connectors.hbase.client._connection import connection_options
+    from sparkbarrier.connectors.hbase.client._thrift2 import Thrift2Admin
+
+    assert every_gateway.hbase_tls2 is not None and every_gateway.hbase_tls_ca, (
+        "no TLS Thrift2 gateway (SPARKBARRIER_HBASE_THRIFT2_TLS)")
+    host, port = every_gateway.hbase_tls2
+    tls = {"hbase.thrift.tls": "true", "hbase.thrift.tls.ca": every_gateway.hbase_tls_ca,
+           "hbase.thrift.timeout": "20000", "hbase.thrift.failover.rounds": "1"}
+    assert host == "localhost" and (host, port) != every_gateway.hbase_tls
+    with Thrift2Admin(connection_options({**tls, "hbase.thrift2.host": f"{host}:{port}"})) as admin:
+        assert admin.table_exists("hbase:meta")
+        assert not admin.table_exists("sparkbarrier_no_such_table")
+    # The CA is really verified, host name included: the certificate names localhost only.
+    # (HTTPS connects at the first call, not in the constructor.)
+    by_address = connection_options({**tls, "hbase.thrift2.host": f"127.0.0.1:{port}"})
+    with Thrift2Admin(by_address) as admin, pytest.raises(SinkError, match="CERTIFICATE_VERIFY_FAILED"):
+        admin.table_exists("hbase:meta")
+
+
 def _running(home: Path) -> dict[str, int]:
     return {p.name: p.pid for p in Devstack(home).status().processes if p.alive and p.pid}
 
 
-@pytest.mark.timeout(480)  # a start, two gateways, an HBase restart: 3.5 min on two loaded cores
+@pytest.mark.timeout(480)  # a start, three gateways, an HBase restart: 3.5 min on two loaded cores
 def test_up_starts_the_default_set_and_up_all_adds_the_gateways_beside_it(
         scratch_home: Path, scratch_env: dict[str, str], shared: Devstack) -> None:
     # One throw-away stack for every step (each start of it costs a minute on two cores).
@@ -138,9 +162,10 @@ def test_up_starts_the_default_set_and_up_all_adds_the_gateways_beside_it(
         assert re.search(rf"{name}\s+off \(up --all\)\s+pid=-", status.stdout), status.stdout
     env = run_cli("env", env=scratch_env)
     assert "SPARKBARRIER_HBASE_THRIFT_TLS" not in env.stdout
+    assert endpoints.hbase_thrift2_tls is None and "SPARKBARRIER_HBASE_THRIFT2_TLS" not in env.stdout
     assert f"SPARKBARRIER_HBASE_THRIFT_GATEWAYS=127.0.0.1:{endpoints.hbase_thrift[1]}\n" in env.stdout
 
-    # `up --all`: the two gateways start beside the running servers, which stay as they were.
+    # `up --all`: the three gateways start beside the running servers, which stay as they were.
     result = run_cli("up", "--all", env=scratch_env)
     assert result.returncode == 0, result.stderr
     every = stack.endpoints()
@@ -148,21 +173,24 @@ def test_up_starts_the_default_set_and_up_all_adds_the_gateways_beside_it(
     assert len(every.hbase_thrift_gateways) == 2 and every.hbase_thrift_gateways[0] == endpoints.hbase_thrift
     assert every.hbase_thrift_tls is not None and every.hbase_thrift_tls_ca
     assert f"export SPARKBARRIER_HBASE_THRIFT_TLS=localhost:{every.hbase_thrift_tls[1]}\n" in result.stdout
-    all_six = _running(scratch_home)
-    assert sorted(all_six) == sorted(_PROCESSES)
-    assert {n: all_six[n] for n in _DEFAULT} == default
+    assert every.hbase_thrift2_tls is not None and every.hbase_thrift2_tls != every.hbase_thrift_tls
+    assert f"export SPARKBARRIER_HBASE_THRIFT2_TLS=localhost:{every.hbase_thrift2_tls[1]}\n" in result.stdout
+    all_seven = _running(scratch_home)
+    assert sorted(all_seven) == sorted(_PROCESSES)
+    assert {n: all_seven[n] for n in _DEFAULT} == default
 
     # A plain `up` leaves running gateways alone (another session may be using them).
     assert stack.up() == every
-    assert _running(scratch_home) == all_six
+    assert _running(scratch_home) == all_seven
 
     # A restarted HBase takes them along: they would serve a master that is gone.
-    os.kill(all_six["hbase-master"], signal.SIGKILL)
+    os.kill(all_seven["hbase-master"], signal.SIGKILL)
     restarted = stack.up()
     after = _running(scratch_home)
     assert sorted(after) == sorted(_DEFAULT)
     assert after["kafka"] == default["kafka"] and after["hbase-master"] != default["hbase-master"]
     assert restarted.hbase_thrift_tls is None and len(restarted.hbase_thrift_gateways) == 1
+    assert restarted.hbase_thrift2_tls is None
     assert [p.name for p in stack.status().processes if p.optional and p.pid is None] == _ON_DEMAND
 
     assert sorted(stack.down()) == sorted(_DEFAULT)
