@@ -51,13 +51,16 @@ def _configs() -> tuple[dict[str, dict[str, str]], dict[str, int]]:
     pids = {p.name: p.pid for p in stack.status().processes if p.name.startswith("hbase-thrift") and p.pid}
     (a, pa_), (b, pb) = ep.hbase_thrift_gateways[:2]
     tls_host, tls_port = ep.hbase_thrift_tls
+    thrift2 = "%s:%d" % ep.hbase_thrift2  # exactly once needs Thrift2; the commit's deletes, not the data path
+    assert ep.hbase_thrift2_tls is not None
     configs = {
-        "1 gateway": {"hbase.thrift.host": f"{a}:{pa_}"},
-        "2 gateways": {"hbase.thrift.host": f"{a}:{pa_},{b}:{pb}"},
+        "1 gateway": {"hbase.thrift.host": f"{a}:{pa_}", "hbase.thrift2.host": thrift2},
+        "2 gateways": {"hbase.thrift.host": f"{a}:{pa_},{b}:{pb}", "hbase.thrift2.host": thrift2},
         "TLS gateway": {"hbase.thrift.host": f"{tls_host}:{tls_port}", "hbase.thrift.tls": "true",
-                        "hbase.thrift.tls.ca": str(ep.hbase_thrift_tls_ca)},
+                        "hbase.thrift.tls.ca": str(ep.hbase_thrift_tls_ca),
+                        "hbase.thrift2.host": "%s:%d" % ep.hbase_thrift2_tls},
     }
-    return configs, {k: v for k, v in pids.items() if k != "hbase-thrift2"}
+    return configs, {k: v for k, v in pids.items() if not k.startswith("hbase-thrift2")}
 
 
 def _conn(hostport: str) -> HBaseConnection:

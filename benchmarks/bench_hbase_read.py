@@ -45,6 +45,7 @@ def fill(host: str, port: int, thrift2_port: int, n: int, regions: int) -> str:
         admin.create_table(table, {"d": FamilySpec(max_versions=10, keep_deleted_cells=KeepDeletedCells.TRUE)},
                            split_keys=splits)
     opts = parse_sink_options({"hbase.thrift.host": host, "hbase.thrift.port": str(port), "table": table,
+                               "hbase.thrift2.host": f"{host}:{thrift2_port}",
                                "rowkey": "id", "commit.table": COMMITS, "sink.id": table,
                                "sink.buffer-flush.max-rows": "5000"})
     conn = HBaseConnection(connection_options(host=host, port=port))

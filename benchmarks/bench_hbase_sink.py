@@ -71,6 +71,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=9090)
+    ap.add_argument("--thrift2-port", type=int, default=9095, help="on --host; exactly once needs Thrift2")
     ap.add_argument("--files", type=int, default=2, help="input files = Spark tasks")
     ap.add_argument("--gateways", action="store_true",
                     help="instead: 1 vs 2 Thrift gateways and TLS, with gateway CPU per row (benchmarks/_gateway_bench.py)")
@@ -88,7 +89,7 @@ def main() -> None:
     results["raw client"] = n / timed(lambda: put_partition(host, port, new_table(host, port), data.to_pylist()))
 
     opts = parse_sink_options({"hbase.thrift.host": host, "hbase.thrift.port": str(port),
-                               "table": new_table(host, port), "rowkey": "id",
+                               "hbase.thrift2.port": str(args.thrift2_port), "table": new_table(host, port), "rowkey": "id",
                                "commit.table": "sparkbarrier_commits_bench"})
     ensure_commit_table(HBaseConnection(connection_options(host=host, port=port)), opts.commit_table)
     results["task writer"] = n / timed(lambda: write_task(opts, TaskIdentity("bench", 0, 0),
@@ -127,7 +128,8 @@ def main() -> None:
     results["foreachBatch"] = n / timed(lambda: run(source().writeStream.foreachBatch(fb), "fb"))
     for tag, guarantee in (("sink eo", "exactly-once"), ("sink alo", "at-least-once"), ("sink eo#2", "exactly-once")):
         w = (source().writeStream.format("barrier-hbase").option("hbase.thrift.host", host)
-             .option("hbase.thrift.port", str(port)).option("table", new_table(host, port)).option("rowkey", "id")
+             .option("hbase.thrift.port", str(port)).option("hbase.thrift2.port", str(args.thrift2_port))
+             .option("table", f"bench_{uuid.uuid4().hex[:8]}").option("create.table", "true").option("rowkey", "id")
              .option("delivery.guarantee", guarantee).option("commit.table", "sparkbarrier_commits_bench"))
         results[tag] = n / timed(lambda w=w, tag=tag: run(w, tag.replace(" ", "_").replace("#", "")))
     spark.stop()

@@ -7,8 +7,9 @@ Run with ``./dev demo`` (starts the devstack first) or directly::
 Endpoints: ``--bootstrap`` / ``--hbase`` or ``SPARKBARRIER_KAFKA_BOOTSTRAP`` /
 ``SPARKBARRIER_HBASE_THRIFT``, else the local devstack (started if needed). The HBase
 Thrift2 server (``--hbase-thrift2`` or ``SPARKBARRIER_HBASE_THRIFT2``, host:port on the
-Thrift host; the devstack's when the devstack is used) is optional: with it the sink
-creates its table with ``KEEP_DELETED_CELLS=TRUE``, which makes the committed view exact.
+Thrift host; the devstack's when the devstack is used) is needed: the sink's exactly-once
+mode removes the puts of tries Spark did not commit with exact-version deletes and creates
+its table with ``KEEP_DELETED_CELLS=TRUE`` through it.
 
 What happens: a new 2-partition topic gets a stream of upserts and deletes over a small
 key space (``workload.py``); the streaming query runs for ``--seconds`` with one progress
@@ -257,7 +258,7 @@ def _as_cells(row: dict[str, Any]) -> dict[bytes, bytes]:
 
 
 def _endpoints(args: argparse.Namespace) -> tuple[str, tuple[str, int], int | None]:
-    """Kafka bootstrap, HBase Thrift (host, port) and the Thrift2 port (None: no Thrift2)."""
+    """Kafka bootstrap, HBase Thrift (host, port) and the Thrift2 port."""
     kafka = args.bootstrap or os.environ.get(KAFKA_ENV)
     hbase = args.hbase or os.environ.get(HBASE_ENV)
     thrift2 = args.hbase_thrift2 or os.environ.get(HBASE_THRIFT2_ENV)
@@ -270,11 +271,12 @@ def _endpoints(args: argparse.Namespace) -> tuple[str, tuple[str, int], int | No
             hbase = "%s:%d" % tuple(endpoints.hbase_thrift)
             thrift2 = thrift2 or "%s:%d" % tuple(endpoints.hbase_thrift2)
     host, port = parse_hostport(hbase, "--hbase")
-    thrift2_port = None
-    if thrift2:
-        host2, thrift2_port = parse_hostport(thrift2, "--hbase-thrift2")
-        if host2 != host:
-            raise RuntimeError(f"the Thrift2 server must run on the Thrift host {host}, got {thrift2}")
+    if not thrift2:
+        raise RuntimeError(f"the demo's sink runs exactly once, which needs HBase's Thrift2 server: pass "
+                           f"--hbase-thrift2 {host}:<port> or set {HBASE_THRIFT2_ENV}")
+    host2, thrift2_port = parse_hostport(thrift2, "--hbase-thrift2")
+    if host2 != host:
+        raise RuntimeError(f"the Thrift2 server must run on the Thrift host {host}, got {thrift2}")
     return kafka, (host, port), thrift2_port
 
 
@@ -284,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
     ckpt = Path(tempfile.mkdtemp(prefix="sparkbarrier-demo-"))
     started = time.monotonic()
     print(f"sparkbarrier demo: Kafka {bootstrap}, HBase Thrift {hbase[0]}:{hbase[1]} "
-          f"(Thrift2 port {thrift2_port or 'none: the table gets no KEEP_DELETED_CELLS'})\n"
+          f"(Thrift2 port {thrift2_port})\n"
           f"  topic/table/sink.id {names.topic}, group {names.group}, checkpoint {ckpt}", flush=True)
     create_topic(bootstrap, names.topic, partitions=2)
     workload = Workload(bootstrap, names.topic, rate=args.rate, keys=args.keys)
@@ -437,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain-timeout", type=float, default=120)
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers")
     parser.add_argument("--hbase", help="HBase Thrift1 host:port")
-    parser.add_argument("--hbase-thrift2", help="HBase Thrift2 host:port (optional; same host as --hbase)")
+    parser.add_argument("--hbase-thrift2", help="HBase Thrift2 host:port (same host as --hbase)")
     parser.add_argument("--keep-checkpoint", action="store_true")
     parser.add_argument("--source", choices=["barrier-kafka", "kafka"], default="barrier-kafka",
                         help="barrier-kafka, or Spark's own format('kafka') with "

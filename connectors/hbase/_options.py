@@ -287,7 +287,7 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
     """Validate Spark's option map for the sink (driver, at query start)."""
     v, _ = parse_options(raw, SINK_OPTION_SPECS, source_name="barrier-hbase sink", ignored=SPARK_SINK_KEYS,
                          renamed=RENAMED_SINK_OPTIONS)
-    return HBaseSinkOptions(
+    opts = HBaseSinkOptions(
         **_shared_fields(v),
         rowkey=v.text("rowkey"),
         column_family=v.text("column.family"),
@@ -302,6 +302,18 @@ def parse_sink_options(raw: Mapping[str, str]) -> HBaseSinkOptions:
         history_retain=v.integer("commit.history.retain"),
         max_tasks=v.integer("sink.max-write-tasks"),
     )
+    if opts.exactly_once and not opts.thrift2_gateways:
+        # Thrift1 has no exact-version delete: the puts of a try Spark did not commit, or of an
+        # abandoned attempt, could not be removed apart from the committed ones, and it cannot
+        # read KEEP_DELETED_CELLS either (docs/hbase-guarantees.md, what the argument rests on).
+        raise ConfigError(
+            "barrier-hbase: delivery.guarantee=exactly-once needs a Thrift2 gateway: the sink removes the puts "
+            "of tries Spark did not commit, and of attempts a restart abandoned, with exact-version deletes, "
+            "and checks the table's KEEP_DELETED_CELLS, and Thrift1 can do neither. Set option "
+            "'hbase.thrift2.host' (HBase's `hbase thrift2` server, e.g. host:9095; or 'hbase.thrift2.port' "
+            "for one on the Thrift1 hosts), or set delivery.guarantee=at-least-once (a replay may then add "
+            "versions)", option="hbase.thrift2.host")
+    return opts
 
 
 @dataclass(frozen=True)

@@ -146,7 +146,8 @@ def test_both_hops_parse_into_the_one_settings_type() -> None:
     from sparkbarrier.connectors.kafka.client._kerberos import parse_krb5_jaas
 
     kafka = parse_krb5_jaas({"useKeyTab": "true", "keyTab": "/k/etl.keytab", "principal": "etl@R"}, "kafka")
-    hbase = parse_sink_options({"table": "t", "rowkey": "id", "hbase.thrift.authentication": "kerberos",
+    hbase = parse_sink_options({"table": "t", "rowkey": "id", "hbase.thrift2.port": "9095",
+                                "hbase.thrift.authentication": "kerberos",
                                 PRINCIPAL: "etl@R", KEYTAB: "/k/etl.keytab"}).kerberos
     assert type(kafka) is type(hbase) is KerberosSettings
     assert kafka == KerberosSettings("etl@R", "/k/etl.keytab", service="kafka")

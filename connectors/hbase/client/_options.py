@@ -99,16 +99,17 @@ GATEWAY_OPTION_SPECS: tuple[OptionSpec, ...] = (
     ),
     OptionSpec(
         "hbase.thrift2.port", parse_optional_port, None,
-        "optional HBase Thrift2 gateway port: alone, it enables Thrift2 on the `hbase.thrift.host` hosts; "
-        "with `hbase.thrift2.host`, the port of its entries that name none. Thrift2 lets the sink check and "
-        "set `KEEP_DELETED_CELLS` (Thrift1 cannot), which makes committed and as-of reads exact",
+        "HBase Thrift2 gateway port: alone, it enables Thrift2 on the `hbase.thrift.host` hosts; "
+        "with `hbase.thrift2.host`, the port of its entries that name none. Thrift2 lets the sink delete "
+        "exact versions and check and set `KEEP_DELETED_CELLS` (Thrift1 cannot)",
         type_name="int",
     ),
     OptionSpec(
         "hbase.thrift2.host", parse_stripped, "",
-        "optional Thrift2 gateway list like `hbase.thrift.host`; set alone (every entry with its port, "
+        "Thrift2 gateway list like `hbase.thrift.host`; set alone (every entry with its port, "
         "`h1:9095,h2:9095`), it enables Thrift2; an entry without a port uses `hbase.thrift2.port`. "
-        "Unset: the Thrift1 hosts at `hbase.thrift2.port`, or no Thrift2 when that is unset too",
+        "Unset: the Thrift1 hosts at `hbase.thrift2.port`, or no Thrift2 when that is unset too. The sink's "
+        "exactly-once mode needs Thrift2 and refuses to start without it",
     ),
     OptionSpec(
         "hbase.thrift.failover.rounds", parse_positive_int, 3,

@@ -1,72 +1,33 @@
 """Where a batch attempt writes: decided from ids the protocol owns, never from the data.
 
-The ids: the query id and Spark's batch id; the *plan* (``plan_id``: the planned batch
-whose pickled writer the task runs, an epoch the driver raises in the commit table for
-every batch it plans, ``raise_plan_epoch``: a later plan has a larger one, whatever the
-clocks say); a write task's Spark partition id; and the commit sequence.
+The ids: the query id and Spark's batch id; the *plan* (``plan_id``: an epoch the
+driver raises in the commit table for every batch it plans, ``raise_plan_epoch``, so a
+later plan is larger whatever the clocks say); a write task's Spark partition id; and
+the commit sequence. The rule (:func:`place`, executor, once per write task; the sink
+row is its only input besides the task's ids):
 
-The rule (executor, once per write task, in :func:`place`; the commit table's sink row
-is its only input besides the task's own ids):
+1. The last commit is this (query, batch): a replay of a committed batch, nothing to write.
+2. The recorded attempt has a *newer* plan, or this query committed a later batch: the
+   task is a leftover (of a replanned driver, a speculative copy, an older batch), fenced.
+3. The in-flight attempt is this plan's, on the same commit: a retry or a copy joins it
+   (its base and key test), fenced once the driver is committing it (``closing``).
+4. The in-flight attempt is an *older* plan's and produced no commit (a driver that died
+   mid-batch, a ``sink.id`` takeover): abandoned; the new attempt records its base (and
+   those it carried) in ``abandoned`` and starts above what it wrote (:func:`written_end`).
+5. Otherwise a new attempt at ``max(planning clock, the last commit's read bound)``.
 
-1. The last commit is this (query, batch): a replay of a committed batch. Nothing is
-   written (the batch is in the table already); the driver's commit is a no-op.
-2. The recorded attempt has a *newer* plan than this task, or the last commit is a later
-   batch of this query: this task is a leftover (of a driver that died and was
-   replanned, a speculative copy that outlived its stage, a task of an older batch): it
-   is fenced (:class:`~sparkbarrier.FencedError`) and writes nothing.
-3. The in-flight attempt is this (query, batch), on top of the same commit, and was
-   started by this task's plan: a retry or a concurrent copy of a task of the same
-   plan. It reuses the attempt's base and key test (``keyed_tasks``, ``key_hash``,
-   ``key_residues``), so its block is the
-   other copy's (``_timestamps.task_block``: from its partition id and its keys, the same
-   rows on every try); it puts at a slot of its own in that block (``_writer``).
-   Once the driver began committing the attempt (``closing``) it is a leftover: fenced.
-4. The in-flight attempt is from an *older* plan and did not produce the last commit
-   (a driver that died mid-batch; another query that took the ``sink.id`` over, or lost
-   the commit to one): it is abandoned. Its base joins the new attempt's ``abandoned``
-   list (with the bases it had abandoned itself on top of the same commit), and the new
-   attempt starts above all of them.
-5. Otherwise a new attempt at ``max(now, the last commit's read bound)``.
-
-Why it is exact (for every query shape Spark allows before the sink). Inside one attempt
-a write task's block follows from its partition id and whether all its keys hash to its
-own residue under the attempt's modulus and partitioner (``_keyed``; two keyed tasks share no key, every other task
-has a block of its own), and it writes each key's net change once (``_buffer``:
-a key's net change is a function of its own rows): its delete markers at the block's first
-millisecond, the same for every try whatever the order of its rows, and its puts at the
-slot its try claimed. The commit first closes the attempt (no try notes, and so sends,
-anything after that), then deletes the noted puts of every try Spark did not commit
-(``_committer``), so each row ends as the committing try left it in whatever order the
-tries' rows and write calls arrived, and the attempt that commits writes what a run
-without failures of that plan writes. An abandoned attempt's tries noted their keys in the commit
-table before sending anything, conditional on their attempt still being the recorded one
-(``_commit_table``: ``c:task-*``); once replaced, none can send anything. Before the
-replacing attempt commits, the driver deletes exactly the noted versions (row, the
-sink's columns, the put timestamp of the try's slot): no scan, nothing
-of another writer's rows or columns, nothing outside those timestamps; a note whose
-mutations land later is masked by the version delete all the same. Only an abandoned
-at-least-once attempt (its tries note nothing: ``unnoted``), or any without Thrift2,
-leaves puts, and only its range becomes a gap the committed and as-of views skip. The
-abandoned attempt's delete markers (HBase cannot take them back) mask only versions below that range, which the
-committing attempt's own deletes of the same rows mask too, the batch's input being the
-same. Nothing here looks at the rows.
-
-A clock only chooses a new attempt's base (``max(now, everything written before)``), and
-that clock is the planning driver's, carried in the plan id (``e<epoch>@<ms>``,
-:func:`plan_clock`): one clock per batch, chosen by the protocol, so an executor whose
-clock runs ahead or behind changes nothing. A clock behind another makes the base the
-floor, never a lower one, and plans are ordered by epochs, not clocks.
+Why that is exact, step by step against this code: docs/hbase-guarantees.md. The clock
+is the planning driver's, carried in the plan id (``e<epoch>@<ms>``, :func:`plan_clock`),
+so an executor's clock changes nothing; a clock behind makes the base the floor.
 
 In-flight state is read in this release's format and its predecessor's, no older one
-(:func:`check_formats`, at query start and before every placement): removing an
-abandoned attempt exactly needs its writes noted in ``c:task-*`` cells, and a replay
-over an attempt whose writes it cannot find would leave them where committed reads see
-them. Committed records are not in flight: their gaps and history read as they are.
+(:func:`check_formats`): removing an abandoned attempt exactly needs its writes noted
+where this release finds them. Committed records are not in flight: they read as they are.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...._exceptions import ConfigError, FencedError, ProtocolError
@@ -119,40 +80,35 @@ def plan_clock(plan_id: str) -> int | None:
 
 
 def check_formats(commit: CommitRecord | None, attempt: AttemptRecord | None, *, sink_id: str,
-                  commit_table: str, flush_notes: Collection[int] = ()) -> None:
-    """Refuse a batch in flight in a format older than this release's predecessor's (see module doc).
+                  commit_table: str, notes: Sequence[TaskNote] = ()) -> None:
+    """Refuse a batch left in flight by a release before 2026-11-29 (see module doc).
 
-    Driver at query start, executor before every placement, and the driver's commit of a
-    batch that abandoned attempts (an old release's task may note a flush until its attempt
-    is replaced). ``flush_notes``: the bases of the sink row's ``c:log-*`` cells. The
-    refusal names the format and two ways out: finish the batch with the release the
-    user upgraded from, which reads it; or delete ``c:attempt``, after which the next plan places
-    afresh above the last commit and what the attempt wrote stays, below the replay's
-    writes but in no gap. That placement takes its base from the planning clock, so the
-    way out waits until that clock is past everything the attempt may have written.
+    Driver at query start, executor before every placement. Those releases recorded no
+    ``keyed_tasks`` and noted no block (``TaskNote.block``: their task ``p`` wrote in block
+    ``p`` of another layout); an attempt of the release after them carries the bases of
+    such attempts it abandoned, whose done notes have no block. The refusal names the
+    format and two ways out: finish the batch with the release the user upgraded from,
+    which reads it; or delete ``c:attempt``, after which the next plan places afresh above
+    the last commit and what the attempt wrote stays, below the replay's writes but in no
+    gap. That placement takes its base from the planning clock, so the way out waits until
+    that clock is past everything the attempt may have written.
     """
     if attempt is None or _produced(commit, attempt):
         return
-    ranges = [attempt.base_ms, *attempt.abandoned]
-    if not attempt.noted:
-        what = "was left in flight by a release before 2026-11-27, which noted nothing of what its tasks wrote"
-    elif attempt.gap is not None:
-        what = (f"is in flight over an attempt a release before 2026-11-27 left (timestamps {attempt.gap[0]}.."
-                f"{attempt.gap[1]}), which noted nothing of what its tasks wrote")
-    elif flush_notes and set(ranges) & set(flush_notes):
-        what = "has c:log-* flush notes of a release before 2026-11-28, whose format this release does not read"
-    else:
+    ranges = {attempt.base_ms, *attempt.abandoned}
+    if attempt.keyed_tasks and attempt.gap is None and not any(
+            n.base_ms in ranges and n.chunks is not None and n.block is None for n in notes):
         return
     end = max([b + attempt.reach_ms for b in ranges] + [attempt.gap[1] if attempt.gap else 0])
     raise ProtocolError(
-        f"sink.id {sink_id!r}: batch {attempt.batch_id} of query {attempt.query_id} {what}. This release removes "
-        f"an abandoned attempt's writes only from its c:task-* notes, so it cannot replay that batch exactly. "
-        f"Finish batch {attempt.batch_id} with the release you upgraded from (it removes what the attempt wrote "
-        f"and commits), then restart on this one. Or give that attempt's writes up: once the driver's clock is "
-        f"past {end} (epoch ms; they lie below it), delete cell c:attempt of row {sink_id!r} in commit table "
-        f"{commit_table!r} (HBase shell: deleteall '{commit_table}', '{sink_id}', 'c:attempt'); they then stay in "
-        f"the table as versions below the replay's, in no gap, so committed reads see those the replay does not "
-        f"overwrite")
+        f"sink.id {sink_id!r}: batch {attempt.batch_id} of query {attempt.query_id} was left in flight by a "
+        f"release before 2026-11-29, whose attempts and notes this release does not read, so it cannot replay "
+        f"that batch exactly. Finish batch {attempt.batch_id} with the release you upgraded from (it removes what "
+        f"the attempt wrote and commits), then restart on this one. Or give that attempt's writes up: once the "
+        f"driver's clock is past {end} (epoch ms; they lie below it), delete cell c:attempt of row {sink_id!r} in "
+        f"commit table {commit_table!r} (HBase shell: deleteall '{commit_table}', '{sink_id}', 'c:attempt'); they "
+        f"then stay in the table as versions below the replay's, in no gap, so committed reads see those the "
+        f"replay does not overwrite")
 
 
 def check_writes(commit: CommitRecord | None, attempt: AttemptRecord | None, writes: dict[str, str],

@@ -1,78 +1,48 @@
 """A write task's net change per row key, spilled to local disk past a memory bound, written once.
 
-Why this shape. Exactly once needs every try of a task (a retry, a speculative copy, an
-executor declared lost that still runs) to leave what one try leaves, whatever order its
-rows arrive in: after a shuffle Spark gives a retry the same rows, but interleaves the
-keys differently (remote blocks arrive in any order), and where one key's rows come
-from several upstream tasks, their order too. Anything that depends on where in the
-input a row sits -- flush boundaries, a key's "round" -- differs between tries. So the
-task nets its *whole* input per key and writes each key once, at the end of its input:
+Why this shape. Every try of a task (a retry, a speculative copy, a lost executor's task
+still running) must leave what one try leaves, whatever order its rows arrive in: after
+a shuffle Spark gives a retry the same rows in another order. Anything that depends on
+where in the input a row sits (flush boundaries, a key's "round") differs between tries,
+so the task nets its *whole* input per key and writes each key once, at the end of its
+input (docs/hbase-guarantees.md, step 3). A key's net change (``_RowChange``: row
+deleted, cells deleted, last value per put cell) is a function of its own rows; which
+cells it deletes does not depend on their order at all, only put values can. Writes go
+out in calls of at most ``max_rows`` rows or ``max_size`` bytes (``sink.buffer-flush.*``):
+deletes at the task's delete timestamp, puts at its try's slot (``TaskClock``).
 
-* the net change of a key is a function of that key's own rows alone (``_RowChange``:
-  whether the row was deleted, which of the sink's cells were deleted, the last value
-  of every put cell; a null with ``sink.ignore-null-value`` leaves the cell as it was,
-  whatever came before it in the batch). Which cells it deletes does not depend on the
-  rows' order at all (a row delete anywhere, or the union of the cells nulled); only
-  the put values can;
-* every key of the task is written at the task's delete timestamp (the same on every
-  try) and the put timestamp of the try's slot (``TaskClock``; ``note`` returns the
-  slot, ``_writer``), so a delete followed by puts is a marker below the new values, and
-  tries that saw a key's rows in the same order write the same markers and the same
-  values; where they did not, the commit removes every try's puts but the committing
-  one's (``_committer``);
-* the writes go out in calls of at most ``max_rows`` rows or ``max_size`` bytes
-  (``sink.buffer-flush.*``), each call one ``mutateRowsTs``: a call's rows are
-  independent, so the calls of two tries may land in any interleaving.
+Memory. ``max_memory`` bounds what the task holds, for any row size and key skew (the
+fixed overhead on top: docs/hbase-sink.md). Held keys are costed as CPython holds them
+(:func:`_cost`), at their *net* change (a hot key costs one row); past the bound they
+are sorted and spilled as a run (``.._spill.SortedRuns``: chunks of ``max_memory / 64``
+costed bytes, merged within ``max_memory``, two files open). Equal keys net in run order
+(input order for that key) and :func:`net` is associative, so the merge's passes change
+nothing in what is written.
 
-Memory (issue 57). ``max_memory`` bounds what the task holds, whatever its row sizes and key
-skew; the fixed overhead on top is measured and documented (docs/hbase-sink.md):
-
-* the held keys are costed as CPython holds them (:func:`_cost`: the objects' headers, the
-  dicts' tables, the value bytes), and a key's cost is its *net* change: a hot key's rows
-  replace its values, so it costs one row, not one per row. Past ``max_memory`` the held
-  keys are sorted and spilled as a run;
-* every run lives in one unlinked temporary file, read back with ``pread``: a task has at
-  most two spill files open (the one read, the one written), whatever its number of runs;
-* runs are written in chunks cut where they reach ``max_memory / 64`` costed bytes (one
-  change, when a single key is bigger), and the merge reads one chunk per run: a pass merges as
-  many consecutive runs as their largest chunks fit in ``max_memory`` (at most
-  :data:`MAX_FAN_IN`, at least two), and passes repeat until one takes every run. Equal
-  keys net in run order, which is input order for that key, and :func:`net` is
-  associative, so the passes change nothing in what is written.
-
-Before anything is sent, ``note`` (when given, exactly once: ``_writer``) receives the
-keys whose puts the task sends, as a stream: it records them in the commit table, is
-refused once the task's attempt was replaced or is being committed (then nothing is
-sent), and returns the try's put slot. By the time the stream ends, every key of the task
-has passed ``keyed`` (when given), which decides the block the task writes in
-(``_keyed``: the batch's shared block when every key hashes to the task) and keeps the
-task's report of its keys' classes (``key_classes``), so ``note`` can record the block.
-
-Any write failure raises :class:`FlushError`: Spark fails the task and retries it, and
-the retry writes the same delete markers, and its puts at a slot of its own.
+Before anything is sent, ``note`` (exactly once: ``_writer``) receives the keys whose
+puts the task sends, as a stream, records them, and returns the try's put slot, or
+raises once the attempt was replaced or is being committed (then nothing is sent). By
+then every key has passed ``keyed``, which chooses the task's block (``_keyed``). A
+write failure raises :class:`FlushError`; Spark retries the task, which writes the same
+markers and its puts at a slot of its own.
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
-import marshal
-import os
-import struct
-import tempfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from sys import getsizeof
 from typing import Any
 
 from ...._exceptions import FlushError, SinkError
 from ...._faults import fault_point
+from ..._spill import SortedRuns
 from ..client._connection import HBaseConnection
 from ..client._errors import refusals
 from ._keyed import KeyClasses
 from ._timestamps import TaskClock
 
-__all__ = ["FAULT_AFTER_PARTIAL_FLUSH", "KEY_OVERHEAD_BYTES", "MAX_FAN_IN", "MutationBuffer", "net"]
+__all__ = ["FAULT_AFTER_PARTIAL_FLUSH", "KEY_OVERHEAD_BYTES", "MutationBuffer", "net"]
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +58,6 @@ _TRAVEL_COST = 120  # a change as runs and the merge carry it: (key, (deleted, c
 # Runs are written in chunks of at most max_memory / _CHUNKS_PER_BUDGET costed bytes (or one
 # change, if bigger): a merge pass holds one chunk per run it reads, so ~60 runs fit.
 _CHUNKS_PER_BUDGET = 64
-MAX_FAN_IN = 64  # the most runs one merge pass reads (more runs: another pass)
-_LENGTH = struct.Struct(">Q")
 
 # A net change as it travels through runs and the merge: (deleted, cell deletes, puts).
 Change = tuple[bool, frozenset[bytes], dict[bytes, bytes]]
@@ -179,7 +147,6 @@ class MutationBuffer:
         self.clock = clock
         self._delete_columns = delete_columns  # what a row delete clears (``SinkLayout.delete_columns``)
         self.max_rows, self.max_size, self.max_memory = max_rows, max_size, max_memory
-        self._chunk_bytes = max(1, max_memory // _CHUNKS_PER_BUDGET)
         self.batch_id = batch_id
         self._note = note
         self._slot = 0  # the put slot of this try (``note`` returns it)
@@ -192,12 +159,18 @@ class MutationBuffer:
         # its puts, with no _RowChange: the common path costs one dict per key.
         self._changes: dict[bytes, _RowChange | dict[bytes, bytes]] = {}
         self._held = 0  # the cost of _changes (``_cost`` and KEY_OVERHEAD_BYTES per key)
-        self._runs: list[_Run] = []  # spilled runs in self._file, oldest first
-        self._file = _RunFile()  # holds the runs (a file is created by the first spill)
-        self._spare = _RunFile()  # a merge pass writes here, then the two swap
+        self._runs: SortedRuns[Change] = SortedRuns(max_memory=max_memory, cost=_travel_cost, combine=net,
+                                                    chunk_bytes=max(1, max_memory // _CHUNKS_PER_BUDGET))
         self.written = False  # something was sent (the task's timestamps are in use)
-        self.spilled_runs = 0
-        self.merge_passes = 0  # passes before the last (which the note reads): 0 up to MAX_FAN_IN runs
+
+    @property
+    def spilled_runs(self) -> int:
+        return self._runs.spilled
+
+    @property
+    def merge_passes(self) -> int:
+        """Passes before the last (which the note reads): 0 up to ``_spill.MAX_FAN_IN`` runs."""
+        return self._runs.passes
 
     def delete_row(self, key: bytes, nbytes: int) -> None:  # noqa: ARG002 (see upsert)
         change, before = self._row_change(key)
@@ -257,41 +230,9 @@ class MutationBuffer:
         if not self._changes:
             return
         changes, held, count = self._changes, self._held, len(self._changes)
-        items = ((k, _frozen(changes.pop(k))) for k in sorted(changes))
-        self._runs.append(self._file.write(items, self._chunk_bytes))
-        self.spilled_runs += 1
-        log.debug("spilled %d netted key(s) (~%d bytes) to run %d", count, held, len(self._runs))
+        self._runs.spill((k, _frozen(changes.pop(k))) for k in sorted(changes))
+        log.debug("spilled %d netted key(s) (~%d bytes) to run %d", count, held, self._runs.spilled)
         self._changes, self._held = {}, 0
-
-    def _groups(self) -> list[list[_Run]]:
-        """The runs cut into consecutive groups a merge pass can read at once.
-
-        As many runs as their largest chunks fit in ``max_memory`` besides the pass's own
-        chunk (its output, its marshalled copy, one chunk being read): at most
-        :data:`MAX_FAN_IN`, at least two (a key bigger than the budget's share still merges).
-        """
-        budget = self.max_memory - 3 * self._chunk_bytes
-        groups: list[list[_Run]] = [[]]
-        size = 0
-        for run in self._runs:
-            group = groups[-1]
-            if len(group) >= 2 and (len(group) >= MAX_FAN_IN or size + run.largest > budget):
-                groups.append([])
-                size = 0
-            groups[-1].append(run)
-            size += run.largest
-        return groups
-
-    def _one_pass_left(self) -> _RunFile:
-        """Merge groups of runs into longer ones until one pass can read them all; their file."""
-        while len(groups := self._groups()) > 1:
-            src, out = self._file, self._spare
-            self._runs = [out.write(_netted([src.read(r) for r in group]), self._chunk_bytes) for group in groups]
-            src.clear()
-            self._file, self._spare = out, src
-            self.merge_passes += 1
-            log.debug("merge pass %d: %d run(s) left", self.merge_passes, len(self._runs))
-        return self._file
 
     def flush(self, *, final: bool = False) -> None:
         """Write everything at the end of the task's input (``final``); a barrier inside a task writes nothing.
@@ -300,27 +241,22 @@ class MutationBuffer:
         on the driver), and writing there would split a key's rows by their position in
         the input: the one thing two tries of a task do not share.
 
-        After spills, the held keys spill too (the merge then holds chunks only), merge
-        passes leave runs one pass can read, and that pass writes a final run while the
-        note takes the keys; the writes then read the final run once.
+        After spills, the held keys spill too (the merge then holds chunks only), and the
+        note takes the keys as the runs drain; the writes then read the drained copy once.
         """
         if not final or self.written or (not self._changes and not self._runs):
             return
         changes: Iterable[tuple[bytes, bool, Any, dict[bytes, bytes]]]
         if self._runs:
             self._spill()
-            src, dst = self._one_pass_left(), self._spare
-            out = _RunWriter(dst, self._chunk_bytes)
-
             check = self._keyed[0] if self._keyed is not None else None
 
             def keys() -> Iterator[bytes]:
-                for item in _netted([src.read(r) for r in self._runs]):
-                    out.add(item)
+                for key, change in self._runs.drain():
                     if check is not None:
-                        check.add(item[0])
-                    if item[1][2]:
-                        yield item[0]
+                        check.add(key)
+                    if change[2]:
+                        yield key
                 self._settle()
 
             if self._note is not None:
@@ -328,10 +264,7 @@ class MutationBuffer:
             else:
                 for _ in keys():
                     pass
-            final_run = out.done()
-            src.clear()
-            self._runs = []
-            changes = ((k, d, c, p) for k, (d, c, p) in dst.read(final_run))
+            changes = ((k, d, c, p) for k, (d, c, p) in self._runs.replay())
         else:
             self._settle(self._changes)
             if self._note is not None:
@@ -390,137 +323,8 @@ class MutationBuffer:
             self._conn.call(lambda c: c.client.mutateRowsTs(self._table, mutations, ts, {}))
 
     def close(self) -> None:
-        """Drop the spill files (unlinked from the start: they vanish when closed, or when the process dies)."""
-        self._file.close()
-        self._spare.close()
-        self._runs = []
-
-
-def _netted(streams: list[Iterator[tuple[bytes, Change]]]) -> Iterator[tuple[bytes, Change]]:
-    """Runs (each in key order, oldest first) merged by key: every key once, netted in run order."""
-    if len(streams) == 1:
-        yield from streams[0]
-        return
-    current: tuple[bytes, Change] | None = None
-    # (key, run) orders a key's changes by input: runs oldest first
-    for key, _, change in heapq.merge(*(_numbered(n, s) for n, s in enumerate(streams))):
-        if current is not None and current[0] == key:
-            current = (key, net(current[1], change))
-            continue
-        if current is not None:
-            yield current
-        current = (key, change)
-    if current is not None:
-        yield current
-
-
-def _numbered(n: int, items: Iterable[tuple[bytes, Change]]) -> Iterator[tuple[bytes, int, Change]]:
-    return ((k, n, c) for k, c in items)
-
-
-@dataclass(frozen=True)
-class _Run:
-    """A run's bytes in its file, and its largest chunk's cost (what reading the run holds)."""
-
-    start: int
-    end: int
-    largest: int
-
-
-class _RunFile:
-    """Runs back to back in one temporary file in the executor's local temporary directory.
-
-    Unlinked from the start, so nothing is left behind by a killed worker; read with
-    ``pread`` at a run's offsets, so a task holds two files open (this one and the
-    spare of a merge pass) whatever its number of runs: issue 57 ran out of descriptors
-    at about 1,024 runs, one open file each.
-    """
-
-    def __init__(self) -> None:
-        self._fd: int | None = None  # opened by the first append: most tasks never spill
-        self.size = 0
-
-    def _opened(self) -> int:
-        if self._fd is None:
-            with tempfile.TemporaryFile(prefix="sparkbarrier-hbase-run-", buffering=0) as f:
-                self._fd = os.dup(f.fileno())  # the descriptor outlives the wrapper; the file is unlinked already
-        return self._fd
-
-    def write(self, items: Iterable[tuple[bytes, Change]], chunk_bytes: int) -> _Run:
-        out = _RunWriter(self, chunk_bytes)
-        for item in items:
-            out.add(item)
-        return out.done()
-
-    def append(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.pwrite(self._opened(), view, self.size)
-            self.size += n
-            view = view[n:]
-
-    def read(self, run: _Run) -> Iterator[tuple[bytes, Change]]:
-        """A run's changes in key order, one chunk in memory at a time (an item handed out is
-        dropped from the chunk, so what the merge has passed on is freed as it goes)."""
-        fd, pos = self._opened(), run.start
-        while pos < run.end:
-            (n,) = _LENGTH.unpack(_pread(fd, _LENGTH.size, pos))
-            chunk: list[tuple[bytes, Change]] = marshal.loads(_pread(fd, n, pos + _LENGTH.size))
-            pos += _LENGTH.size + n
-            chunk.reverse()
-            while chunk:
-                yield chunk.pop()
-
-    def clear(self) -> None:
-        """Every run read: give the disk back."""
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-        self.size = 0
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        self.size = 0
-
-
-class _RunWriter:
-    """Appends one run to a :class:`_RunFile`: chunks of changes in key order, each ``marshal``-led
-    by its length, cut at ``chunk_bytes`` of :func:`_travel_cost` (by bytes, not by count: 4,096
-    changes of 100 KB held 400 MB, issue 57)."""
-
-    def __init__(self, file: _RunFile, chunk_bytes: int) -> None:
-        self._file, self._chunk_bytes, self._start = file, chunk_bytes, file.size
-        self._chunk: list[tuple[bytes, Change]] = []
-        self._cost = self._largest = 0
-
-    def add(self, item: tuple[bytes, Change]) -> None:
-        self._chunk.append(item)
-        self._cost += _travel_cost(*item)
-        if self._cost >= self._chunk_bytes:
-            self._dump()
-
-    def _dump(self) -> None:
-        data = marshal.dumps(self._chunk)
-        self._chunk = []
-        self._file.append(_LENGTH.pack(len(data)))
-        self._file.append(data)
-        self._largest, self._cost = max(self._largest, self._cost), 0
-
-    def done(self) -> _Run:
-        if self._chunk:
-            self._dump()
-        return _Run(self._start, self._file.size, self._largest)
-
-
-def _pread(fd: int, n: int, pos: int) -> bytes:
-    data = os.pread(fd, n, pos)
-    while len(data) < n:  # a short read (Linux reads at most ~2 GiB at once)
-        more = os.pread(fd, n - len(data), pos + len(data))
-        if not more:
-            raise SinkError(f"a spill file of the write task ended at {pos + len(data)} bytes, {n - len(data)} early")
-        data += more
-    return data
+        """Drop the spill files (``SortedRuns.close``)."""
+        self._runs.close()
 
 
 def _thrift_types() -> tuple[Any, Any]:

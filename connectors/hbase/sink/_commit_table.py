@@ -12,25 +12,14 @@ Layout (table ``commit.table``, default ``sparkbarrier_commits``, family ``c``):
     and their retries and copies reuse it; a later plan of the same batch (a replay
     after a driver restart) abandons it and records a new attempt above it (``_attempts``).
   * ``c:task-<base>-<partition>-<try>`` — the note of one try of write task ``partition``
-    in the attempt at ``base`` (:class:`TaskNote`): one cell per try, written twice by
-    ``_writer._note``. First the claim, ``{"chunks": null, "keys": 0, "owner": <token>}``
-    (the try is writing its note); then, after the key chunks, the same cell with
-    ``"chunks"`` and ``"keys"`` counted, by a ``checkAndPut`` conditional on
-    ``c:attempt`` still holding that attempt. Only after that does the try send a
-    mutation, so once an attempt is replaced or closed no try of it sends anything, and
-    every try that sent something is noted (``_committer`` removes exactly those
-    versions). ``<try>`` is ``s<slot>``, the try's put slot, claimed by creating the cell
-    with a ``checkAndPut`` that expects it absent (slot 0 first, up to
-    ``_timestamps.TRY_SLOTS``); without Thrift2 a random token, created by a plain put
-    (every such try puts at slot 0). Copies of a task never share a note. The sink row
-    takes O(tasks) writes per batch, whatever the batch's size.
-  * ``c:log-<base>-<partition>-<n>`` — a flush note of releases before 2026-11-28 (one
-    per flush). Never read: only its ``<base>`` is, so that a batch it belongs to is
-    refused (``_attempts.check_formats``).
+    in the attempt at ``base`` (:class:`TaskNote`), written twice by ``_writer._note``:
+    the claim of slot ``<try>`` = ``s<slot>`` (a ``checkAndPut`` expecting the cell
+    absent), then, after the key chunks, the chunk and key counts and the block, by a
+    ``checkAndPut`` conditional on ``c:attempt`` still holding that attempt; only then
+    does the try send anything (docs/hbase-guarantees.md, step 4). The sink row takes
+    O(tasks) writes per batch, whatever the batch's size.
   * ``c:notice-<kind>`` — the last warning of a kind the sink gave, so it is given once
     across processes and restarts; written and read only by ``_notices``.
-  * ``c:block-<n>`` — written by releases before 2026-11-26 (a fingerprint claim of a
-    timestamp block); ignored since placement follows the protocol's ids (``_attempts``).
 
 * row ``\\x01<crc32, 8 hex digits>\\x00<sink.id>\\x00<base>-<partition>-<try>-<chunk>``, ``c:keys`` --
   chunk ``chunk`` of a try's note: the row keys it puts, each as a 4-byte length and the
@@ -40,13 +29,8 @@ Layout (table ``commit.table``, default ``sparkbarrier_commits``, family ``c``):
 * row ``<sink.id>\\x00<sequence, 20 digits>``, ``c:history`` — every commit record
   but the newest, kept for as-of reads and lineage. The newest is ``c:commit`` itself,
   so :func:`read_history` scans the sink row with its history rows. A record's copy is
-  written before ``c:commit`` moves past it: by the write task that records the next
-  batch's attempt (off the driver's serial path) or, when no task reports having done it,
-  by the driver's commit just before its ``checkAndPut`` (``_committer``). So when
-  ``c:commit`` holds sequence ``s``, the history rows hold every sequence below ``s``.
-  (Releases before 2026-11-27 copied each record right after committing it; their rows
-  read the same. A reader of such a release, on a table this one writes, misses the
-  newest commit in as-of and lineage reads until the next batch copies it.)
+  written before ``c:commit`` moves past it (``_committer``): when ``c:commit`` holds
+  sequence ``s``, the history rows hold every sequence below ``s``.
 
 Records carry ``"version": 2``; other versions are rejected. ``offsets`` maps a source
 channel (``"topic:partition"``) to the next offset to read -- enough to resume a fresh
@@ -104,7 +88,6 @@ COMMIT_FAMILY = "c"
 COMMIT_COLUMN = b"c:commit"
 ATTEMPT_COLUMN = b"c:attempt"
 HISTORY_COLUMN = b"c:history"
-FLUSH_NOTE_PREFIX = b"c:log-"  # releases before 2026-11-28: refused, never read
 TASK_NOTE_PREFIX = b"c:task-"
 NOTE_KEYS_COLUMN = b"c:keys"
 # A note's keys go into rows of their own of at most this many bytes each (HBase refuses a
@@ -162,9 +145,8 @@ class CommitRecord(_JsonRecord):
     ``seq`` counts the sink's commits (1, 2, ...). The batch wrote its cells at
     timestamps in ``[ts_lo, ts_hi)``; the committed view is every cell below
     ``read_bound`` (the largest ``ts_hi`` so far) outside ``gaps``: timestamp ranges of
-    replaced attempts whose puts stay (at-least-once ones, any without Thrift2) and of a
-    replaced attempt of a release before 2026-11-27, touching ranges joined into one
-    (``_committer._merge_gaps``); gaps an earlier release recorded stay as they are.
+    replaced attempts whose puts stay (at-least-once ones, any without Thrift2), touching
+    ranges joined into one (``_committer._merge_gaps``).
     """
 
     _what: ClassVar[str] = "commit record"
@@ -188,7 +170,7 @@ class CommitRecord(_JsonRecord):
     flush_rows: int = 1000
     flush_bytes: int = 2 << 20
     # The batch's write tasks (Spark partitions reaching the sink): the modulus under which
-    # the next batch's tasks test whether they are keyed (``_keyed``); 0 in records before it.
+    # the next batch's tasks test whether they are keyed (``_keyed``); 0 in older records.
     tasks: int = 0
     # The partitioner they test under (``_keyed.choose_keying``, from this batch's tasks); "":
     # Spark's, as in records before it. ``key_residues``: task p of the next batch is keyed
@@ -203,19 +185,14 @@ class CommitRecord(_JsonRecord):
 class AttemptRecord(_JsonRecord):
     """The timestamp base a (query, batch) writes at (``c:attempt``).
 
-    ``prev_seq`` is the commit the attempt builds on; ``gap`` the timestamp range of a
-    replaced attempt of a release before 2026-11-27, set by releases up to this one's
-    predecessor (this one never sets it and refuses an attempt that has one, ``_attempts``);
-    ``flush_rows``/``flush_bytes`` the buffer limits it flushes at (a retry reuses them);
-    ``plan`` the planned batch that started it (``_attempts``: a retry of its tasks joins
-    it, a later plan of the same batch abandons it). Absent in records of releases
-    before 2026-11-26, which then read as the oldest plan. ``abandoned``: the bases of
-    the attempts this one replaced on top of the same commit, each with its tries' notes
-    (``c:task-*``). ``noted`` (``logged`` on the wire, its
-    name until 2026-11-28): each try of this attempt notes its keys once before sending
-    anything (every attempt of this release; records of releases before 2026-11-27
-    read as False, and are refused in flight). ``closing``: the driver is committing the attempt
-    (``_committer``): no try may note, and so send, anything more in it.
+    ``prev_seq`` is the commit the attempt builds on; ``gap`` is set only by releases before
+    2026-11-29, which ``_attempts.check_formats`` refuses in flight; ``flush_rows``/``flush_bytes``
+    the buffer limits it flushes at (a retry reuses them); ``plan`` the planned batch that
+    started it (``_attempts``: a retry of its tasks joins it, a later plan abandons it).
+    ``abandoned``: the bases of the attempts this one replaced on top of the same commit,
+    each with its tries' notes (``c:task-*``). ``noted`` (``logged`` on the wire): each try
+    notes its keys before sending anything. ``closing``: the driver is committing the
+    attempt (``_committer``): no try may note, and so send, anything more in it.
     ``at_least_once``: the attempt's tries note nothing (``delivery.guarantee``), so
     once abandoned its puts cannot be removed; ``unnoted``: those of ``abandoned`` that
     are such attempts (their ranges become gaps of the commit record). ``writes``: the
@@ -241,15 +218,14 @@ class AttemptRecord(_JsonRecord):
     closing: bool = False
     at_least_once: bool = False
     unnoted: list[int] = field(default_factory=list)
-    # The options that decide which cells the attempt writes (``HBaseSinkOptions.write_shape``);
-    # empty in records of releases before 2026-11-29.
+    # The options that decide which cells the attempt writes (``HBaseSinkOptions.write_shape``).
     writes: dict[str, str] = field(default_factory=dict)
     # The timestamps above ``base_ms`` this attempt, and every attempt it abandoned, may have
     # written (``sink.max-write-tasks`` * 8 ms, the largest of them); 0: the default 4,096 ms.
     span_ms: int = 0
     # The modulus every task of the attempt tests its keys under (``_keyed``): the task count
     # of the commit it builds on (1 when there is none), fixed here so that all its tasks and
-    # tries share it; 0 in records before it (no task keyed). ``key_hash``: the partitioner
+    # tries share it; 0 in records of releases before 2026-11-29. ``key_hash``: the partitioner
     # (``_keyed``), copied from that commit likewise; "": Spark's; and its ``key_residues``.
     keyed_tasks: int = 0
     key_hash: str = ""
@@ -266,14 +242,13 @@ class AttemptRecord(_JsonRecord):
 class TaskNote:
     """One try's note (``c:task-<base>-<partition>-<try>``); ``chunks`` None while it is written.
 
-    ``<try>`` is ``s<slot>`` where the try claimed a put slot of its task's block
-    (:meth:`slot`, ``_writer``), else a random token (no Thrift2: every try puts at slot 0,
-    as every try of the 2026-11-28 release did). ``owner`` is the try's random token,
-    stored in the value only: two tries that race for one slot write different bytes, so
-    a retried ``checkAndPut`` can tell whose claim landed. ``block``: the timestamp block
-    the try wrote in (``_timestamps.task_block``), recorded when the note is done (the
-    task knows whether it is keyed once its input ended); notes of the release before it
-    (version 2) carry none, their block being the partition (:attr:`put_block`).
+    ``<try>`` is ``s<slot>``, the put slot of its task's block the try claimed (:meth:`slot`,
+    ``_writer``); the release before this one, without Thrift2, noted under a random token
+    and put at slot 0. ``owner`` is the try's random token, stored in the value only: two
+    tries that race for one slot write different bytes, so a retried ``checkAndPut`` can
+    tell whose claim landed. ``block``: the timestamp block the try wrote in
+    (``_timestamps.task_block``), recorded when the note is done (the task knows whether it
+    is keyed once its input ended); a claim (version 2) has none yet.
     """
 
     base_ms: int
@@ -290,14 +265,11 @@ class TaskNote:
         return int(self.token[1:]) if self.token[:1] == "s" and self.token[1:].isdigit() else 0
 
     @property
-    def claimed(self) -> bool:
-        """Whether the try claimed its own put slot (then its puts can be removed alone)."""
-        return self.token[:1] == "s" and self.token[1:].isdigit()
-
-    @property
     def put_block(self) -> int:
-        """The block of the try's puts: the recorded one, or the partition in a version 2 note."""
-        return self.partition if self.block is None else self.block
+        """The block of a done note's puts (``_attempts.check_formats`` refuses a done note without one)."""
+        if self.block is None:
+            raise ProtocolError(f"task note {self.column()!r} records no timestamp block")
+        return self.block
 
     def column(self) -> bytes:
         return TASK_NOTE_PREFIX + b"%d-%d-%s" % (self.base_ms, self.partition, self.token.encode())
@@ -428,15 +400,10 @@ def _note_chunk(conn: HBaseConnection, commit_table: str, sink_id: str, row: byt
 
 @dataclass(frozen=True)
 class SinkRow:
-    """The whole sink row, read in one get: its state and every note in it.
-
-    ``flush_notes``: the attempt bases of the ``c:log-*`` cells, flush notes of a release
-    before 2026-11-28, whose contents this release does not read.
-    """
+    """The whole sink row, read in one get: its state and every note in it."""
 
     state: SinkState
     notes: list[TaskNote]
-    flush_notes: frozenset[int] = frozenset()
 
 
 def read_sink_row(conn: HBaseConnection, commit_table: str, sink_id: str) -> SinkRow:
@@ -445,9 +412,7 @@ def read_sink_row(conn: HBaseConnection, commit_table: str, sink_id: str) -> Sin
     with refusals(f"cannot read sink {sink_id!r} from commit table {commit_table!r}"):
         row = conn.call(lambda c: c.table(commit_table).row(sink_id.encode(), columns=[COMMIT_FAMILY.encode()]))
     notes = [TaskNote.from_cell(k, v) for k, v in sorted(row.items()) if k.startswith(TASK_NOTE_PREFIX)]
-    bases = [k.split(b"-")[1] for k in row if k.startswith(FLUSH_NOTE_PREFIX)]  # c:log-<base>-<partition>-<n>
-    return SinkRow(SinkState(row.get(COMMIT_COLUMN), row.get(ATTEMPT_COLUMN)), notes,
-                   frozenset(int(b) for b in bases if b.isdigit()))
+    return SinkRow(SinkState(row.get(COMMIT_COLUMN), row.get(ATTEMPT_COLUMN)), notes)
 
 
 def delete_task_notes(conn: HBaseConnection, commit_table: str, sink_id: str, notes: Iterable[TaskNote], *,

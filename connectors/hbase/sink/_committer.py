@@ -1,35 +1,21 @@
 """The sink's commit protocol: executors agree on a timestamp base, the driver commits it.
 
-Executor (:func:`place_task`, once per write task): read the sink's row in the
-commit table and decide where the task writes (``_attempts``: from the query, batch and
-plan ids, never from the data); a new attempt is recorded with ``checkAndPut``, so the
-tasks of one plan agree on its base. A replay after a driver restart is a new plan and
-so a new attempt above the abandoned one. Before it sends anything a try claims a put
-slot and notes its keys in the commit table, conditional on its attempt still being
-recorded as it placed it (``_writer``, ``c:task-*``).
+Executor (:func:`place_task`, once per write task): read the sink's row in the commit
+table, decide where the task writes (``_attempts``, from ids only) and record a new
+attempt with ``checkAndPut``, so the tasks of one plan agree on its base.
 
-Driver (:class:`Committer`, Spark's ``commit``/``abort``): ``commit`` first closes the
-attempt (a ``checkAndPut`` of ``c:attempt`` marking it ``closing``: no try notes or sends
-anything after that), deletes the noted puts of every try Spark did not commit (each try
-puts at a slot of its own, so only the committed try's stay), and writes ``c:commit``
-with ``checkAndPut`` conditional on ``c:attempt`` holding the closed attempt: a newer
-plan or another writer replaced it first, and then the commit is refused
-(:class:`FencedError`, or a no-op when the same attempt's commit went through
-meanwhile). Every commit is also kept in the sink's history (as-of reads, lineage): the
-task that records the next batch's attempt copies the commit it builds on into the
-history while its input is still arriving, and reports it; only when no task reports
-that copy does the driver write it, before its ``checkAndPut`` (so ``c:commit`` never
-moves past a record the history lacks; ``_commit_table``). Before a batch that abandoned
-attempts commits, the driver deletes exactly the versions those attempts noted (one
-Thrift2 version delete per noted key and sink column: no scan, cost in proportion to the
-abandoned writes, never another writer's rows or columns); then it deletes
-those notes. The commit worker keeps the last record it wrote per sink (:data:`_LAST_WRITTEN`) and,
-when the tasks started from that record, checks-and-puts against it without reading the
-row first: the ``checkAndPut`` compares the exact bytes, so a record anyone changed
-meanwhile fails it, and the commit then reads the row and decides as it would have
-(a get less per batch; the cache is only ever an expected value, never trusted).
-``abort`` deletes nothing: the batch's cells sit above the committed read bound, and
-its replay (a new plan) abandons them.
+Driver (:class:`Committer`, Spark's ``commit``/``abort``): close the attempt, remove the
+noted puts of abandoned attempts and of every try Spark did not commit, write
+``c:commit`` with a ``checkAndPut`` conditional on the closed attempt
+(docs/hbase-guarantees.md, step 5). The history copy of the commit a batch builds on is
+written by the task that records its attempt, off the driver's serial path; the driver
+writes it only when no task reports having done so, before ``c:commit`` moves past it.
+The commit worker keeps the last record it wrote per sink (:data:`_LAST_WRITTEN`) and,
+when the tasks started from it, checks-and-puts against it without reading the row
+first: the ``checkAndPut`` compares exact bytes, so a record anyone changed meanwhile
+fails it and the commit reads the row (the cache is an expected value, never trusted).
+``abort`` deletes nothing: the batch's cells sit above the committed read bound, and its
+replay (a new plan) abandons them.
 """
 
 from __future__ import annotations
@@ -114,18 +100,16 @@ def place_task(conn: HBaseConnection, commit_table: str, sink_id: str, query_id:
     row, at most one checkAndPut, and after a recorded attempt one ``mutateRows``).
 
     The decision is ``_attempts.place`` (ids only); this reads its input and records a new
-    attempt. A new attempt records ``max_rows``/``max_size`` (the sink's options); a retry
-    in the same plan uses the recorded ones (its write calls are then the same size; the cells
-    are the same whatever the sizes). The task that records the attempt (one per plan) also copies the commit it
-    builds on into the history (``kept_history``), which the driver's commit would
-    otherwise do on its serial path; the copy is of bytes read from ``c:commit``, so a
-    committed record, whatever happens to this task after.
+    attempt, with ``max_rows``/``max_size`` (a retry in the same plan uses the recorded
+    ones). The task that records the attempt (one per plan) also copies the commit it
+    builds on into the history (``kept_history``), off the driver's serial path; the copy
+    is of bytes read from ``c:commit``, so a committed record, whatever happens after.
     """
     for _ in range(_MAX_PLAN_ROUNDS):
         row = read_sink_row(conn, commit_table, sink_id)  # the notes too: _tidy needs no get of its own
         state = row.state
         current = state.commit  # parsed once: placed on, and copied into the history below
-        check_formats(current, state.attempt, sink_id=sink_id, commit_table=commit_table, flush_notes=row.flush_notes)
+        check_formats(current, state.attempt, sink_id=sink_id, commit_table=commit_table, notes=row.notes)
         clock = plan_clock(plan_id)
         placed_at = clock if clock is not None else now_ms()
         placement = place(current, state.attempt, query_id=query_id, batch_id=batch_id, plan_id=plan_id,
@@ -352,9 +336,6 @@ class Committer:
             attempt = closed
         if first.abandoned or closing:  # one get of the notes serves both removals
             row = read_sink_row(self._conn, self._commit_table, first.sink_id)
-            if first.abandoned and attempt is not None:  # an old release's try may have noted since placement
-                check_formats(None, AttemptRecord.from_bytes(attempt), sink_id=first.sink_id,
-                              commit_table=self._commit_table, flush_notes=row.flush_notes)
             if first.abandoned:
                 self._remove_abandoned(first.sink_id, first.abandoned, row.notes)
             if closing:
@@ -440,24 +421,18 @@ class Committer:
         another order; its noted versions are deleted exactly (row, the sink's columns,
         its slot's timestamp), so each row ends as the committing try left it. A late
         write of such a try is masked by the version delete all the same, and the attempt
-        is closed, so no try notes anything after this read. Tries that claimed no slot
-        (no Thrift2) share slot 0 and are left alone.
+        is closed, so no try notes anything after this read.
         """
         winners = {m.partition_id: m for m in _last_per_task(msgs)}
         losers = []
         for note in notes:
-            if note.base_ms != base_ms or not note.claimed or note.chunks is None:
-                continue  # another attempt's, a shared slot, or one that sent nothing
+            if note.base_ms != base_ms or note.chunks is None:
+                continue  # another attempt's, or one that sent nothing
             won = winners.get(note.partition)
-            if won is not None and (won.slot == note.slot or (won.slot is None and won.notes)):
-                continue
-            losers.append(note)
-        if losers:
+            if won is None or won.slot != note.slot:
+                losers.append(note)
+        if losers:  # exactly once has Thrift2 (``_options.parse_sink_options``)
             removed = self._delete_noted(sink_id, losers)
-            if removed is None:
-                log.warning("sink %s: %d try(ies) Spark did not commit put at slots of their own, and without "
-                            "Thrift2 their versions stay; set hbase.thrift2.host", sink_id, len(losers))
-                return
             log.info("batch of sink %s: removed the puts of %d try(ies) Spark did not commit (%d cell version(s))",
                      sink_id, len(losers), removed)
 

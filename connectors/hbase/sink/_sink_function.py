@@ -77,17 +77,13 @@ class HBaseSinkFunction(CheckpointedSink):
         """Fail the query before its first batch: options, schema, the table, the commit table.
 
         The only place that connects at query start (one Thrift connection, and one
-        Thrift2 admin connection when ``hbase.thrift2.port`` is set); the adapter runs
-        it once per query run per planning process, so it does not run per batch, and
-        :meth:`_tell` keeps its warning to once per ``sink.id`` across processes.
-
-        Every check runs on every start; none is remembered, since a table can be dropped,
-        altered or created between two queries of one process. What makes it cheaper than
-        it was: the tables are found by their own descriptors (:func:`table_exists`, and
-        ``prepare_table`` reads the families first), not by listing every table of the
-        cluster twice; and the Thrift connection goes back to the pool when every check
-        passed, so the batch's plan epoch (:func:`raise_plan_id`, next in this worker) is
-        raised on it instead of on a new socket (a new SASL or TLS handshake, secured).
+        Thrift2 admin connection); the adapter runs it once per query run per planning
+        process, and :meth:`_tell` keeps its warning to once per ``sink.id`` across
+        processes. Every check runs on every start (a table can be dropped, altered or
+        created between two queries of one process). The tables are found by their own
+        descriptors, not by listing every table; the Thrift connection goes back to the
+        pool when every check passed, so the batch's plan epoch (:func:`raise_plan_id`,
+        next in this worker) is raised on it, not on a new socket (a new handshake, secured).
         """
         self._parse(options, schema)
         opts, layout = self._parsed()
@@ -107,7 +103,7 @@ class HBaseSinkFunction(CheckpointedSink):
             if opts.sink_id:  # a replay under other options, or over an older format, is refused before any task writes
                 row = read_sink_row(conn, opts.commit_table, opts.sink_id)
                 check_formats(row.state.commit, row.state.attempt, sink_id=opts.sink_id,
-                              commit_table=opts.commit_table, flush_notes=row.flush_notes)
+                              commit_table=opts.commit_table, notes=row.notes)
                 check_writes(row.state.commit, row.state.attempt, opts.write_shape(), opts.sink_id)
             self._tell(conn, notice)
             checked = True
@@ -169,10 +165,10 @@ class HBaseSinkFunction(CheckpointedSink):
         return self._writer
 
     def _thrift2(self) -> Callable[[], Thrift2Admin] | None:
-        """A factory of Thrift2 admin connections (only some paths need one), or None.
+        """A factory of Thrift2 admin connections (always in exactly-once mode), or None.
 
-        Each one goes through the shared gateway loop over ``hbase.thrift2.host``, with the
-        same TLS, Kerberos and ``hbase.thrift.failover.*`` as every Thrift1 connection.
+        Each goes through the shared gateway loop over ``hbase.thrift2.host``, with the same
+        TLS, Kerberos and ``hbase.thrift.failover.*`` as every Thrift1 connection.
         """
         opts = self.opts
         if opts is None or not opts.thrift2_gateways:

@@ -1,49 +1,27 @@
 """Cell timestamps: wall-clock milliseconds, fixed per (batch, task), identical on retry.
 
-Why this shape. Every HBase client expects epoch-millisecond timestamps: TTLs expire
-by them, time-range queries select by them, other writers' puts and deletes compare
-against them, and clusters with ``hbase.hregion.keyvalue.timestamp.slop.millisecs``
-reject cells too far ahead. Exactly-once, on the other hand, needs every try of a task
-to write its delete markers at the *same* timestamp and its puts at timestamps the
-commit can name from ids alone, so that it removes exactly the puts of the tries it
-does not keep and a retry adds no version.
+Why this shape. Every HBase client expects epoch-millisecond timestamps (TTLs, time-range
+reads, other writers' deletes, a server's timestamp slop), while exactly once needs every
+try of a task to write its delete markers at the *same* timestamp and its puts at
+timestamps the commit can name from ids alone, to remove exactly the puts of the tries
+it does not keep. So an attempt picks its **base** once, from the planning clock
+(:func:`next_base`: never below what was written before, ``_attempts``), and every
+timestamp inside it follows from ids (docs/hbase-guarantees.md, step 2):
 
-So a micro-batch attempt picks its **base** once, from the wall clock
-(``max(now, end of everything written before)``), and records it in the commit table
-(see ``_attempts``); retries within its plan reuse the recorded base. Inside a batch every timestamp
-follows from ids (the task's partition id, the try's slot, the batch's task count),
-never from values:
+* blocks of :data:`TASK_WIDTH_MS` ms, block ``n`` at ``base + n * TASK_WIDTH_MS``
+  (:func:`task_block`): block 0 is shared by the *keyed* tasks (``_keyed``: no two share a
+  key), every other task ``p`` writes in block ``1 + p``, so a key in several tasks is
+  written at distinct timestamps, the same way on every retry;
+* in its block a task's delete markers sit at the first millisecond (the same on every
+  try), its puts at one of the :data:`TRY_SLOTS` milliseconds above, the slot its try
+  claimed (``_writer``): a marker at ``t`` masks every put at ``<= t`` whatever the
+  arrival order, and the commit removes every try's puts but the committing one's.
 
-* a batch attempt's timestamps are blocks of :data:`TASK_WIDTH_MS` milliseconds, block
-  ``n`` starting at ``base + n * TASK_WIDTH_MS`` (:func:`task_block`). Block 0 is shared
-  by the batch's *keyed* tasks: those whose every row key hashes to their own residue
-  modulo the attempt's ``keyed_tasks`` under its partitioner (``_keyed``: the
-  partitioning of ``repartition(n, rowkey)``, of an aggregation grouped by the row key,
-  of a topic's producer), so no two of them share a key. Every other task ``p`` writes in block
-  ``1 + p``, above it. A key in several tasks is thus written at distinct timestamps by
-  each, the same way on every retry: first the keyed task's change, then the others' in
-  partition order (for ``minPartitions`` splits of one Kafka partition, where no task is
-  keyed, the later offset range last). A replay after a driver restart writes in a new
-  attempt above the abandoned one (``_attempts``);
-* a task nets its whole input per key (``_buffer``) and writes each key once: its delete
-  markers at the block's first millisecond (the same on every try: which cells a key's
-  rows delete does not depend on their order), its puts at one of the
-  :data:`TRY_SLOTS` milliseconds above, the slot its try claimed (``_writer``). Tries
-  of one task that saw a key's rows in different orders put different values, each at
-  its own slot, and the commit removes every try's puts but the committing one's
-  (``_committer``), so a row ends as one try left it. A put masks nothing and a delete
-  marker at ``t`` masks every put at ``<= t`` whatever the arrival order, so "delete,
-  then put" is a marker and a newer put; a hot key updated thousands of times costs one
-  put. Without Thrift2 (no exact-version delete) every try puts at slot 0. A try's note
-  records its block (``TaskNote.block``), so the commit names its puts from the note alone
-  (a note of the release before, version 2, wrote in block ``partition``).
-
-A batch of keyed tasks therefore spans 8 ms, however many tasks it has: its next batch
-starts at ``max(now, end of this one)``, so a keyed stream's cells stay on the clock at
-any rate. A batch with tasks that are not keyed spans up to ``8 * (1 + tasks)`` ms
-(:func:`batch_span_ms`, what the attempt records, ``AttemptRecord.span_ms``): batches of
-such tasks faster than 8 ms per task move the cells ahead of the clock, and a replay
-after a restart starts a whole span above the attempt it abandons.
+A batch of keyed tasks therefore spans 8 ms however many tasks it has, and the next
+starts at ``max(now, end of this one)``: a keyed stream stays on the clock at any rate.
+A batch with tasks that are not keyed spans up to ``8 * (1 + tasks)`` ms
+(:func:`batch_span_ms`, ``AttemptRecord.span_ms``): faster than that, its cells move
+ahead of the clock (docs/hbase-guarantees.md, limit 1).
 """
 
 from __future__ import annotations

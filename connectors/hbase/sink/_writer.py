@@ -32,7 +32,7 @@ from ..client._connection_pool import connect, release
 from ._attempts import Placement
 from ._buffer import MutationBuffer
 from ._column_layout import SinkLayout
-from ._commit_table import ATTEMPT_COLUMN, TaskNote, check_and_put, delete_task_notes, put_cell, write_note_chunks
+from ._commit_table import ATTEMPT_COLUMN, TaskNote, check_and_put, delete_task_notes, write_note_chunks
 from ._committer import HBaseCommitMessage, place_task
 from ._keyed import KeyClasses, is_keyed
 from ._timestamps import TRY_SLOTS, TaskClock, batch_span_ms, check_block, task_block
@@ -151,19 +151,10 @@ class HBaseTaskWriter:
         it, or the driver began to commit it: the try then removes its note and sends
         nothing (:class:`FencedError`). At most ``1 + slot`` claims and one more write on
         the sink row per try, whatever the number of keys. Returns the slot the puts go to.
-
-        Without Thrift2 no exact version can be deleted, so a try's puts could not be
-        removed apart from another try's: every try then notes under a random token and
-        puts at slot 0 (tries converge where they saw each key's rows in the same order).
         """
         msg, _ = self._begun("flush")
         table, sink = self._opts.commit_table, self.sink_id
-        owner = secrets.token_hex(6)
-        if self._opts.thrift2_gateways:
-            pending = self._claim_slot(msg, owner)
-        else:
-            pending = TaskNote(msg.base_ms, msg.partition_id, owner)
-            put_cell(self._conn, table, sink, pending.column(), pending.to_bytes())
+        pending = self._claim_slot(msg, secrets.token_hex(6))
         done = write_note_chunks(self._conn, table, sink, pending, keys)
         if self._buf is not None:  # every key has passed: the block is chosen (``MutationBuffer._settle``)
             done = replace(done, block=self._buf.clock.block)
@@ -176,7 +167,7 @@ class HBaseTaskWriter:
                 f"task (partition {self._id.partition_id}) is a leftover and stops before it writes anything",
                 batch_id=self._id.batch_id)
         msg.notes += 1
-        msg.slot = pending.slot if pending.claimed else None
+        msg.slot = pending.slot
         return pending.slot
 
     def _claim_slot(self, msg: HBaseCommitMessage, owner: str) -> TaskNote:

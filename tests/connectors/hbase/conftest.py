@@ -25,3 +25,12 @@ def tls_gateway(every_gateway: Any) -> tuple[str, int, str]:
     servers = every_gateway
     assert servers.hbase_tls is not None and servers.hbase_tls_ca, "no TLS gateway (SPARKBARRIER_HBASE_THRIFT_TLS)"
     return (*servers.hbase_tls, servers.hbase_tls_ca)
+
+
+@pytest.fixture(scope="module")
+def tls2_gateway(every_gateway: Any) -> str:
+    """``host:port`` of the devstack's TLS Thrift2 gateway (same CA as :func:`tls_gateway`), for
+    ``hbase.thrift2.host``: exactly once over TLS needs it."""
+    servers = every_gateway
+    assert servers.hbase_tls2 is not None, "no TLS Thrift2 gateway (SPARKBARRIER_HBASE_THRIFT2_TLS)"
+    return "%s:%d" % servers.hbase_tls2

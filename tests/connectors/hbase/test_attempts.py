@@ -295,9 +295,11 @@ def test_a_task_of_an_older_plan_is_fenced_once_the_batch_was_planned_again(make
         sink.task([{"id": "a", "v": 9, "s": None, "op": None}], batch=0, partition=1, plan="p1")
 
 
-def test_a_thrift1_only_sink_leaves_the_abandoned_cells_as_older_versions_only(make_sink) -> None:
-    """Without hbase.thrift2.port nothing can delete exact versions: what stays, and where."""
-    sink = make_sink(OPS, **FLUSH, **{"hbase.thrift2.port": "", "create.table": "true"})
+def test_an_at_least_once_thrift1_only_sink_leaves_the_abandoned_cells_as_older_versions_only(make_sink) -> None:
+    """Without hbase.thrift2.port nothing can delete exact versions (exactly once is refused
+    then, ``test_sink_options``): at least once, what stays, and where."""
+    sink = make_sink(OPS, **FLUSH, **{"hbase.thrift2.port": "", "create.table": "true",
+                                      "delivery.guarantee": "at-least-once"})
     rows = [{"id": "a", "v": 1, "s": None, "op": None}, {"id": "a", "v": 2, "s": None, "op": None},
             {"id": "a", "v": 3, "s": None, "op": None}]
     sink.commit([sink.task([{"id": "a", "v": 0, "s": None, "op": None}], batch=0, plan="p0")], 0)
@@ -333,9 +335,9 @@ def test_an_attempt_a_release_before_2026_11_27_left_in_flight_is_refused_until_
         conn.call(lambda c: c.table(sink.opts.table).put(b"a", {b"d:v": (5).to_bytes(8, "big", signed=True)},
                                                          timestamp=base + 3 * 8 + 1))
         end = base + BATCH_SPAN_MS
-        with pytest.raises(ProtocolError, match="a release before 2026-11-27, which noted nothing") as at_start:
+        with pytest.raises(ProtocolError, match="left in flight by a release before 2026-11-29") as at_start:
             sink.driver.validate(sink.raw, spark_schema(OPS))
-        with pytest.raises(ProtocolError, match="a release before 2026-11-27, which noted nothing") as placed:
+        with pytest.raises(ProtocolError, match="left in flight by a release before 2026-11-29") as placed:
             sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, plan=f"e0000000000000000002@{end}")
         assert str(placed.value) == str(at_start.value)
         assert f"past {end}" in str(placed.value)
@@ -354,64 +356,34 @@ def test_an_attempt_a_release_before_2026_11_27_left_in_flight_is_refused_until_
     assert sink.read(as_of_batch=0) == [{"id": "a", "v": 0, "s": None}]
 
 
-def test_an_attempt_with_flush_notes_of_a_release_before_2026_11_28_is_refused(make_sink) -> None:
-    """That release noted each flush in ``c:log-<base>-<partition>-<n>``: the sink row's read finds
-    the base, and a replay over the attempt is refused before it records anything."""
-    sink = make_sink(OPS, **FLUSH)
-    sink.commit([sink.task([{"id": "a", "v": 0, "s": None, "op": None}], batch=0, plan="e0000000000000000001")], 0)
-    commit_table, sink_id = sink.opts.commit_table, sink.opts.sink_id
-    conn = HBaseConnection(sink.opts, 0)
-    try:
-        base = read_state(conn, commit_table, sink_id).commit.read_bound + 10
-        attempt = AttemptRecord("q1", 1, base, 1, None, flush_rows=2, plan="e0000000000000000002", noted=True)
-        note = b'{"rounds":{"0":["a"]},"version":2}'
-        conn.call(lambda c: c.table(commit_table).put(sink_id.encode(), {
-            ATTEMPT_COLUMN: attempt.to_bytes(), b"c:log-%d-0-1" % base: note}))
-        with pytest.raises(ProtocolError, match="has c:log-\\* flush notes of a release before 2026-11-28"):
-            sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, plan="e0000000000000000003")
-        assert read_state(conn, commit_table, sink_id).attempt_raw == attempt.to_bytes()
-    finally:
-        conn.close()
-
-
-def test_an_attempt_the_previous_release_left_in_flight_is_replayed_and_removed(make_sink) -> None:
-    """The release before this one noted tries without a block (note version 2), task ``p``
-    writing in block ``p``: a replay reads such notes, removes exactly those versions and
-    commits. The previous release's attempt is made here from this one's: a task of
-    partition 2 puts at ``base + 8 * 3 + 1`` (its own block, ``1 + 2``), which is where
-    partition 3 put in the previous layout; its note is then rewritten as partition 3's,
-    version 2."""
-    from dataclasses import replace
-
+def test_an_attempt_over_notes_without_a_block_is_refused(make_sink) -> None:
+    """The release before 2026-11-29 noted tries without a block (note version 2), task ``p``
+    writing in block ``p`` of its layout; the release after it read such notes. This one
+    refuses an attempt in flight over one before it records anything: the note of a task of
+    partition 2 is rewritten as that release wrote it (version 2)."""
     from sparkbarrier.connectors.hbase.sink._commit_table import (
         TaskNote, delete_task_notes, put_cell, read_sink_row, write_note_chunks)
 
     sink = make_sink(OPS, **FLUSH)
     sink.commit([sink.task([{"id": "a", "v": 0, "s": None, "op": None}], batch=0, plan="e0000000000000000001")], 0)
-    rows = [{"id": k, "v": 5, "s": None, "op": None} for k in ("a", "b")]
-    old = sink.task(rows, batch=1, partition=2, plan="e0000000000000000002")
-    assert [ts - old.base_ms for _, ts in sink.versions(b"b", b"d:v")] == [3 * TASK_WIDTH_MS + 1]
+    sink.task([{"id": k, "v": 5, "s": None, "op": None} for k in ("a", "b")], batch=1, partition=2,
+              plan="e0000000000000000002")
     commit_table, sink_id = sink.opts.commit_table, sink.opts.sink_id
     conn = HBaseConnection(sink.opts, 0)
     try:
         (note,) = read_sink_row(conn, commit_table, sink_id).notes
-        assert note.block == 3
         v2 = write_note_chunks(conn, commit_table, sink_id, TaskNote(note.base_ms, 3, note.token, owner=note.owner),
                                [b"a", b"b"])
         put_cell(conn, commit_table, sink_id, v2.column(), v2.to_bytes())
         delete_task_notes(conn, commit_table, sink_id, [note])
         (again,) = read_sink_row(conn, commit_table, sink_id).notes
-        assert again.block is None and again.put_block == 3 and b'"version":2' in again.to_bytes()
-        assert replace(again, block=3).to_bytes() != again.to_bytes()
+        assert again.block is None and again.chunks == 1 and b'"version":2' in again.to_bytes()
+        attempt = read_state(conn, commit_table, sink_id).attempt_raw
+        with pytest.raises(ProtocolError, match="left in flight by a release before 2026-11-29"):
+            sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, plan="e0000000000000000003")
+        assert read_state(conn, commit_table, sink_id).attempt_raw == attempt  # nothing recorded
     finally:
         conn.close()
-    replay = sink.task([{"id": "a", "v": 7, "s": None, "op": None}], batch=1, plan="e0000000000000000003")
-    assert replay.abandoned == [old.base_ms]
-    sink.commit([replay], 1)
-    assert sink.read() == [{"id": "a", "v": 7, "s": None}]
-    assert [v for v, _ in sink.versions(b"a", b"d:v")] == [(7).to_bytes(8, "big", signed=True),
-                                                            (0).to_bytes(8, "big", signed=True)]
-    assert sink.versions(b"b", b"d:v") == []  # the previous release's put, removed from its note
 
 
 def test_a_note_done_after_the_replay_read_the_row_moves_the_replay_up(make_sink, monkeypatch) -> None:

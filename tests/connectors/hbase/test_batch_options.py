@@ -8,7 +8,7 @@ import sparkbarrier
 from sparkbarrier import ConfigError
 from sparkbarrier.connectors.hbase.batch._options import parse_batch_write_options, sink_part
 
-BASE = {"table": "t", "rowkey": "id", "hbase.thrift.host": "gw1:9090"}
+BASE = {"table": "t", "rowkey": "id", "hbase.thrift.host": "gw1:9090", "hbase.thrift2.port": "9095"}
 
 
 def test_write_keys_name_the_series_the_batch_and_the_checkpoint() -> None:
@@ -66,7 +66,7 @@ def test_hbase_batch_writer_under_spark_connect_gives_its_documented_error() -> 
     import sparkbarrier
     from sparkbarrier._exceptions import SinkError
 
-    fn = sparkbarrier.hbase_batch_writer({"table": "t", "rowkey": "id"})
+    fn = sparkbarrier.hbase_batch_writer({"table": "t", "rowkey": "id", "hbase.thrift2.port": "9095"})
     df = SimpleNamespace(sparkSession=object.__new__(ConnectSession))
     with pytest.raises(SinkError, match="needs classic Spark.*Spark Connect"):
         fn(df, 0)  # type: ignore[arg-type]

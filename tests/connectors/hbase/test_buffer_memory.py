@@ -267,12 +267,13 @@ def test_merge_passes_net_each_key_as_one_pass_does() -> None:
 @pytest.mark.parametrize("raw", ["1", "1kb", "4194303", "3mb"])
 def test_max_memory_below_the_minimum_is_refused_naming_the_option_and_the_minimum(raw: str) -> None:
     with pytest.raises(ConfigError, match=r"'sink\.buffer\.max-memory'.*smallest accepted value is '4mb'") as err:
-        parse_sink_options({"hbase.thrift.host": "h", "table": "t", "rowkey": "id", "sink.buffer.max-memory": raw})
+        parse_sink_options({"hbase.thrift.host": "h", "hbase.thrift2.port": "9095", "table": "t", "rowkey": "id",
+                            "sink.buffer.max-memory": raw})
     assert err.value.option == "sink.buffer.max-memory"
 
 
 def test_the_minimum_max_memory_is_accepted() -> None:
-    opts = parse_sink_options({"hbase.thrift.host": "h", "table": "t", "rowkey": "id",
+    opts = parse_sink_options({"hbase.thrift.host": "h", "hbase.thrift2.port": "9095", "table": "t", "rowkey": "id",
                                "sink.buffer.max-memory": "4mb"})
     assert opts.max_memory == MIN_BUFFER_MEMORY == 4 * MIB
 

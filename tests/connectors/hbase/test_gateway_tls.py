@@ -31,11 +31,14 @@ def test_tls_options_need_tls_on() -> None:
     assert opts.tls == TlsSettings(ca_file="/x.pem", verify_hostname=True)
 
 
-def test_write_and_read_over_tls(make_sink, tls_gateway) -> None:
+def test_write_and_read_over_tls(make_sink, tls_gateway, tls2_gateway) -> None:
     host, port, ca = tls_gateway
-    # The sink's admin calls (table creation, commit table) and the data path all go over HTTPS.
+    # The sink's admin calls (table creation, commit table), the data path and exactly once's
+    # Thrift2 calls (the family check, version deletes) all go over HTTPS.
     sink = make_sink(SCHEMA, **{"hbase.thrift.host": host, "hbase.thrift.port": str(port),
-                                "hbase.thrift2.port": "", "hbase.thrift.tls": "true", "hbase.thrift.tls.ca": ca})
+                                "hbase.thrift2.host": tls2_gateway, "hbase.thrift.tls": "true",
+                                "hbase.thrift.tls.ca": ca})
+    assert sink.opts.exactly_once
     msg = sink.task([{"id": f"k{i}", "v": str(i)} for i in range(20)], batch=0)
     sink.commit([msg], 0)
     from sparkbarrier.connectors.hbase import read_committed

@@ -31,9 +31,11 @@ COMMITTER_LOG = "sparkbarrier.connectors.hbase.sink._committer"
 
 
 def _options(hbase: tuple[str, int], table: str, thrift2: tuple[str, int] | None = None) -> dict[str, str]:
+    """Without Thrift2 at least once (exactly once refuses to start without it)."""
     return {"hbase.thrift.host": hbase[0], "hbase.thrift.port": str(hbase[1]), "table": table,
             "hbase.thrift2.port": str(thrift2[1]) if thrift2 else "", "rowkey": "id", "op.column": "op",
-            "create.table": "true", "sink.id": table, "commit.table": COMMITS}
+            "create.table": "true", "sink.id": table, "commit.table": COMMITS,
+            "delivery.guarantee": "exactly-once" if thrift2 else "at-least-once"}
 
 
 def _validate(options: dict[str, str]) -> HBaseSinkFunction:

@@ -42,10 +42,11 @@ def test_keywords_and_options_are_one_parse_and_a_setting_given_twice_is_refused
 
 
 @pytest.fixture
-def tls_sink(make_sink, tls_gateway) -> Any:
+def tls_sink(make_sink, tls_gateway, tls2_gateway) -> Any:
     host, port, ca = tls_gateway
     sink = make_sink(SCHEMA, **{"hbase.thrift.host": host, "hbase.thrift.port": str(port),
-                                "hbase.thrift2.port": "", "hbase.thrift.tls": "true", "hbase.thrift.tls.ca": ca})
+                                "hbase.thrift2.host": tls2_gateway, "hbase.thrift.tls": "true",
+                                "hbase.thrift.tls.ca": ca})
     sink.commit([sink.task([{"id": "k1", "v": "one"}, {"id": "k2", "v": "two"}], batch=0)], 0)
     return sink
 

@@ -114,7 +114,7 @@ def test_qop_option_accepts_hadoop_and_hbase_names_and_refuses_others() -> None:
 
 
 def _opts(**extra: str) -> dict[str, str]:
-    return {"table": "t", "rowkey": "id", **extra}
+    return {"table": "t", "rowkey": "id", "hbase.thrift2.port": "9095", **extra}
 
 
 def test_kerberos_options_parse_into_settings_with_sane_defaults() -> None:

@@ -10,7 +10,7 @@ from sparkbarrier.connectors.hbase import DEFAULT_COMMIT_TABLE, DeliveryGuarante
 from sparkbarrier.connectors.hbase.sink._column_layout import SinkLayout
 from sparkbarrier.connectors.hbase._options import parse_columns
 
-BASE = {"table": "t", "rowkey": "id"}
+BASE = {"table": "t", "rowkey": "id", "hbase.thrift2.port": "9095"}
 
 
 def test_defaults_are_documented_values() -> None:
@@ -19,6 +19,18 @@ def test_defaults_are_documented_values() -> None:
         "localhost", 9090, "d", 1000, 2 * 1024 * 1024)
     assert o.guarantee is DeliveryGuarantee.EXACTLY_ONCE and o.ignore_null_value
     assert o.commit_table == DEFAULT_COMMIT_TABLE and o.sink_id is None
+
+
+def test_exactly_once_without_a_thrift2_gateway_is_refused_naming_the_option_and_the_way_out() -> None:
+    """Thrift1 has no exact-version delete: the puts of tries Spark did not commit could not be
+    removed apart from the committed ones (docs/hbase-guarantees.md)."""
+    with pytest.raises(ConfigError, match="exactly-once needs a Thrift2 gateway") as err:
+        parse_sink_options({"table": "t", "rowkey": "id"})
+    assert err.value.option == "hbase.thrift2.host"
+    assert "delivery.guarantee=at-least-once" in str(err.value) and "'hbase.thrift2.port'" in str(err.value)
+    o = parse_sink_options({"table": "t", "rowkey": "id", "delivery.guarantee": "at-least-once"})
+    assert o.thrift2_gateways == () and not o.exactly_once
+    assert parse_sink_options({"table": "t", "rowkey": "id", "hbase.thrift2.host": "gw:9095"}).exactly_once
 
 
 def test_option_keys_are_case_insensitive() -> None:

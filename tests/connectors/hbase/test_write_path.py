@@ -161,21 +161,29 @@ def test_tries_that_saw_a_keys_own_rows_in_other_orders_leave_each_row_as_the_co
                 assert len(sink.versions(key.encode(), f"d:{column}".encode())) <= batch + 1, (key, column)
 
 
-def test_an_attempt_noted_under_a_random_token_is_removed_at_slot_0(make_sink, servers, unique_name) -> None:
-    """Upgrade: the 2026-11-28 release's tries noted under a random token and put at slot 0 (as a
-    sink without Thrift2 still does). A replay by this release abandons such an attempt and
-    removes its puts there."""
-    table = unique_name("t")
-    with thrift2_admin(*servers.hbase_thrift2) as admin:  # exactly once with Thrift2 needs deleted cells kept
-        admin.create_table(table, {"d": FamilySpec(max_versions=100, keep_deleted_cells=KeepDeletedCells.TRUE)})
-    old = make_sink(AB, table=table, **{"hbase.thrift2.port": ""})
+def test_an_attempt_noted_under_a_random_token_is_removed_at_slot_0(make_sink) -> None:
+    """Upgrade: the release before this one, without Thrift2, noted tries under a random token
+    and put at slot 0. A replay by this one abandons such an attempt and removes its puts
+    there. The attempt is this release's, its note rewritten as that release wrote it."""
+    from sparkbarrier.connectors.hbase.sink._commit_table import (
+        TaskNote, delete_task_notes, put_cell, read_sink_row, write_note_chunks)
+
+    old = make_sink(AB)
     old.task([r("a", "1")], batch=0, plan="e0000000000000000001")
-    (note,) = old.notes()
-    assert not note.rsplit(b"-", 1)[1].startswith(b"s")  # a random token, no slot claimed
-    new = make_sink(AB, table=old.opts.table)
-    replay = new.task([r("b", "2")], batch=0, plan="e0000000000000000002")
-    assert new.commit([replay], 0).gaps == []
-    assert plain_rows(new) == {"b": {"a": "2"}} == committed_rows(new)
+    conn = HBaseConnection(old.opts, 0)
+    try:
+        (note,) = read_sink_row(conn, old.opts.commit_table, old.opts.sink_id).notes
+        assert note.token == "s0"
+        token = TaskNote(note.base_ms, note.partition, "9f2c41d07e3a", owner="9f2c41d07e3a", block=note.block)
+        done = write_note_chunks(conn, old.opts.commit_table, old.opts.sink_id, token, [b"a"])
+        put_cell(conn, old.opts.commit_table, old.opts.sink_id, done.column(), done.to_bytes())
+        delete_task_notes(conn, old.opts.commit_table, old.opts.sink_id, [note])
+    finally:
+        conn.close()
+    assert [n.rsplit(b"-", 1)[1] for n in old.notes()] == [b"9f2c41d07e3a"]  # no slot claimed
+    replay = old.task([r("b", "2")], batch=0, plan="e0000000000000000002")
+    assert old.commit([replay], 0).gaps == []
+    assert plain_rows(old) == {"b": {"a": "2"}} == committed_rows(old)
 
 
 def test_a_try_still_running_when_its_batch_commits_sends_nothing(make_sink) -> None:
