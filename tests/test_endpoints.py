@@ -61,6 +61,7 @@ def _python_sources() -> list[Path]:
     ('"SPARKBARRIER_HBASE_THRIFT2"', "_endpoints.py"),
     ('"SPARKBARRIER_HBASE_THRIFT_GATEWAYS"', "_endpoints.py"),
     ('"SPARKBARRIER_HBASE_THRIFT_TLS"', "_endpoints.py"),
+    ('"SPARKBARRIER_HBASE_THRIFT2_TLS"', "_endpoints.py"),
 ])
 def test_literal_has_one_owner(literal: str, owner: str) -> None:
     copies = [str(p.relative_to(ROOT)) for p in _python_sources() if literal in p.read_text()]
