@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from ...._exceptions import ConfigError, FencedError, ProtocolError
 from ._commit_table import AttemptRecord, CommitRecord, TaskNote
+from ._keyed import levels
 from ._timestamps import BATCH_SPAN_MS, TASK_WIDTH_MS, next_base
 
 __all__ = ["Placement", "check_formats", "check_writes", "place", "plan_clock", "written_end"]
@@ -62,8 +63,7 @@ class Placement:
     kept_history: int | None = None
     # How far above each of ``abandoned`` its tasks may have written (``AttemptRecord.reach_ms``).
     reach_ms: int = BATCH_SPAN_MS
-    # The modulus and the hash the attempt's tasks test their keys under (``AttemptRecord.keyed_tasks``
-    # and ``key_hash``, ``_keyed``).
+    # The modulus, hash and residues the attempt's tasks test their keys under (``AttemptRecord``, ``_keyed``).
     keyed_tasks: int = 0
     key_hash: str = ""  # "": Spark's (``_keyed.DEFAULT_HASH``)
     key_residues: list[int] = field(default_factory=list)
@@ -204,14 +204,14 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
             floor = max([floor, *(b + reach for b in abandoned)])
         else:  # above what its tries noted (everything it carries lies below its own base)
             floor = max(floor, written_end(attempt, notes))
-    span = max(span_ms, reach)
+    modulus = ((commit.key_modulus or commit.tasks) if commit is not None else 0) or 1
+    residues = list(commit.key_residues) if commit is not None else []
+    span = max(span_ms + (levels(modulus, residues) - 1) * TASK_WIDTH_MS, reach)  # the keyed ranks' blocks too
     record = AttemptRecord(query_id, batch_id, next_base(now_ms, floor), prev, None, flush_rows=flush_rows,
                            flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, noted=True,
                            at_least_once=not noting, unnoted=unnoted, writes=dict(writes or {}),
-                           span_ms=0 if span == BATCH_SPAN_MS else span,
-                           keyed_tasks=(commit.tasks if commit is not None else 0) or 1,
-                           key_hash=commit.key_hash if commit is not None else "",
-                           key_residues=list(commit.key_residues) if commit is not None else [])
+                           span_ms=0 if span == BATCH_SPAN_MS else span, keyed_tasks=modulus,
+                           key_hash=commit.key_hash if commit is not None else "", key_residues=residues)
     return Placement(record.base_ms, prev, False, flush_rows, flush_bytes, record, abandoned=abandoned,
                      unnoted=unnoted, reach_ms=record.reach_ms, keyed_tasks=record.keyed_tasks,
                      key_hash=record.key_hash, key_residues=list(record.key_residues))

@@ -150,7 +150,7 @@ class CommitRecord(_JsonRecord):
     """
 
     _what: ClassVar[str] = "commit record"
-    _only_when_set: ClassVar[tuple[str, ...]] = ("tasks", "key_hash", "key_residues")
+    _only_when_set: ClassVar[tuple[str, ...]] = ("tasks", "key_hash", "key_residues", "key_modulus")
 
     sink_id: str
     table: str
@@ -174,9 +174,11 @@ class CommitRecord(_JsonRecord):
     tasks: int = 0
     # The partitioner they test under (``_keyed.choose_keying``, from this batch's tasks); "":
     # Spark's, as in records before it. ``key_residues``: task p of the next batch is keyed
-    # on residue ``key_residues[p]`` (-1: none); empty: on residue p.
+    # on residue ``key_residues[p] % modulus`` in block ``key_residues[p] // modulus`` (-1:
+    # none); empty: on residue p, in block 0. ``key_modulus``: the modulus, 0: ``tasks``.
     key_hash: str = ""
     key_residues: list[int] = field(default_factory=list)
+    key_modulus: int = 0
     version: int = RECORD_VERSION
 
 
@@ -223,8 +225,8 @@ class AttemptRecord(_JsonRecord):
     # The timestamps above ``base_ms`` this attempt, and every attempt it abandoned, may have
     # written (``sink.max-write-tasks`` * 8 ms, the largest of them); 0: the default 4,096 ms.
     span_ms: int = 0
-    # The modulus every task of the attempt tests its keys under (``_keyed``): the task count
-    # of the commit it builds on (1 when there is none), fixed here so that all its tasks and
+    # The modulus every task of the attempt tests its keys under (``_keyed``): that of the
+    # commit it builds on (1 when there is none), fixed here so that all its tasks and
     # tries share it; 0 in records of releases before 2026-11-29. ``key_hash``: the partitioner
     # (``_keyed``), copied from that commit likewise; "": Spark's; and its ``key_residues``.
     keyed_tasks: int = 0

@@ -355,7 +355,8 @@ class Committer:
                               if self._thrift2 is None or b in first.unnoted]),
             schema_json=self._schema_json, rowkey=self._rowkey, columns=self._columns,
             committed_at_ms=now_ms(), flush_rows=first.flush_rows, flush_bytes=first.flush_bytes,
-            tasks=task_count, key_hash=keying[0], key_residues=keying[1],
+            tasks=task_count, key_hash=keying[0], key_residues=keying[2],
+            key_modulus=0 if keying[1] == task_count else keying[1],
         )
         if current is not None and not any(m.kept_history == current.seq for m in msgs):
             # No task copied the commit it built on (its task died after recording the

@@ -1,29 +1,25 @@
-"""Keyed tasks: a write task whose every row key falls into its own partition of one partitioner.
+"""Keyed tasks: a write task whose every row key falls into its own residue of one partitioner.
 
 Why. Two write tasks of a batch that change one row key must be ordered: HBase masks
-by timestamp, so their cells need distinct timestamps, and a layout that gives every
-task its own 8 ms (``_timestamps``) spends 8 ms of clock per task and batch. Yet most
-wide batches cannot put a key in two tasks at all: a ``repartition(n, rowkey)`` or an
-aggregation grouped by the row key sends key ``k`` to partition ``pmod(murmur3(k), n)``,
-and a topic read without a shuffle gives task ``p`` the keys Kafka's producer sent to
-partition ``p``. A task all of whose keys hash to its own partition id under one hash and
-one modulus (a *keyed* task) shares no key with any other keyed task of that hash and
-modulus: their keys hash to other residues. So keyed tasks share the batch's first
-block of timestamps, and only the others need blocks of their own, above it.
+by timestamp, so their cells need distinct timestamps, and a task with its own 8 ms
+block (``_timestamps``) spends 8 ms of clock per task and batch. Yet most wide batches
+cannot put a key in two tasks: ``repartition(n, rowkey)`` or an aggregation grouped by
+the row key sends ``k`` to partition ``pmod(murmur3(k), n)``; a topic read without a
+shuffle gives each task the keys Kafka's producer sent to one partition (``minPartitions``:
+to consecutive tasks, one range each). Tasks whose keys all hash to distinct residues of
+one hash and modulus share no key, so they share a block: block ``rank``, where the
+tasks holding one residue (the splits of one partition) take ranks 0, 1, ... in
+partition order. Only the other tasks need blocks of their own, above the ranks.
 
-Nothing here trusts the data to be partitioned: the test is per task, on the keys it
-writes, under one hash and modulus every task and try of the attempt shares
-(``Placement.key_hash`` and ``Placement.keyed_tasks``, recorded in the attempt: the
-commit it builds on chose them). The commit chooses from what the tasks report: for each
-partitioner of ``.._partitioners`` a task reports the first key's hash ``h0`` and the
-greatest common divisor ``g`` of every key's difference from it. The keys then all hash
-to one residue modulo ``n`` exactly when ``n`` divides ``g``, and that residue is
-``h0 mod n``, whatever ``n`` the next batch turns out to need. What it says is the same for every
-try of a task, whatever order it saw its keys in: the gcd of the differences from one key
-is the gcd of all pairwise differences, so ``g`` and ``h0 mod n`` (for ``n`` dividing
-``g``) do not depend on which key came first. A hash is dropped as soon
-as ``g`` is 1 (no modulus above 1 keeps the keys together), and the keys stop being read
-once every hash is dropped. A wrong choice only costs timestamps.
+Nothing here trusts the data: the test is per task, on the keys it writes, under the
+hash, modulus and residues the attempt recorded from the commit it builds on, which
+chose them from what the tasks reported: per partitioner of ``.._partitioners``, the
+first key's hash ``h0`` and the gcd ``g`` of every key's difference from it. The keys
+then share one residue modulo ``n`` exactly when ``n`` divides ``g``, and it is ``h0 mod n``,
+for whatever ``n`` the next batch needs; neither depends on the order the keys came in
+(the gcd of the differences from one key is that of all pairwise differences). A hash is
+dropped once ``g`` is 1, and the keys stop being read once every hash is. A wrong choice
+only costs timestamps.
 """
 
 from __future__ import annotations
@@ -37,7 +33,7 @@ import numpy as np
 
 from ..._partitioners import HASHES
 
-__all__ = ["KeyClasses", "choose_keying", "is_keyed"]
+__all__ = ["KeyClasses", "choose_keying", "is_keyed", "levels", "own_class"]
 
 _SLICE = 8192  # keys hashed at once
 DEFAULT_HASH = "spark"  # an attempt that names none (records before key_hash)
@@ -103,17 +99,30 @@ class KeyClasses:
                 self.classes[name][1] = g
 
 
+def own_class(partition: int, modulus: int, residues: Sequence[int] = ()) -> tuple[int, int]:
+    """Task ``partition``'s residue and rank: ``residues[partition]`` is ``residue + rank * modulus``
+    (-1: none) where the attempt recorded residues, else residue ``partition``, rank 0."""
+    if not residues:
+        return partition, 0
+    v = residues[partition] if 0 <= partition < len(residues) else -1
+    return (v % modulus, v // modulus) if v >= 0 else (-1, 0)
+
+
+def levels(modulus: int, residues: Sequence[int] = ()) -> int:
+    """The blocks keyed tasks take (1 + the highest rank); every other task writes above them."""
+    return 1 + max((v // modulus for v in residues if v >= 0), default=0) if modulus else 1
+
+
 def is_keyed(classes: Mapping[str, Sequence[int]] | None, *, key_hash: str, tasks: int, partition: int,
              residues: Sequence[int] = ()) -> bool:
-    """Whether a task with this report is keyed under ``key_hash`` modulo ``tasks``.
+    """Whether a task with this report is keyed under ``key_hash`` modulo ``tasks`` (the attempt's modulus).
 
     ``key_hash`` "" is Spark's (records before it). Its keys must all hash to its own
-    residue: ``residues[partition]`` where the attempt recorded residues (one residue per
-    task, -1 for none, never one residue twice: :func:`choose_keying`), else its partition
-    id. ``None``: the task wrote no key.
+    residue (:func:`own_class`; no residue and rank are ever given twice: :func:`choose_keying`).
+    ``None``: the task wrote no key.
     Modulo 1 every key hashes to 0: task 0 is keyed with no hash (for any key type), and no other.
     """
-    own = (residues[partition] if partition < len(residues) else -1) if residues else partition
+    own = own_class(partition, tasks, residues)[0]
     if not 0 <= own < tasks or partition < 0:
         return False
     if tasks == 1 or classes is None:
@@ -126,32 +135,36 @@ MAX_RESIDUES = 4096  # the largest batch whose residues an attempt records (each
 
 
 def choose_keying(reports: Iterable[tuple[int, Mapping[str, Sequence[int]] | None]],
-                  tasks: int) -> tuple[str, list[int]]:
-    """The partitioner, and the residues, under which most of the next batch's tasks would be keyed (commit, driver).
+                  tasks: int) -> tuple[str, int, list[int]]:
+    """The partitioner, modulus and residues that give the next batch the narrowest span (commit, driver).
 
     ``reports``: each task's partition id and :class:`KeyClasses` report (None: no key);
-    ``tasks``: this batch's task count, the next attempt's modulus. Residues are recorded
-    (task ``p`` -> the residue its keys hashed to) only where that keys more tasks than
-    "task ``p`` holds residue ``p``" (a topic read by Spark's own source, whose tasks are not in
-    partition order), each residue given to the one task that held it, so no residue is
-    given twice. Ties go to the first in ``HASHES`` (Spark's) and to no residues. What it
-    returns only decides which tasks of the next batch share a block, never exactness.
+    ``tasks``: this batch's task count. Moduli tried: ``tasks``, and the gcd of every task's
+    ``g`` (a topic's partition count when ``minPartitions`` splits its partitions). Under
+    "task ``p`` holds residue ``p``" (modulus ``tasks``, nothing recorded) or recorded
+    residues (up to :data:`MAX_RESIDUES` tasks): the tasks that held one residue get ranks
+    0, 1, ... in partition order, block = rank, so no (residue, rank) is given twice and a
+    later split of a partition writes above an earlier one. Ties go to the first in
+    ``HASHES`` (Spark's), to no residues and to modulus ``tasks``. What it returns only
+    decides which tasks share blocks, never exactness. Narrowest: the fewest blocks up to
+    the highest a task would take, then the fewest tasks outside the keyed ranks.
     """
     reports = list(reports)
-    best: tuple[int, str, list[int]] = (-1, next(iter(HASHES)), [])
+    best: tuple[int, int, int, str, int, list[int]] = (2 * tasks + 2, tasks, 0, next(iter(HASHES)), tasks, [])
+    order = 0
     for name in HASHES:
-        held: dict[int, int] = {}
-        for p, c in reports:
-            found = (c or {}).get(name)
-            if found is not None and 0 <= p < tasks and found[1] % tasks == 0:
-                held[p] = found[0] % tasks
-        identity = sum(1 for p, r in held.items() if r == p)
-        counts = Counter(held.values())
-        unique = {p: r for p, r in held.items() if counts[r] == 1}
-        if len(unique) > identity and tasks <= MAX_RESIDUES:
-            choice = (len(unique), name, [unique.get(p, -1) for p in range(tasks)])
-        else:
-            choice = (identity, name, [])
-        if choice[0] > best[0]:
-            best = choice
-    return best[1], best[2]
+        found = {p: c[name] for p, c in reports if c and name in c and 0 <= p < tasks}
+        common = math.gcd(*(g for _, g in found.values()))
+        for modulus in [tasks] + ([common] if common > 1 and common != tasks else []):
+            held = {p: h0 % modulus for p, (h0, g) in found.items() if g % modulus == 0}
+            ranked, seen = [-1] * tasks, Counter[int]()
+            for p in sorted(p for p in held if found[p][1]):  # one key (g 0) shows no partitioner
+                ranked[p] = held[p] + seen[held[p]] * modulus
+                seen[held[p]] += 1
+            options: list[list[int]] = ([[]] if modulus == tasks else []) + ([ranked] if tasks <= MAX_RESIDUES else [])
+            for recorded in options:
+                stray = [p for p in range(tasks) if (recorded[p] < 0 if recorded else held.get(p) != p)]
+                order += 1
+                span = levels(modulus, recorded) + (1 + max(stray) if stray else 0)
+                best = min(best, (span, len(stray), order, name, modulus, recorded))
+    return best[3], best[4], best[5]

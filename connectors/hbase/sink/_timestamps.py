@@ -9,19 +9,20 @@ it does not keep. So an attempt picks its **base** once, from the planning clock
 timestamp inside it follows from ids (docs/hbase-guarantees.md, step 2):
 
 * blocks of :data:`TASK_WIDTH_MS` ms, block ``n`` at ``base + n * TASK_WIDTH_MS``
-  (:func:`task_block`): block 0 is shared by the *keyed* tasks (``_keyed``: no two share a
-  key), every other task ``p`` writes in block ``1 + p``, so a key in several tasks is
-  written at distinct timestamps, the same way on every retry;
+  (:func:`task_block`): the *keyed* tasks (``_keyed``: no two of one rank share a key)
+  write in block ``rank``, the first ``levels`` blocks; every other task ``p`` in block
+  ``levels + p``, so a key in several tasks is written at distinct timestamps, the same
+  way on every retry;
 * in its block a task's delete markers sit at the first millisecond (the same on every
   try), its puts at one of the :data:`TRY_SLOTS` milliseconds above, the slot its try
   claimed (``_writer``): a marker at ``t`` masks every put at ``<= t`` whatever the
   arrival order, and the commit removes every try's puts but the committing one's.
 
-A batch of keyed tasks therefore spans 8 ms however many tasks it has, and the next
-starts at ``max(now, end of this one)``: a keyed stream stays on the clock at any rate.
-A batch with tasks that are not keyed spans up to ``8 * (1 + tasks)`` ms
-(:func:`batch_span_ms`, ``AttemptRecord.span_ms``): faster than that, its cells move
-ahead of the clock (docs/hbase-guarantees.md, limit 1).
+A batch of keyed tasks therefore spans 8 ms per rank however many tasks it has (one rank
+unless ``minPartitions`` splits partitions), and the next starts at ``max(now, end of
+this one)``: a keyed stream stays on the clock at any rate. A batch with tasks that are
+not keyed spans up to ``8 * (levels + tasks)`` ms (:func:`batch_span_ms`,
+``AttemptRecord.span_ms``): faster than that, its cells move ahead of the clock (docs/hbase-guarantees.md, limit 1).
 """
 
 from __future__ import annotations
@@ -55,15 +56,15 @@ MAX_TASKS = MAX_WRITE_TASKS_DEFAULT  # sink.max-write-tasks's default; the limit
 MIN_TABLE_VERSIONS = 1 + TRY_SLOTS
 
 
-def batch_span_ms(max_tasks: int) -> int:
+def batch_span_ms(max_tasks: int, levels: int = 1) -> int:
     """The timestamps a batch attempt may use with ``sink.max-write-tasks`` = ``max_tasks``:
-    the keyed tasks' block and one block per task."""
-    return (1 + max_tasks) * TASK_WIDTH_MS
+    the keyed tasks' ``levels`` blocks and one block per task."""
+    return (levels + max_tasks) * TASK_WIDTH_MS
 
 
-def task_block(partition: int, *, keyed: bool) -> int:
-    """The block task ``partition`` writes in: 0, shared, if it is keyed (``_keyed``), else its own."""
-    return 0 if keyed else 1 + partition
+def task_block(partition: int, *, keyed: bool, rank: int = 0, levels: int = 1) -> int:
+    """The block task ``partition`` writes in: its ``rank`` if it is keyed (``_keyed``), else its own."""
+    return rank if keyed else levels + partition
 
 
 # The span of an attempt that records none (``AttemptRecord.span_ms``): releases before
@@ -90,7 +91,7 @@ def check_block(partition: int, max_tasks: int) -> None:
     """Refuse a task whose partition id is past ``sink.max-write-tasks`` (before it writes anything).
 
     Checked for every task, keyed or not: whether a task is keyed is known only once its
-    input ended, and a task that is not writes in block ``1 + partition``, inside the
+    input ended, and a task that is not writes in block ``levels + partition``, inside the
     recorded span only below the limit.
     """
     if not 0 <= partition < max_tasks:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from sparkbarrier.connectors._partitioners import kafka_hashes, spark_hashes
-from sparkbarrier.connectors.hbase.sink._keyed import KeyClasses, choose_keying, is_keyed
+from sparkbarrier.connectors.hbase.sink._keyed import KeyClasses, choose_keying, is_keyed, levels, own_class
+from sparkbarrier.connectors.hbase.sink._timestamps import task_block
 
 
 def _keys_of(partition: int, tasks: int, n: int, *, kafka: bool = False) -> list[bytes]:
@@ -47,7 +48,7 @@ def test_keys_of_one_kafka_partition_are_keyed_under_kafkas_hash_only() -> None:
     assert report is not None and set(report) == {"kafka"}  # Spark's and librdkafka's were dropped
     assert is_keyed(report, key_hash="kafka", tasks=12, partition=2)
     assert not is_keyed(report, key_hash="spark", tasks=12, partition=2)
-    assert choose_keying([(2, report), (3, _report(_keys_of(3, 12, 3_000, kafka=True)))], 12) == ("kafka", [])
+    assert choose_keying([(2, report), (3, _report(_keys_of(3, 12, 3_000, kafka=True)))], 12) == ("kafka", 12, [])
 
 
 def test_keys_stop_being_read_once_no_partitioner_keeps_them_together() -> None:
@@ -64,70 +65,96 @@ def test_modulo_one_task_0_is_keyed_without_hashing_and_no_other_is() -> None:
 
 def test_the_commit_chooses_the_partitioner_most_tasks_are_keyed_under() -> None:
     spark_keyed = [(p, _report(_keys_of(p, 6, 500))) for p in range(6)]
-    assert choose_keying(spark_keyed, 6) == ("spark", [])
+    assert choose_keying(spark_keyed, 6) == ("spark", 6, [])
     assert choose_keying([(p, _report([f"{p}-{i}".encode() for i in range(50)])) for p in range(6)], 6) == (
-        "spark", [])
+        "spark", 6, [])
 
 
 def test_tasks_out_of_partition_order_are_keyed_on_recorded_residues_each_given_once() -> None:
     """Spark's own Kafka source orders its tasks otherwise than the topic's partitions: task
-    p held residue r(p). The next attempt records r, without the residue two tasks held
-    (splits of one partition): neither of those is keyed, every other is, on its own residue."""
+    p held residue r(p). The next attempt records r; the two tasks that held residue 1
+    (splits of one partition) get ranks 0 and 1 in partition order (1 + 1 * 6 = 7), so
+    every task is keyed, on its own residue, and the batch takes two blocks."""
     held = {0: 4, 1: 0, 2: 5, 3: 1, 4: 1, 5: 2}  # tasks 3 and 4 both hold residue 1
     reports = [(p, _report(_keys_of(r, 6, 300, kafka=True))) for p, r in held.items()]
-    key_hash, residues = choose_keying(reports, 6)
-    assert (key_hash, residues) == ("kafka", [4, 0, 5, -1, -1, 2])
+    key_hash, modulus, residues = choose_keying(reports, 6)
+    assert (key_hash, modulus, residues) == ("kafka", 6, [4, 0, 5, 1, 7, 2])
+    assert [own_class(p, 6, residues) for p in range(6)] == [(4, 0), (0, 0), (5, 0), (1, 0), (1, 1), (2, 0)]
+    assert levels(6, residues) == 2
     for p, report in reports:
-        assert is_keyed(report, key_hash="kafka", tasks=6, partition=p, residues=residues) == (p not in (3, 4))
+        assert is_keyed(report, key_hash="kafka", tasks=6, partition=p, residues=residues)
     assert not is_keyed(reports[0][1], key_hash="kafka", tasks=6, partition=0)  # residue 4 is not task 0's
-    assert not is_keyed(None, key_hash="kafka", tasks=6, partition=3, residues=residues)
+    assert not is_keyed(reports[1][1], key_hash="kafka", tasks=6, partition=3, residues=residues)
 
 
-def _keyed_tasks(batch: list[list[bytes]], key_hash: str, residues: list[int]) -> list[int]:
-    tasks = len(batch)
-    return [p for p, keys in enumerate(batch)
-            if is_keyed(_report(keys) if keys else None, key_hash=key_hash, tasks=tasks, partition=p,
-                        residues=residues)]
+def test_min_partitions_splits_are_keyed_in_ranks_under_the_topics_partition_count() -> None:
+    """barrier-kafka's ``minPartitions``: 4 Kafka partitions split in 3, tasks 3p..3p+2 in
+    offset order. No task is keyed modulo the 12 tasks; modulo the gcd of the reports (the
+    partition count) each split is, split i in block i: 3 blocks, not 1 + 12."""
+    reports = [(3 * p + i, _report(_keys_of(p, 4, 400, kafka=True)[i::3])) for p in range(4) for i in range(3)]
+    key_hash, modulus, residues = choose_keying(reports, 12)
+    assert (key_hash, modulus) == ("kafka", 4)
+    assert [own_class(t, 4, residues) for t in range(12)] == [(p, i) for p in range(4) for i in range(3)]
+    assert levels(modulus, residues) == 3
+    assert all(is_keyed(r, key_hash="kafka", tasks=4, partition=t, residues=residues) for t, r in reports)
+
+
+def _blocks(batch: list[list[bytes]], key_hash: str, modulus: int, residues: list[int]) -> dict[int, int]:
+    """Task -> the block it writes in, as ``_writer`` decides it (its rank if keyed, else above every rank)."""
+    top = levels(modulus, residues)
+    return {p: task_block(p, keyed=is_keyed(_report(keys) if keys else None, key_hash=key_hash, tasks=modulus,
+                                            partition=p, residues=residues),
+                          rank=own_class(p, modulus, residues)[1], levels=top)
+            for p, keys in enumerate(batch)}
 
 
 def _random_batch(rnd: np.random.Generator, tasks: int, pool: list[bytes], how: str) -> list[list[bytes]]:
-    """Keys of ``tasks`` tasks: by one partitioner (in order or shuffled), round-robin, or mixed."""
+    """Keys of ``tasks`` tasks: by one partitioner (in order or shuffled), split like
+    ``minPartitions`` (a partition's keys over consecutive tasks), round-robin, or mixed."""
     key_hash = "kafka" if how.startswith("kafka") else "spark"
     hashes = kafka_hashes(pool) if key_hash == "kafka" else spark_hashes(pool, "bytes")
-    owner = np.mod(hashes, tasks)
+    split = int(rnd.integers(2, 4)) if how.endswith("split") else 1
+    owner = np.mod(hashes, max(1, tasks // split)) * split
     if how.endswith("shuffled"):
         owner = rnd.permutation(tasks)[owner]
     batch: list[list[bytes]] = [[] for _ in range(tasks)]
     for key, o in zip(pool, owner.tolist()):
-        if rnd.random() < 0.5:
-            batch[o if how != "round-robin" else int(rnd.integers(tasks))].append(key)
+        for _ in range(int(rnd.integers(0, 3))):  # a key's rows: in none, one or two of its splits
+            t = o + int(rnd.integers(split)) if how != "round-robin" else int(rnd.integers(tasks))
+            batch[min(t, tasks - 1)].append(key)
     for _ in range(int(rnd.integers(0, 3))):  # a neighbour's key in another task
         batch[int(rnd.integers(tasks))].append(pool[int(rnd.integers(len(pool)))])
-    return batch
+    return [list(dict.fromkeys(keys)) for keys in batch]
 
 
-def test_keyed_tasks_never_share_a_key_whatever_the_data_and_the_recorded_residues() -> None:
-    """Property: the tasks one attempt judges keyed have pairwise disjoint keys, for batches
-    partitioned by either hash (tasks in partition order or not), round-robin batches,
-    stray keys from neighbours, and residues learnt from a previous batch of another
-    shape; a retry (the same keys in another order) gets the same verdict. A mutant that
-    records one residue twice breaks it."""
+def test_tasks_of_one_block_never_share_a_key_whatever_the_data_and_the_recorded_residues() -> None:
+    """Property: no two tasks of one attempt write one key in one block, for batches
+    partitioned by either hash (tasks in partition order or not), ``minPartitions``-like
+    splits, round-robin batches, stray keys from neighbours, and the modulus and residues
+    learnt from a previous batch of another shape; a retry (the same keys in another order)
+    gets the same blocks. A mutant that records one (residue, rank) twice breaks it."""
     rnd = np.random.default_rng(57)
-    shapes = ["spark", "spark-shuffled", "kafka", "kafka-shuffled", "round-robin"]
-    for _ in range(60):
-        tasks = int(rnd.integers(2, 9))
-        pool = [f"u{int(rnd.integers(10**6))}".encode() for _ in range(int(rnd.integers(5, 120)))]
+    shapes = ["spark", "spark-shuffled", "kafka", "kafka-shuffled", "kafka-split", "spark-split", "round-robin"]
+    ranked = 0
+    for _ in range(80):
+        tasks = int(rnd.integers(2, 13))
+        pool = [f"u{int(rnd.integers(10**6))}".encode() for _ in range(int(rnd.integers(5, 160)))]
         before = _random_batch(rnd, tasks, pool, shapes[int(rnd.integers(len(shapes)))])
-        key_hash, residues = choose_keying(
+        key_hash, modulus, residues = choose_keying(
             [(p, _report(keys) if keys else None) for p, keys in enumerate(before)], tasks)
-        assert sorted(r for r in residues if r >= 0) == sorted({r for r in residues if r >= 0})
+        classes = [own_class(p, modulus, residues) for p in range(len(residues))]
+        assert len({c for c in classes if c[0] >= 0}) == sum(1 for c in classes if c[0] >= 0)
+        ranked += levels(modulus, residues) > 1
         batch = _random_batch(rnd, tasks, pool, shapes[int(rnd.integers(len(shapes)))])
-        keyed = _keyed_tasks(batch, key_hash, residues)
-        for i, p in enumerate(keyed):
-            for q in keyed[i + 1:]:
-                assert not set(batch[p]) & set(batch[q]), (p, q, key_hash, residues)
-        assert _keyed_tasks([list(reversed(keys)) for keys in batch], key_hash, residues) == keyed
-    # the mutant: residue 0 given to two tasks, each holding keys of residue 0
+        blocks = _blocks(batch, key_hash, modulus, residues)
+        for p in range(tasks):
+            for q in range(p + 1, tasks):
+                if blocks[p] == blocks[q]:
+                    assert not set(batch[p]) & set(batch[q]), (p, q, key_hash, modulus, residues)
+        assert _blocks([list(reversed(keys)) for keys in batch], key_hash, modulus, residues) == blocks
+    assert ranked  # the splits did give ranks
+    # the mutant: residue 0, rank 0 given to two tasks, each holding keys of residue 0
     zero = _keys_of(0, 3, 40)
     batch = [zero[:25], zero[15:], []]
-    assert {0, 1} <= set(_keyed_tasks(batch, "spark", [0, 0, 2])) and set(batch[0]) & set(batch[1])
+    blocks = _blocks(batch, "spark", 3, [0, 0, 2])
+    assert blocks[0] == blocks[1] and set(batch[0]) & set(batch[1])

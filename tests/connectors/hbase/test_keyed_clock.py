@@ -1,11 +1,12 @@
 """Cell timestamps stay on the planning driver's clock at a wide cluster's rates (issue 57, item 2).
 
-A batch whose write tasks are keyed (every row key hashes to its task under the previous
-batch's task count: ``repartition(n, rowkey)``, an aggregation grouped by the row key;
-``_keyed``) writes in one 8 ms block however many tasks it has, so batches may come as
-fast as a cluster runs them. Two ways: a simulated clock over an hour at each of the
-issue's rates (``_attempts.place``, as each batch's first task runs it), and Spark
-queries against the devstack's HBase whose batches come faster than 8 ms per task.
+A batch whose write tasks are keyed (every row key hashes to its task's residue under the
+previous batch's modulus: ``repartition(n, rowkey)``, an aggregation grouped by the row
+key, a topic read without a shuffle; ``_keyed``) writes in one 8 ms block however many
+tasks it has, or one per split with ``minPartitions``, so batches may come as fast as a
+cluster runs them. Two ways: a simulated clock over an hour at each of the issue's rates
+(``_attempts.place``, as each batch's first task runs it), and Spark queries against the
+devstack's HBase whose batches come faster than 8 ms per task.
 """
 
 from __future__ import annotations
@@ -25,23 +26,40 @@ from sparkbarrier.connectors.hbase import read_committed
 from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
 from sparkbarrier.connectors.hbase.sink._attempts import place
 from sparkbarrier.connectors.hbase.sink._commit_table import CommitRecord, read_history
+from sparkbarrier.connectors.hbase.sink._keyed import choose_keying, is_keyed, levels, own_class
 from sparkbarrier.connectors.hbase.sink._timestamps import TASK_WIDTH_MS, TaskClock, batch_span_ms, task_block
 
 HOUR_MS = 3_600_000
 COMMITS = "sparkbarrier_commits_test"
 
 
-def run_hour(tasks: int, every_ms: int, *, keyed: bool, clock_jump_ms: int = 0) -> tuple[int, int]:
+def _reports(tasks: int, shape: str) -> list[tuple[int, dict[str, list[int]]]]:
+    """What each task reports of its keys (``KeyClasses``: per hash ``[h0, g]``) for a stream of ``shape``:
+    ``keyed`` (task t holds Spark's residue t), ``split<k>`` (``minPartitions``: each of
+    tasks / k Kafka partitions split into k consecutive tasks), ``unkeyed`` (round-robin)."""
+    if shape == "keyed":
+        return [(t, {"spark": [t, tasks]}) for t in range(tasks)]
+    if shape.startswith("split"):
+        k = int(shape[5:])
+        return [(t, {"kafka": [t // k, tasks // k]}) for t in range(tasks)]
+    return [(t, {}) for t in range(tasks)]
+
+
+def run_hour(tasks: int, every_ms: int, *, shape: str = "keyed", clock_jump_ms: int = 0) -> tuple[int, int]:
     """Batches of ``tasks`` write tasks planned every ``every_ms`` for an hour.
 
     Each batch: its attempt placed as its tasks place it (the planning clock, the last
-    commit), its tasks' ends (keyed ones from the second batch on: the previous commit
-    gives the modulus), its commit record. ``clock_jump_ms`` sets the planning clock back
+    commit), its tasks' blocks as each decides them (``_writer``: its report under the
+    attempt's hash, modulus and residues; :func:`_reports`), its commit record with the
+    keying the commit chooses from those reports. ``clock_jump_ms`` sets the planning clock back
     half-way through. Returns the largest lead of a cell over the planning clock once
     steady (after the first three minutes: the first batch has no batch before it to give
     the modulus, so only its task 0 is keyed and it spans a block per task, up to 80 s at 10,000 tasks, which the clock
     then catches up), and the number of batches.
     """
+    reports = _reports(tasks, shape)
+    key_hash, modulus, residues = choose_keying(reports, tasks)
+    ends: dict[tuple[str, int, tuple[int, ...]], int] = {}  # the batch's highest block, per keying
     commit: CommitRecord | None = None
     lead = 0
     now = 1_800_000_000_000
@@ -53,9 +71,17 @@ def run_hour(tasks: int, every_ms: int, *, keyed: bool, clock_jump_ms: int = 0) 
         assert p.record is not None
         floor = commit.read_bound if commit is not None else 0
         assert p.base_ms >= floor, "a base went below what was written"
-        is_keyed = keyed and p.keyed_tasks == tasks  # the test each task runs on its keys (``_keyed``)
-        ts_hi = max(TaskClock(p.base_ms, task_block(t, keyed=is_keyed)).block_end() for t in (0, tasks - 1))
-        commit = CommitRecord("s", "t", batch + 1, "q", batch, p.base_ms, ts_hi, max(ts_hi, floor), tasks=tasks)
+        keying = (p.key_hash, p.keyed_tasks, tuple(p.key_residues))
+        if keying not in ends:
+            top = levels(p.keyed_tasks, p.key_residues)
+            ends[keying] = 1 + max(task_block(
+                t, keyed=is_keyed(c, key_hash=p.key_hash, tasks=p.keyed_tasks, partition=t, residues=p.key_residues),
+                rank=own_class(t, p.keyed_tasks, p.key_residues)[1], levels=top) for t, c in reports)
+            assert (ends[keying] - 1) * TASK_WIDTH_MS < p.record.reach_ms, "a block outside the recorded span"
+        ts_hi = p.base_ms + ends[keying] * TASK_WIDTH_MS
+        commit = CommitRecord("s", "t", batch + 1, "q", batch, p.base_ms, ts_hi, max(ts_hi, floor), tasks=tasks,
+                              key_hash=key_hash, key_residues=residues,
+                              key_modulus=0 if modulus == tasks else modulus)
         if batch * every_ms >= 180_000:
             lead = max(lead, ts_hi - 1 - clock)
     return lead, batches
@@ -64,17 +90,27 @@ def run_hour(tasks: int, every_ms: int, *, keyed: bool, clock_jump_ms: int = 0) 
 @pytest.mark.parametrize(("tasks", "every_ms"), [(200, 200), (1_000, 1_000), (10_000, 5_000)])
 def test_keyed_batches_stay_within_5_s_of_the_clock_for_an_hour_at_a_wide_clusters_rate(
         tasks: int, every_ms: int) -> None:
-    lead, batches = run_hour(tasks, every_ms, keyed=True)
+    lead, batches = run_hour(tasks, every_ms)
     assert batches == HOUR_MS // every_ms
     assert lead < TASK_WIDTH_MS <= 5_000  # one block: the cells are never more than 8 ms ahead
     # The same rate without keys partitioned by the row key: 8 ms per task and batch, so
     # the cells run ahead of the clock, further with every batch (the documented limit).
-    ahead, _ = run_hour(tasks, every_ms, keyed=False)
+    ahead, _ = run_hour(tasks, every_ms, shape="unkeyed")
     assert ahead > 60_000
 
 
+@pytest.mark.parametrize(("tasks", "every_ms", "splits"), [(200, 200, 2), (1_000, 1_000, 4), (4_096, 5_000, 8)])
+def test_min_partitions_splits_stay_on_the_clock_in_a_block_per_split(tasks: int, every_ms: int,
+                                                                       splits: int) -> None:
+    """``minPartitions`` splits each Kafka partition into consecutive tasks: modulo the
+    partition count each split is keyed, split ``i`` in block ``i``, so a batch spans
+    ``splits`` blocks however many tasks it has (residues are recorded up to 4,096 tasks)."""
+    lead, _ = run_hour(tasks, every_ms, shape=f"split{splits}")
+    assert lead < splits * TASK_WIDTH_MS
+
+
 def test_a_clock_set_back_never_moves_a_base_below_what_was_written() -> None:
-    lead, _ = run_hour(1_000, 1_000, keyed=True, clock_jump_ms=30_000)
+    lead, _ = run_hour(1_000, 1_000, clock_jump_ms=30_000)
     assert lead <= 30_000 + TASK_WIDTH_MS  # cells stay above what was written, then the clock catches up
 
 
@@ -246,17 +282,20 @@ def _produce_keyed(kind: str, bootstrap: str, topic: str, rounds: int, keys: int
 @pytest.mark.hbase
 @pytest.mark.spark
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize(("source", "producer", "key_hash"),
-                         [("barrier-kafka", "java", "kafka"), ("barrier-kafka", "librdkafka", "crc32"),
-                          ("kafka", "java", "kafka")])
+@pytest.mark.parametrize(("source", "producer", "key_hash", "splits"),
+                         [("barrier-kafka", "java", "kafka", 1), ("barrier-kafka", "librdkafka", "crc32", 1),
+                          ("kafka", "java", "kafka", 1), ("barrier-kafka", "java", "kafka", 2)])
 def test_a_topic_read_without_a_shuffle_is_keyed_by_its_producers_partitioner(
         registered, servers: Any, unique_name: Callable[[str], str], tmp_path: Path, source: str, producer: str,
-        key_hash: str) -> None:
+        key_hash: str, splits: int) -> None:
     """``barrier-kafka`` → ``barrier-hbase`` with nothing between: one write task per Kafka
     partition, its keys those the producer's default partitioner sent there. From the
     second batch on the commit has chosen that partitioner, every task is keyed and the
     batch spans one 8 ms block, on the clock; the table ends as the last record of each
-    key says."""
+    key says. With ``minPartitions`` (``splits`` 2: two rounds of every key per batch, a
+    partition's range split into consecutive tasks in offset order) the modulus is the
+    partition count, each split is keyed in its own block, and a key's later record, in a
+    later split, is the one the table keeps."""
     from kafka.admin import KafkaAdminClient, NewTopic
 
     spark = registered
@@ -267,23 +306,31 @@ def test_a_topic_read_without_a_shuffle_is_keyed_by_its_producers_partitioner(
         admin.create_topics([NewTopic(topic, num_partitions=6, replication_factor=1)])
     finally:
         admin.close()
-    last = _produce_keyed(producer, bootstrap, topic, rounds=4, keys=60)
+    last = _produce_keyed(producer, bootstrap, topic, rounds=4 * splits, keys=60)
     reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "60"))
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", str(60 * splits)))
     if source == "barrier-kafka":
         reader = reader.option("commitOffsets", "false")
+    if splits > 1:
+        reader = reader.option("minPartitions", str(6 * splits))
     stream = (reader.load().selectExpr("CAST(key AS STRING) AS user", "CAST(CAST(value AS STRING) AS BIGINT) AS amount"))
     query = (stream.writeStream.format("barrier-hbase").options(**_sink_options(servers, table))
              .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
     _run(query)
     history = _history(servers, table)
     assert [r.batch_id for r in history] == [0, 1, 2, 3], history
-    assert all(r.tasks == 6 for r in history), [r.tasks for r in history]
     assert [r.key_hash for r in history] == [key_hash] * 4
-    # barrier-kafka's tasks follow the topic's partitions; Spark's source orders them otherwise
-    assert all(bool(r.key_residues) == (source == "kafka") for r in history), [r.key_residues for r in history]
-    for r in history[1:]:
-        assert r.ts_hi - r.ts_lo == TASK_WIDTH_MS, r  # keyed: one block
+    if splits == 1:
+        assert all(r.tasks == 6 for r in history), [r.tasks for r in history]
+        # barrier-kafka's tasks follow the topic's partitions; Spark's source orders them otherwise
+        assert all(bool(r.key_residues) == (source == "kafka") for r in history), [r.key_residues for r in history]
+    else:  # keyed modulo the 6 partitions, each split in the block of its rank
+        assert all(r.tasks > 6 and r.key_modulus == 6 for r in history), [(r.tasks, r.key_modulus) for r in history]
+    for before, r in zip(history, history[1:], strict=False):  # r's tasks test under before's keying
+        ranks = 1 + max((v // 6 for v in before.key_residues), default=0) if splits > 1 else 1
+        assert r.ts_hi - r.ts_lo == ranks * TASK_WIDTH_MS, (before, r)  # keyed: a block per rank
+        assert ranks <= 2 * splits < r.tasks, r
         assert r.ts_hi - 1 <= r.committed_at_ms, r  # on the clock
     rows = read_committed(*servers.hbase_thrift, table, sink_id=table, commit_table=COMMITS).to_pylist()
     assert {r["user"]: r["amount"] for r in rows} == last

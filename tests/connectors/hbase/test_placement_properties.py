@@ -22,8 +22,9 @@ the same check-and-put the real one does. For every history:
   of the neighbours' columns or rows, none of a committed try;
 * every attempt starts above everything written before it (a replay above what the
   abandoned attempt's tries noted, not its whole span), and the committed record has no gap: every abandoned attempt's puts are removed, so no range needs hiding;
-* keyed tasks (``_keyed``: no key of theirs in another task) share the first block of
-  timestamps, every other task writes in its own above it, and a key held by several
+* keyed tasks (``_keyed``: no key of theirs in another task of their rank) share their
+  rank's block (a later ``minPartitions`` split of a residue: rank 1), every other task
+  writes in its own above the ranks, and a key held by several
   tasks ends as the one with the highest block left it (the one try Spark committed);
 * a replay of a committed batch writes nothing, and the history holds every committed
   record but the newest, byte for byte.
@@ -90,11 +91,17 @@ class Task:
     slot: int | None = None
     sent: bool = False
     keyed: bool = False  # every key of the task is its own (the real test: ``_keyed``)
+    rank: int = 0  # its block if keyed: a later split of a residue another keyed task holds is rank 1
+    levels: int = 1  # the attempt's keyed blocks (``_keyed.levels``)
     try_id: int = field(default_factory=itertools.count().__next__)
+
+    def layout(self) -> dict[str, Any]:
+        """Where a copy of this task writes: the same block."""
+        return {"keyed": self.keyed, "rank": self.rank, "levels": self.levels}
 
     @property
     def block(self) -> int:
-        return task_block(self.partition, keyed=self.keyed)
+        return task_block(self.partition, keyed=self.keyed, rank=self.rank, levels=self.levels)
 
 
 def start(table: Table, task: Task, now: int) -> bool:
@@ -233,11 +240,16 @@ def test_only_the_committing_attempt_and_the_neighbours_stay(history, clock_step
             now += clock_step
             tasks = [Task(query, batch, plan, p, [f"k{batch}-{p}-{i}" for i in range(2)], keyed=keyed[p])
                      for p in range(n_tasks)]
-            if share and n_tasks > 1:  # a key in two tasks (round-robin, minPartitions): the one holding
-                tasks[-1].rows.append(tasks[0].rows[0])  # another's key is not keyed (``_keyed``)
-                tasks[-1].keyed = False
+            if share and n_tasks > 1:  # a key in two tasks (round-robin, minPartitions)
+                tasks[-1].rows.append(tasks[0].rows[0])
+                if tasks[0].keyed and tasks[-1].keyed:  # a later split of task 0's residue: rank 1
+                    tasks[-1].rank = 1
+                    for t in tasks:
+                        t.levels = 2
+                else:  # holding another's key, it is not keyed (``_keyed``)
+                    tasks[-1].keyed = False
             if copies:
-                tasks += [Task(query, batch, plan, t.partition, t.rows, keyed=t.keyed) for t in list(tasks)]
+                tasks += [Task(query, batch, plan, t.partition, t.rows, **t.layout()) for t in list(tasks)]
             started = [t for t in tasks if start(table, t, now)]
             assert len(started) == len(tasks), "a task of the newest plan was fenced"
             # Neighbours write the same rows' other columns, and other rows, at this attempt's timestamps.
@@ -251,9 +263,9 @@ def test_only_the_committing_attempt_and_the_neighbours_stay(history, clock_step
             for i, t in enumerate(rnd.sample(started, len(started)) * 2):  # every task flushes twice, interleaved
                 flush(table, t, lands_now=not late[i % len(late)])
             if leftover and previous:
-                stale = [Task(p.query, p.batch, p.plan, p.partition, p.rows, keyed=p.keyed) for p in previous[:1]]
+                stale = [Task(p.query, p.batch, p.plan, p.partition, p.rows, **p.layout()) for p in previous[:1]]
                 stale += [Task(p.query, p.batch, p.plan, p.partition, p.rows, p.base, p.prev, p.abandoned,
-                               p.attempt_raw, p.replay, keyed=p.keyed) for p in previous[:1]]  # started earlier
+                               p.attempt_raw, p.replay, **p.layout()) for p in previous[:1]]  # started earlier
                 for s in stale:
                     before = (table.attempt, dict(table.notes))
                     if s.base is None and start(table, s, now):
@@ -264,7 +276,7 @@ def test_only_the_committing_attempt_and_the_neighbours_stay(history, clock_step
             previous = started
             # a copy of task 0 that places before the commit and writes after it (Spark kills
             # the loser of a speculative race asynchronously)
-            straggler = Task(query, batch, plan, 0, tasks[0].rows, keyed=tasks[0].keyed) if copies else None
+            straggler = Task(query, batch, plan, 0, tasks[0].rows, **tasks[0].layout()) if copies else None
             if straggler is not None and not start(table, straggler, now):
                 straggler = None
             if commits and commit(table, started, batch, query, rnd):
@@ -274,7 +286,7 @@ def test_only_the_committing_attempt_and_the_neighbours_stay(history, clock_step
                 leftovers = started
                 break
         for t in leftovers:  # tasks of a committed batch that outlive it (a speculative copy)
-            late_copy = Task(t.query, t.batch, t.plan, t.partition, t.rows, keyed=t.keyed)
+            late_copy = Task(t.query, t.batch, t.plan, t.partition, t.rows, **t.layout())
             if batch > t.batch and start(table, late_copy, now) and not late_copy.replay:
                 raise AssertionError("a task of an older batch was not fenced")
     for cell in table.in_flight:  # whatever was sent lands, however late
