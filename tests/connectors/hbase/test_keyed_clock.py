@@ -328,7 +328,7 @@ def test_a_topic_read_without_a_shuffle_is_keyed_by_its_producers_partitioner(
     else:  # keyed modulo the 6 partitions, each split in the block of its rank
         assert all(r.tasks > 6 and r.key_modulus == 6 for r in history), [(r.tasks, r.key_modulus) for r in history]
     for before, r in zip(history, history[1:], strict=False):  # r's tasks test under before's keying
-        ranks = 1 + max((v // 6 for v in before.key_residues), default=0) if splits > 1 else 1
+        ranks = levels(before.key_modulus or before.tasks, before.key_residues) if splits > 1 else 1
         assert r.ts_hi - r.ts_lo == ranks * TASK_WIDTH_MS, (before, r)  # keyed: a block per rank
         assert ranks <= 2 * splits < r.tasks, r
         assert r.ts_hi - 1 <= r.committed_at_ms, r  # on the clock
