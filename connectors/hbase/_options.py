@@ -93,8 +93,8 @@ def parse_history_retain(key: str, raw: str) -> int:
 
 # sink.max-write-tasks: each write task of a batch whose keys are not hash-partitioned by the
 # row key (``sink._keyed``: by a Spark shuffle or a topic's producer) owns 8 ms of cell
-# timestamps (``sink._timestamps``; keyed tasks share a block per rank), so
-# the batch's span is up to 8 ms times this plus the ranks; past the limit a batch could stamp cells
+# timestamps (``sink._timestamps``; keyed tasks share the first blocks), so
+# the batch's span is up to 8 ms times this plus the keyed blocks; past the limit a batch could stamp cells
 # over two minutes ahead of the clock, which HBase's timestamp slop refuses.
 MAX_WRITE_TASKS_DEFAULT = 512
 MAX_WRITE_TASKS_LIMIT = 16_384
@@ -150,8 +150,8 @@ SINK_OPTION_SPECS: tuple[OptionSpec, ...] = _CONNECTION_SPECS + KERBEROS_OPTION_
         "sink.max-write-tasks", parse_max_write_tasks, MAX_WRITE_TASKS_DEFAULT,
         "most write tasks (Spark partitions reaching the sink) in one batch; each task whose keys are not "
         "hash-partitioned by the row key (by a Spark shuffle, or by the producer of a topic read without one) "
-        "takes 8 ms of cell timestamps per batch (keyed tasks share 8 ms, or 8 ms per split with minPartitions), "
-        "so a batch's cells span up to 8 ms times this plus the splits, and batches of such tasks that come "
+        "takes 8 ms of cell timestamps per batch (keyed tasks share 8 ms, or 16 ms per split with minPartitions), "
+        "so a batch's cells span up to 8 ms times this plus the keyed blocks, and batches of such tasks that come "
         "faster than that move the timestamps ahead of the clock. Checked by each task before it writes anything; "
         f"at most {MAX_WRITE_TASKS_LIMIT}",
         type_name="int",

@@ -206,7 +206,7 @@ def place(commit: CommitRecord | None, attempt: AttemptRecord | None, *, query_i
             floor = max(floor, written_end(attempt, notes))
     modulus = ((commit.key_modulus or commit.tasks) if commit is not None else 0) or 1
     residues = list(commit.key_residues) if commit is not None else []
-    span = max(span_ms + (levels(modulus, residues) - 1) * TASK_WIDTH_MS, reach)  # the keyed ranks' blocks too
+    span = max(span_ms + (levels(modulus, residues) - 1) * TASK_WIDTH_MS, reach)  # the keyed blocks too
     record = AttemptRecord(query_id, batch_id, next_base(now_ms, floor), prev, None, flush_rows=flush_rows,
                            flush_bytes=flush_bytes, plan=plan_id, abandoned=abandoned, noted=True,
                            at_least_once=not noting, unnoted=unnoted, writes=dict(writes or {}),

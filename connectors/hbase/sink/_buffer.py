@@ -140,7 +140,7 @@ class MutationBuffer:
     def __init__(self, conn: HBaseConnection, table: str, clock: TaskClock, *, delete_columns: tuple[bytes, ...],
                  max_rows: int, max_size: int, max_memory: int = 256 << 20, batch_id: int | None = None,
                  note: Callable[[Iterator[bytes]], int] | None = None,
-                 keyed: tuple[KeyClasses, Callable[[dict[str, list[int]] | None], bool], TaskClock] | None = None,
+                 keyed: tuple[KeyClasses, Callable[[dict[str, list[int]] | None], TaskClock | None]] | None = None,
                  ) -> None:
         self._conn = conn
         self._table = table.encode()
@@ -150,9 +150,9 @@ class MutationBuffer:
         self.batch_id = batch_id
         self._note = note
         self._slot = 0  # the put slot of this try (``note`` returns it)
-        # The task's key classes, the test of whether they make it keyed, and the shared block's
-        # clock it then writes with instead of ``clock`` (``_keyed``); decided once every key
-        # passed, before ``note`` ends. ``key_classes``: the report (None: no key was written).
+        # The task's key classes and the test of whether they make it keyed, giving the shared
+        # block's clock it then writes with instead of ``clock`` (``_keyed``); decided once every
+        # key passed, before ``note`` ends. ``key_classes``: the report (None: no key was written).
         self._keyed = keyed
         self.key_classes: dict[str, list[int]] | None = None
         # A key's net change; a key whose rows only put cells (most) is held as the bare dict of
@@ -279,10 +279,11 @@ class MutationBuffer:
         """Choose the task's block once every key it writes was seen: the shared one if it is keyed."""
         if self._keyed is None:
             return
-        classes, keyed, shared = self._keyed
+        classes, keyed = self._keyed
         classes.feed(keys)
         self.key_classes = None if classes.empty else classes.done()
-        if keyed(self.key_classes):
+        shared = keyed(self.key_classes)
+        if shared is not None:
             self.clock = shared
         self._keyed = None
 

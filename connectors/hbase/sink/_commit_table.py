@@ -173,9 +173,10 @@ class CommitRecord(_JsonRecord):
     # the next batch's tasks test whether they are keyed (``_keyed``); 0 in older records.
     tasks: int = 0
     # The partitioner they test under (``_keyed.choose_keying``, from this batch's tasks); "":
-    # Spark's, as in records before it. ``key_residues``: task p of the next batch is keyed
-    # on residue ``key_residues[p] % modulus`` in block ``key_residues[p] // modulus`` (-1:
-    # none); empty: on residue p, in block 0. ``key_modulus``: the modulus, 0: ``tasks``.
+    # Spark's, as in records before it. ``key_residues``: task p held residue
+    # ``key_residues[p] % modulus``, ``key_residues[p] // modulus`` tasks after the first that
+    # held it (-1: none; ``_keyed.keyed_block`` places the next batch's tasks by them); empty:
+    # task p is keyed on residue p, in block 0. ``key_modulus``: the modulus, 0: ``tasks``.
     key_hash: str = ""
     key_residues: list[int] = field(default_factory=list)
     key_modulus: int = 0

@@ -237,8 +237,8 @@ def _warn_if_ahead(record: CommitRecord, tasks: Sequence[HBaseCommitMessage]) ->
         return
     _AHEAD_WARNED[record.sink_id] = record.committed_at_ms
     attempt = AttemptRecord.from_bytes(tasks[0].attempt_raw) if tasks and tasks[0].attempt_raw else None
-    ranks = levels(attempt.keyed_tasks, attempt.key_residues) if attempt else 1  # keyed tasks end within them
-    own = sum(1 for m in tasks if m.ts_end is not None and m.ts_end - m.base_ms > ranks * TASK_WIDTH_MS)
+    shared = levels(attempt.keyed_tasks, attempt.key_residues) if attempt else 1  # keyed tasks end within them
+    own = sum(1 for m in tasks if m.ts_end is not None and m.ts_end - m.base_ms > shared * TASK_WIDTH_MS)
     log.warning("sink %s batch %d: its cells end %.1f s ahead of this driver's clock: %d of its %d write tasks "
                 "are not hash-partitioned by the row key, and each such task takes %d ms of timestamps per batch, "
                 "more than the batches' interval allows. repartition(n, %r) before the sink (then every task shares "

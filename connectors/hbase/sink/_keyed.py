@@ -7,9 +7,12 @@ cannot put a key in two tasks: ``repartition(n, rowkey)`` or an aggregation grou
 the row key sends ``k`` to partition ``pmod(murmur3(k), n)``; a topic read without a
 shuffle gives each task the keys Kafka's producer sent to one partition (``minPartitions``:
 to consecutive tasks, one range each). Tasks whose keys all hash to distinct residues of
-one hash and modulus share no key, so they share a block: block ``rank``, where the
-tasks holding one residue (the splits of one partition) take ranks 0, 1, ... in
-partition order. Only the other tasks need blocks of their own, above the ranks.
+one hash and modulus share no key, so they share a block. The tasks holding one residue
+(the splits of one partition) take blocks by their distance from the first task the
+attempt recorded holding it (:func:`keyed_block`): one block each, in partition order,
+so a key's later split writes above its earlier one even when this batch split the
+partitions otherwise than the last (a split that starts early goes below the recorded
+ones). Only the other tasks need blocks of their own, above all these.
 
 Nothing here trusts the data: the test is per task, on the keys it writes, under the
 hash, modulus and residues the attempt recorded from the commit it builds on, which
@@ -26,14 +29,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from ..._partitioners import HASHES
 
-__all__ = ["KeyClasses", "choose_keying", "is_keyed", "levels", "own_class"]
+__all__ = ["KeyClasses", "choose_keying", "keyed_block", "levels"]
 
 _SLICE = 8192  # keys hashed at once
 DEFAULT_HASH = "spark"  # an attempt that names none (records before key_hash)
@@ -42,17 +44,21 @@ DEFAULT_HASH = "spark"  # an attempt that names none (records before key_hash)
 class KeyClasses:
     """Per partitioner, ``(h0, g)`` of the keys fed to it (fed in slices; see the module doc)."""
 
-    __slots__ = ("_kind", "_pending", "classes", "empty")
+    __slots__ = ("_kind", "_pending", "classes")
 
     def __init__(self, kind: str | None) -> None:
         self._kind = kind  # the row key's Spark hash kind (``hash_kind``)
-        self.classes: dict[str, list[int]] | None = None  # None until the first key
-        self.empty = True
+        self.classes: dict[str, list[int]] | None = None  # None until the first slice is hashed
         self._pending: list[bytes] = []
+
+    @property
+    def empty(self) -> bool:
+        """No key was fed (keys added but not yet hashed count: a task with a few keys is not empty)."""
+        return self.classes is None and not self._pending
 
     def open(self) -> bool:
         """Whether a key can still change the report."""
-        return self.empty or bool(self.classes)
+        return self.classes is None or bool(self.classes)
 
     def feed(self, keys: Iterable[bytes]) -> None:
         """Take ``keys`` a slice at a time (stops reading them once no partitioner keeps them together)."""
@@ -80,7 +86,6 @@ class KeyClasses:
         first = self.classes is None
         if self.classes is None:  # the first slice: every partitioner, its h0 from the first key
             self.classes = {name: [0, 0] for name in HASHES}
-        self.empty = False
         for name in list(self.classes):
             try:
                 hashes = HASHES[name](keys, self._kind)
@@ -99,36 +104,68 @@ class KeyClasses:
                 self.classes[name][1] = g
 
 
-def own_class(partition: int, modulus: int, residues: Sequence[int] = ()) -> tuple[int, int]:
-    """Task ``partition``'s residue and rank: ``residues[partition]`` is ``residue + rank * modulus``
-    (-1: none) where the attempt recorded residues, else residue ``partition``, rank 0."""
-    if not residues:
-        return partition, 0
-    v = residues[partition] if 0 <= partition < len(residues) else -1
-    return (v % modulus, v // modulus) if v >= 0 else (-1, 0)
+def _first_holders(modulus: int, residues: Sequence[int]) -> dict[int, int]:
+    """Residue -> the first task the attempt recorded holding it."""
+    first: dict[int, int] = {}
+    for p, v in enumerate(residues):
+        if v >= 0:
+            first.setdefault(v % modulus, p)
+    return first
 
 
 def levels(modulus: int, residues: Sequence[int] = ()) -> int:
-    """The blocks keyed tasks take (1 + the highest rank); every other task writes above them."""
-    return 1 + max((v // modulus for v in residues if v >= 0), default=0) if modulus else 1
+    """The blocks keyed tasks may take; every other task writes above them.
 
-
-def is_keyed(classes: Mapping[str, Sequence[int]] | None, *, key_hash: str, tasks: int, partition: int,
-             residues: Sequence[int] = ()) -> bool:
-    """Whether a task with this report is keyed under ``key_hash`` modulo ``tasks`` (the attempt's modulus).
-
-    ``key_hash`` "" is Spark's (records before it). Its keys must all hash to its own
-    residue (:func:`own_class`; no residue and rank are ever given twice: :func:`choose_keying`).
-    ``None``: the task wrote no key.
-    Modulo 1 every key hashes to 0: task 0 is keyed with no hash (for any key type), and no other.
+    One without recorded residues. With them, ``2R + 1`` for ``R`` the largest recorded
+    rank (a task's distance from the first task of its residue): a residue's splits sit
+    at ``R`` + their position, and the ``R`` blocks below take the splits of a range that
+    starts earlier than recorded (a partition before it split in fewer tasks this batch),
+    still in partition order.
     """
-    own = own_class(partition, tasks, residues)[0]
-    if not 0 <= own < tasks or partition < 0:
-        return False
-    if tasks == 1 or classes is None:
-        return True
-    found = classes.get(key_hash or DEFAULT_HASH)
-    return found is not None and found[1] % tasks == 0 and found[0] % tasks == own
+    if not modulus or not residues:
+        return 1
+    first = _first_holders(modulus, residues)
+    return 1 + 2 * max((p - first[v % modulus] for p, v in enumerate(residues) if v >= 0), default=0)
+
+
+def keyed_block(classes: Mapping[str, Sequence[int]] | None, *, key_hash: str, tasks: int, partition: int,
+                residues: Sequence[int] = ()) -> int | None:
+    """The block a task with this report writes in if it is keyed under ``key_hash`` modulo
+    ``tasks`` (the attempt's modulus), else None (then it writes above :func:`levels`).
+
+    ``key_hash`` "" is Spark's (records before it). ``None`` report: the task wrote no key.
+    Without recorded residues task ``p`` is keyed when its keys all hash to residue ``p``
+    (block 0). With them, a task whose keys all hash to one residue ``c`` writes at block
+    ``R + partition - first(c)`` (``R`` = ``(levels - 1) / 2``, ``first(c)`` the first task
+    recorded holding ``c``) if that lies in ``[0, levels)``: for one residue each block is
+    one task's, in partition order, and tasks of different residues share no key.
+    Modulo 1 every key hashes to 0 without hashing (for any key type).
+    """
+    if partition < 0 or tasks < 1:
+        return None
+    if not residues:
+        if partition >= tasks:
+            return None
+        if tasks == 1 or classes is None:
+            return 0
+        found = classes.get(key_hash or DEFAULT_HASH)
+        return 0 if found is not None and found[1] % tasks == 0 and found[0] % tasks == partition else None
+    if tasks == 1:
+        held = 0
+    elif classes is None:  # no key: the residue it was recorded with, if any (it writes no cell)
+        own = residues[partition] if partition < len(residues) else -1
+        if own < 0:
+            return None
+        held = own % tasks
+    else:
+        found = classes.get(key_hash or DEFAULT_HASH)
+        if found is None or found[1] % tasks:
+            return None
+        held = found[0] % tasks
+    first = _first_holders(tasks, residues).get(held)
+    width = levels(tasks, residues)
+    block = (width - 1) // 2 + partition - first if first is not None else -1
+    return block if 0 <= block < width else None
 
 
 MAX_RESIDUES = 4096  # the largest batch whose residues an attempt records (each task reads them)
@@ -142,12 +179,12 @@ def choose_keying(reports: Iterable[tuple[int, Mapping[str, Sequence[int]] | Non
     ``tasks``: this batch's task count. Moduli tried: ``tasks``, and the gcd of every task's
     ``g`` (a topic's partition count when ``minPartitions`` splits its partitions). Under
     "task ``p`` holds residue ``p``" (modulus ``tasks``, nothing recorded) or recorded
-    residues (up to :data:`MAX_RESIDUES` tasks): the tasks that held one residue get ranks
-    0, 1, ... in partition order, block = rank, so no (residue, rank) is given twice and a
-    later split of a partition writes above an earlier one. Ties go to the first in
-    ``HASHES`` (Spark's), to no residues and to modulus ``tasks``. What it returns only
-    decides which tasks share blocks, never exactness. Narrowest: the fewest blocks up to
-    the highest a task would take, then the fewest tasks outside the keyed ranks.
+    residues (up to :data:`MAX_RESIDUES` tasks), recorded as ``residue + rank * modulus``, the
+    rank a task's distance from the first task that held its residue (:func:`levels`). Ties
+    go to the first in ``HASHES`` (Spark's), to no residues and to modulus ``tasks``. What
+    it returns only decides which tasks share blocks, never exactness (:func:`keyed_block`
+    gives one residue's tasks distinct blocks whatever was recorded). Narrowest: the fewest
+    blocks up to the highest a task would take, then the fewest tasks outside the keyed blocks.
     """
     reports = list(reports)
     best: tuple[int, int, int, str, int, list[int]] = (2 * tasks + 2, tasks, 0, next(iter(HASHES)), tasks, [])
@@ -157,10 +194,9 @@ def choose_keying(reports: Iterable[tuple[int, Mapping[str, Sequence[int]] | Non
         common = math.gcd(*(g for _, g in found.values()))
         for modulus in [tasks] + ([common] if common > 1 and common != tasks else []):
             held = {p: h0 % modulus for p, (h0, g) in found.items() if g % modulus == 0}
-            ranked, seen = [-1] * tasks, Counter[int]()
+            ranked, first = [-1] * tasks, dict[int, int]()
             for p in sorted(p for p in held if found[p][1]):  # one key (g 0) shows no partitioner
-                ranked[p] = held[p] + seen[held[p]] * modulus
-                seen[held[p]] += 1
+                ranked[p] = held[p] + (p - first.setdefault(held[p], p)) * modulus
             options: list[list[int]] = ([[]] if modulus == tasks else []) + ([ranked] if tasks <= MAX_RESIDUES else [])
             for recorded in options:
                 stray = [p for p in range(tasks) if (recorded[p] < 0 if recorded else held.get(p) != p)]

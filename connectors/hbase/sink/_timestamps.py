@@ -9,17 +9,17 @@ it does not keep. So an attempt picks its **base** once, from the planning clock
 timestamp inside it follows from ids (docs/hbase-guarantees.md, step 2):
 
 * blocks of :data:`TASK_WIDTH_MS` ms, block ``n`` at ``base + n * TASK_WIDTH_MS``
-  (:func:`task_block`): the *keyed* tasks (``_keyed``: no two of one rank share a key)
-  write in block ``rank``, the first ``levels`` blocks; every other task ``p`` in block
-  ``levels + p``, so a key in several tasks is written at distinct timestamps, the same
-  way on every retry;
+  (:func:`task_block`): the *keyed* tasks (``_keyed``: no two of one block share a key)
+  write in the first ``levels`` blocks; every other task ``p`` in block ``levels + p``,
+  so a key in several tasks is written at distinct timestamps, the same way on every
+  retry;
 * in its block a task's delete markers sit at the first millisecond (the same on every
   try), its puts at one of the :data:`TRY_SLOTS` milliseconds above, the slot its try
   claimed (``_writer``): a marker at ``t`` masks every put at ``<= t`` whatever the
   arrival order, and the commit removes every try's puts but the committing one's.
 
-A batch of keyed tasks therefore spans 8 ms per rank however many tasks it has (one rank
-unless ``minPartitions`` splits partitions), and the next starts at ``max(now, end of
+A batch of keyed tasks therefore spans ``8 * levels`` ms however many tasks it has (one
+block unless ``minPartitions`` splits partitions, ``2k - 1`` for ``k`` splits), and the next starts at ``max(now, end of
 this one)``: a keyed stream stays on the clock at any rate. A batch with tasks that are
 not keyed spans up to ``8 * (levels + tasks)`` ms (:func:`batch_span_ms`,
 ``AttemptRecord.span_ms``): faster than that, its cells move ahead of the clock (docs/hbase-guarantees.md, limit 1).
@@ -62,9 +62,10 @@ def batch_span_ms(max_tasks: int, levels: int = 1) -> int:
     return (levels + max_tasks) * TASK_WIDTH_MS
 
 
-def task_block(partition: int, *, keyed: bool, rank: int = 0, levels: int = 1) -> int:
-    """The block task ``partition`` writes in: its ``rank`` if it is keyed (``_keyed``), else its own."""
-    return rank if keyed else levels + partition
+def task_block(partition: int, *, keyed_at: int | None = None, levels: int = 1) -> int:
+    """The block task ``partition`` writes in: ``keyed_at`` if it is keyed (``_keyed.keyed_block``),
+    else its own above the ``levels`` keyed blocks."""
+    return keyed_at if keyed_at is not None else levels + partition
 
 
 # The span of an attempt that records none (``AttemptRecord.span_ms``): releases before

@@ -34,7 +34,7 @@ from ._buffer import MutationBuffer
 from ._column_layout import SinkLayout
 from ._commit_table import ATTEMPT_COLUMN, TaskNote, check_and_put, delete_task_notes, write_note_chunks
 from ._committer import HBaseCommitMessage, place_task
-from ._keyed import KeyClasses, is_keyed, levels, own_class
+from ._keyed import KeyClasses, keyed_block, levels
 from ._timestamps import TRY_SLOTS, TaskClock, batch_span_ms, check_block, task_block
 
 __all__ = ["HBaseTaskWriter", "TaskIdentity"]
@@ -89,9 +89,9 @@ class HBaseTaskWriter:
                                          max_rows=opts.max_rows, max_size=opts.max_size,
                                          history_retain=opts.history_retain, writes=opts.write_shape(),
                                          span_ms=batch_span_ms(opts.max_tasks))
-        # The task's own block; the buffer moves to its rank's if the task turns out keyed (``_keyed``).
+        # The task's own block; the buffer moves to a shared one if the task turns out keyed (``_keyed``).
         self._clock = TaskClock(placement.base_ms, task_block(
-            ident.partition_id, keyed=False, levels=levels(placement.keyed_tasks, placement.key_residues)))
+            ident.partition_id, levels=levels(placement.keyed_tasks, placement.key_residues)))
         self._msg = HBaseCommitMessage(self.sink_id, ident.query_id, ident.batch_id, ident.partition_id,
                                        placement.base_ms, placement.prev_seq,
                                        placement.replay_of_committed,
@@ -127,12 +127,11 @@ class HBaseTaskWriter:
                 part, tasks, key_hash = self._id.partition_id, placement.keyed_tasks, placement.key_hash
                 residues = placement.key_residues
 
-                def decide(classes: dict[str, list[int]] | None) -> bool:
-                    return is_keyed(classes, key_hash=key_hash, tasks=tasks, partition=part, residues=residues)
+                def decide(classes: dict[str, list[int]] | None) -> TaskClock | None:
+                    block = keyed_block(classes, key_hash=key_hash, tasks=tasks, partition=part, residues=residues)
+                    return None if block is None else TaskClock(msg.base_ms, task_block(part, keyed_at=block))
 
-                rank = own_class(part, tasks, residues)[1]
-                keyed = (KeyClasses(hash_kind(data.schema.field(layout.rowkey).type)), decide,
-                         TaskClock(msg.base_ms, task_block(part, keyed=True, rank=rank)))
+                keyed = (KeyClasses(hash_kind(data.schema.field(layout.rowkey).type)), decide)
             self._buf = MutationBuffer(self._conn, o.table, clock, delete_columns=layout.delete_columns,
                                        max_rows=o.max_rows, max_size=o.max_size, max_memory=o.max_memory,
                                        batch_id=self._id.batch_id,

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from sparkbarrier.connectors.hbase.sink._buffer import MutationBuffer, net
-from sparkbarrier.connectors.hbase.sink._timestamps import TaskClock
+from sparkbarrier.connectors.hbase.sink._timestamps import TaskClock, task_block
 
 COLUMNS = (b"f:a", b"f:b", b"f:c")
 
@@ -205,3 +205,26 @@ def _put(key: bytes, cells: dict[bytes, bytes]) -> Any:
     from happybase.batch import BatchMutation, Mutation
 
     return BatchMutation(row=key, mutations=[Mutation(column=c, value=v) for c, v in cells.items()])
+
+
+@pytest.mark.parametrize("memory", [1, 1 << 30])
+def test_a_task_with_a_few_keys_of_other_tasks_is_not_keyed_spilled_or_not(memory: int) -> None:
+    """The keyed test sees every key whichever way the buffer ends: a spilled task feeds its
+    keys one by one as the runs drain, fewer than a hashing slice here, and they are the
+    task's report, not "no key" (which would put it in the shared block: until 2026-12-02)."""
+    from sparkbarrier.connectors.hbase.sink._keyed import KeyClasses, keyed_block
+
+    rec = Recorder()
+    own, shared = TaskClock(0, task_block(0, levels=1)), TaskClock(0, task_block(0, keyed_at=0))
+
+    def decide(classes: dict[str, list[int]] | None) -> TaskClock | None:
+        return shared if keyed_block(classes, key_hash="spark", tasks=3, partition=0) is not None else None
+
+    buf = MutationBuffer(rec, "t", own, delete_columns=COLUMNS, max_rows=1000, max_size=1 << 30,
+                         max_memory=memory * 50_000, keyed=(KeyClasses("bytes"), decide))  # type: ignore[arg-type]
+    for i in range(500):
+        buf.upsert(b"k%d" % i, [(b"f:a", b"v")], [], 20)
+    buf.flush(final=True)
+    assert (buf.spilled_runs > 0) == (memory == 1)
+    assert buf.key_classes is not None and buf.clock is own
+    assert {ts for _, ts in rec.calls} == {own.slot_put_ts(0)}

@@ -26,7 +26,7 @@ from sparkbarrier.connectors.hbase import read_committed
 from sparkbarrier.connectors.hbase.client._connection import HBaseConnection, connection_options
 from sparkbarrier.connectors.hbase.sink._attempts import place
 from sparkbarrier.connectors.hbase.sink._commit_table import CommitRecord, read_history
-from sparkbarrier.connectors.hbase.sink._keyed import choose_keying, is_keyed, levels, own_class
+from sparkbarrier.connectors.hbase.sink._keyed import choose_keying, keyed_block, levels
 from sparkbarrier.connectors.hbase.sink._timestamps import TASK_WIDTH_MS, TaskClock, batch_span_ms, task_block
 
 HOUR_MS = 3_600_000
@@ -75,8 +75,8 @@ def run_hour(tasks: int, every_ms: int, *, shape: str = "keyed", clock_jump_ms: 
         if keying not in ends:
             top = levels(p.keyed_tasks, p.key_residues)
             ends[keying] = 1 + max(task_block(
-                t, keyed=is_keyed(c, key_hash=p.key_hash, tasks=p.keyed_tasks, partition=t, residues=p.key_residues),
-                rank=own_class(t, p.keyed_tasks, p.key_residues)[1], levels=top) for t, c in reports)
+                t, keyed_at=keyed_block(c, key_hash=p.key_hash, tasks=p.keyed_tasks, partition=t,
+                                        residues=p.key_residues), levels=top) for t, c in reports)
             assert (ends[keying] - 1) * TASK_WIDTH_MS < p.record.reach_ms, "a block outside the recorded span"
         ts_hi = p.base_ms + ends[keying] * TASK_WIDTH_MS
         commit = CommitRecord("s", "t", batch + 1, "q", batch, p.base_ms, ts_hi, max(ts_hi, floor), tasks=tasks,
@@ -103,10 +103,11 @@ def test_keyed_batches_stay_within_5_s_of_the_clock_for_an_hour_at_a_wide_cluste
 def test_min_partitions_splits_stay_on_the_clock_in_a_block_per_split(tasks: int, every_ms: int,
                                                                        splits: int) -> None:
     """``minPartitions`` splits each Kafka partition into consecutive tasks: modulo the
-    partition count each split is keyed, split ``i`` in block ``i``, so a batch spans
-    ``splits`` blocks however many tasks it has (residues are recorded up to 4,096 tasks)."""
+    partition count each split is keyed, split ``i`` in block ``splits - 1 + i`` (the blocks
+    below take splits that start early), so a batch spans ``2 * splits - 1`` blocks however
+    many tasks it has (residues are recorded up to 4,096 tasks)."""
     lead, _ = run_hour(tasks, every_ms, shape=f"split{splits}")
-    assert lead < splits * TASK_WIDTH_MS
+    assert lead < (2 * splits - 1) * TASK_WIDTH_MS
 
 
 def test_a_clock_set_back_never_moves_a_base_below_what_was_written() -> None:
@@ -325,12 +326,81 @@ def test_a_topic_read_without_a_shuffle_is_keyed_by_its_producers_partitioner(
         assert all(r.tasks == 6 for r in history), [r.tasks for r in history]
         # barrier-kafka's tasks follow the topic's partitions; Spark's source orders them otherwise
         assert all(bool(r.key_residues) == (source == "kafka") for r in history), [r.key_residues for r in history]
-    else:  # keyed modulo the 6 partitions, each split in the block of its rank
+    else:  # keyed modulo the 6 partitions, each split in a block of its own in partition order
         assert all(r.tasks > 6 and r.key_modulus == 6 for r in history), [(r.tasks, r.key_modulus) for r in history]
     for before, r in zip(history, history[1:], strict=False):  # r's tasks test under before's keying
-        ranks = levels(before.key_modulus or before.tasks, before.key_residues) if splits > 1 else 1
-        assert r.ts_hi - r.ts_lo == ranks * TASK_WIDTH_MS, (before, r)  # keyed: a block per rank
-        assert ranks <= 2 * splits < r.tasks, r
+        blocks = levels(before.key_modulus or before.tasks, before.key_residues) if splits > 1 else 1
+        assert r.ts_hi - r.ts_lo == blocks * TASK_WIDTH_MS, (before, r)  # keyed: the keyed blocks
+        assert blocks < r.tasks, r  # fewer than a block per task (2k - 1 for a partition in k splits)
         assert r.ts_hi - 1 <= r.committed_at_ms, r  # on the clock
     rows = read_committed(*servers.hbase_thrift, table, sink_id=table, commit_table=COMMITS).to_pylist()
     assert {r["user"]: r["amount"] for r in rows} == last
+
+
+@pytest.mark.kafka
+@pytest.mark.hbase
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_min_partitions_splits_that_shift_between_batches_keep_each_keys_last_record(
+        registered, servers: Any, unique_name: Callable[[str], str], tmp_path: Path) -> None:
+    """``barrier-kafka`` splits each partition by its share of the batch: 40 + 40 + 40
+    records with ``minPartitions=6`` give 2 + 2 + 2 tasks, then 20 + 60 + 40 give 1 + 3 + 2,
+    so partition 1's first split is task 1, recorded as partition 0's. Every key of
+    partition 1 is in all three of its splits. Each split is still keyed, in its own block
+    in partition order (task 1 a block below the recorded ranks), so the table ends as each
+    key's last record says; before 2026-12-02 task 1 wrote above tasks 2 and 3 and its
+    earlier records won."""
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    from sparkbarrier.connectors._partitioners import kafka_hashes
+
+    spark, bootstrap = registered, servers.kafka_bootstrap
+    table, topic = unique_name("t"), unique_name("topic")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
+    finally:
+        admin.close()
+    names = [f"u{i}".encode() for i in range(200)]
+    by_partition: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
+    for key, h in zip(names, kafka_hashes(names).tolist(), strict=True):
+        if len(by_partition[h % 3]) < 4:
+            by_partition[h % 3].append(key)
+    last: dict[str, int] = {}
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    value = 0
+
+    def produce(rounds: dict[int, int]) -> None:
+        nonlocal value
+        for p, n in rounds.items():
+            for _ in range(n):
+                for key in by_partition[p]:
+                    value += 1
+                    producer.send(topic, key=key, value=str(value).encode())
+                    last[key.decode()] = value
+        producer.flush()
+
+    def run() -> None:
+        stream = (spark.readStream.format("barrier-kafka").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).option("startingOffsets", "earliest").option("commitOffsets", "false")
+                  .option("minPartitions", "6").load()
+                  .selectExpr("CAST(key AS STRING) AS user", "CAST(CAST(value AS STRING) AS BIGINT) AS amount"))
+        _run(stream.writeStream.format("barrier-hbase").options(**_sink_options(servers, table))
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+
+    try:
+        produce({0: 10, 1: 10, 2: 10})
+        run()
+        produce({0: 5, 1: 15, 2: 10})
+        run()
+    finally:
+        producer.close()
+    rows = read_committed(*servers.hbase_thrift, table, sink_id=table, commit_table=COMMITS).to_pylist()
+    assert {row["user"]: row["amount"] for row in rows} == last
+    history = _history(servers, table)
+    assert [(r.batch_id, r.tasks) for r in history] == [(0, 6), (1, 6)], history
+    before, r = history
+    assert before.key_hash == "kafka" and before.key_modulus == 3, before
+    assert levels(3, before.key_residues) == 3  # 2 splits a partition: one rank, one block below
+    assert r.ts_hi - r.ts_lo == 3 * TASK_WIDTH_MS, r  # every task keyed, in the 3 keyed blocks

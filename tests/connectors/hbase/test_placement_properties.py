@@ -91,7 +91,7 @@ class Task:
     slot: int | None = None
     sent: bool = False
     keyed: bool = False  # every key of the task is its own (the real test: ``_keyed``)
-    rank: int = 0  # its block if keyed: a later split of a residue another keyed task holds is rank 1
+    rank: int = 0  # its block if keyed: a later split of a residue another keyed task holds is block 1
     levels: int = 1  # the attempt's keyed blocks (``_keyed.levels``)
     try_id: int = field(default_factory=itertools.count().__next__)
 
@@ -101,7 +101,7 @@ class Task:
 
     @property
     def block(self) -> int:
-        return task_block(self.partition, keyed=self.keyed, rank=self.rank, levels=self.levels)
+        return task_block(self.partition, keyed_at=self.rank if self.keyed else None, levels=self.levels)
 
 
 def start(table: Table, task: Task, now: int) -> bool:

@@ -24,10 +24,10 @@ def test_base_follows_the_wall_clock_but_never_goes_below_what_was_written() -> 
 
 
 def test_keyed_tasks_share_the_first_block_and_the_others_own_one_each_above_it() -> None:
-    blocks = [(TaskClock(10_000, task_block(p, keyed=False)).delete_ts(),
-               TaskClock(10_000, task_block(p, keyed=False)).block_end()) for p in range(3)]
+    blocks = [(TaskClock(10_000, task_block(p)).delete_ts(),
+               TaskClock(10_000, task_block(p)).block_end()) for p in range(3)]
     assert blocks == [(10_000 + (p + 1) * TASK_WIDTH_MS, 10_000 + (p + 2) * TASK_WIDTH_MS) for p in range(3)]
-    shared = {TaskClock(10_000, task_block(p, keyed=True)).slot_put_ts(0) for p in range(3)}
+    shared = {TaskClock(10_000, task_block(p, keyed_at=0)).slot_put_ts(0) for p in range(3)}
     assert shared == {10_001}
 
 
@@ -45,5 +45,5 @@ def test_a_batch_spans_at_most_a_few_seconds_by_default_and_the_limit_names_its_
         check_block(MAX_TASKS, MAX_TASKS)
     assert err.value.option == "sink.max-write-tasks" and "coalesce" in str(err.value)
     check_block(1_999, 2_000)  # a wider batch, allowed by the option
-    assert TaskClock(0, task_block(1_999, keyed=False)).block_end() == batch_span_ms(2_000)
-    assert TaskClock(0, task_block(1_999, keyed=True)).block_end() == TASK_WIDTH_MS
+    assert TaskClock(0, task_block(1_999)).block_end() == batch_span_ms(2_000)
+    assert TaskClock(0, task_block(1_999, keyed_at=0)).block_end() == TASK_WIDTH_MS
