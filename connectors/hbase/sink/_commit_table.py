@@ -54,6 +54,7 @@ from ....state._json import Json, parse_json
 from ..client._connection import HBaseConnection
 from ..client._errors import SERVER_ERRORS, refusals, refused
 from ..client._thrift_types import Thrift1Connection
+from ._keyed import residue_runs, residues_of_runs
 from ._timestamps import BATCH_SPAN_MS
 
 __all__ = [
@@ -131,11 +132,27 @@ class _JsonRecord:
     def to_bytes(self) -> bytes:
         data = {self._wire_names.get(k, k): v for k, v in asdict(self).items()
                 if v or k not in self._only_when_set}
+        step = self._residue_step()
+        residues = data.get("key_residues")
+        if step and residues:  # runs where shorter: a wide batch's list is read by every task
+            runs = residue_runs(residues, step)
+            if len(runs) < len(residues):
+                del data["key_residues"]
+                data["key_runs"] = runs
         return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+    def _residue_step(self) -> int:
+        """The modulus ``key_residues`` steps by along one split partition (0: the record has none)."""
+        return 0
 
     @classmethod
     def from_bytes(cls: type[_R], raw: bytes) -> _R:
-        return _build(cls, raw, cls._what, {wire: k for k, wire in cls._wire_names.items()})
+        record = _build(cls, raw, cls._what, {wire: k for k, wire in cls._wire_names.items()})
+        runs = getattr(record, "key_runs_raw", None)
+        if runs:
+            object.__setattr__(record, "key_residues", residues_of_runs(runs, record._residue_step()))
+            object.__setattr__(record, "key_runs_raw", [])
+        return record
 
 
 @dataclass(frozen=True)
@@ -150,7 +167,8 @@ class CommitRecord(_JsonRecord):
     """
 
     _what: ClassVar[str] = "commit record"
-    _only_when_set: ClassVar[tuple[str, ...]] = ("tasks", "key_hash", "key_residues", "key_modulus")
+    _only_when_set: ClassVar[tuple[str, ...]] = ("tasks", "key_hash", "key_residues", "key_modulus", "key_runs_raw")
+    _wire_names: ClassVar[dict[str, str]] = {"key_runs_raw": "key_runs"}
 
     sink_id: str
     table: str
@@ -181,6 +199,11 @@ class CommitRecord(_JsonRecord):
     key_residues: list[int] = field(default_factory=list)
     key_modulus: int = 0
     version: int = RECORD_VERSION
+    # ``key_residues`` as the wire holds it where shorter (``residue_runs``); read into it.
+    key_runs_raw: list[int] = field(default_factory=list, repr=False, compare=False)
+
+    def _residue_step(self) -> int:
+        return self.key_modulus or self.tasks
 
 
 
@@ -205,8 +228,8 @@ class AttemptRecord(_JsonRecord):
     _what: ClassVar[str] = "attempt record"
     _only_when_set: ClassVar[tuple[str, ...]] = ("plan", "abandoned", "noted", "closing", "at_least_once", "unnoted",
                                                  "writes", "span_ms", "keyed_tasks", "key_hash",
-                                                 "key_residues")
-    _wire_names: ClassVar[dict[str, str]] = {"noted": "logged"}
+                                                 "key_residues", "key_runs_raw")
+    _wire_names: ClassVar[dict[str, str]] = {"noted": "logged", "key_runs_raw": "key_runs"}
 
     query_id: str
     batch_id: int
@@ -234,6 +257,10 @@ class AttemptRecord(_JsonRecord):
     key_hash: str = ""
     key_residues: list[int] = field(default_factory=list)
     version: int = RECORD_VERSION
+    key_runs_raw: list[int] = field(default_factory=list, repr=False, compare=False)  # as CommitRecord's
+
+    def _residue_step(self) -> int:
+        return self.keyed_tasks
 
     @property
     def reach_ms(self) -> int:

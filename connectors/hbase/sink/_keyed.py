@@ -27,15 +27,17 @@ only costs timestamps.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from ...._exceptions import ProtocolError
 from ..._partitioners import HASHES
 
-__all__ = ["KeyClasses", "choose_keying", "keyed_block", "levels"]
+__all__ = ["KeyClasses", "choose_keying", "keyed_block", "levels", "residue_runs", "residues_of_runs"]
 
 _SLICE = 8192  # keys hashed at once
 DEFAULT_HASH = "spark"  # an attempt that names none (records before key_hash)
@@ -104,13 +106,16 @@ class KeyClasses:
                 self.classes[name][1] = g
 
 
-def _first_holders(modulus: int, residues: Sequence[int]) -> dict[int, int]:
-    """Residue -> the first task the attempt recorded holding it."""
+@functools.lru_cache(maxsize=8)
+def _layout(modulus: int, residues: tuple[int, ...]) -> tuple[dict[int, int], int]:
+    """Residue -> the first task recorded holding it, and the largest distance from it (``R``);
+    once per attempt in a task (a wide batch's tasks would redo O(tasks) each)."""
     first: dict[int, int] = {}
+    deepest = 0
     for p, v in enumerate(residues):
         if v >= 0:
-            first.setdefault(v % modulus, p)
-    return first
+            deepest = max(deepest, p - first.setdefault(v % modulus, p))
+    return first, deepest
 
 
 def levels(modulus: int, residues: Sequence[int] = ()) -> int:
@@ -124,8 +129,7 @@ def levels(modulus: int, residues: Sequence[int] = ()) -> int:
     """
     if not modulus or not residues:
         return 1
-    first = _first_holders(modulus, residues)
-    return 1 + 2 * max((p - first[v % modulus] for p, v in enumerate(residues) if v >= 0), default=0)
+    return 1 + 2 * _layout(modulus, tuple(residues))[1]
 
 
 def keyed_block(classes: Mapping[str, Sequence[int]] | None, *, key_hash: str, tasks: int, partition: int,
@@ -162,13 +166,47 @@ def keyed_block(classes: Mapping[str, Sequence[int]] | None, *, key_hash: str, t
         if found is None or found[1] % tasks:
             return None
         held = found[0] % tasks
-    first = _first_holders(tasks, residues).get(held)
-    width = levels(tasks, residues)
-    block = (width - 1) // 2 + partition - first if first is not None else -1
-    return block if 0 <= block < width else None
+    holders, deepest = _layout(tasks, tuple(residues))
+    first = holders.get(held)
+    block = deepest + partition - first if first is not None else -1
+    return block if 0 <= block <= 2 * deepest else None
 
 
-MAX_RESIDUES = 4096  # the largest batch whose residues an attempt records (each task reads them)
+def residue_runs(residues: Sequence[int], step: int) -> list[int]:
+    """``residues`` as ``[length, v, start, count, ...]``: each run the ``count`` tasks from ``start``
+    holding ``v, v + step, ...`` (the splits of one partition), -1 left out. Lossless, and
+    O(partitions) for a topic's splits where the list is O(tasks)."""
+    out = [len(residues)]
+    p = 0
+    while p < len(residues):
+        v = residues[p]
+        if v < 0:
+            p += 1
+            continue
+        q = p + 1
+        while q < len(residues) and residues[q] == v + (q - p) * step:
+            q += 1
+        out += [v, p, q - p]
+        p = q
+    return out
+
+
+def residues_of_runs(runs: Sequence[int], step: int) -> list[int]:
+    """The list :func:`residue_runs` encodes; a malformed one is a ProtocolError."""
+    try:
+        out = [-1] * int(runs[0])
+        for i in range(1, len(runs), 3):
+            v, start, count = (int(x) for x in runs[i:i + 3])
+            if v < 0 or start < 0 or count < 1 or start + count > len(out):
+                raise ValueError(f"run {[v, start, count]} outside {len(out)} tasks")
+            for j in range(count):
+                out[start + j] = v + j * step
+    except (IndexError, ValueError, TypeError) as exc:
+        raise ProtocolError(f"key_runs of a record is malformed: {exc}") from exc
+    return out
+
+
+MAX_RUNS = 2048  # the most runs (``residue_runs``: about a topic's partitions) an attempt records; each task reads them
 
 
 def choose_keying(reports: Iterable[tuple[int, Mapping[str, Sequence[int]] | None]],
@@ -179,7 +217,7 @@ def choose_keying(reports: Iterable[tuple[int, Mapping[str, Sequence[int]] | Non
     ``tasks``: this batch's task count. Moduli tried: ``tasks``, and the gcd of every task's
     ``g`` (a topic's partition count when ``minPartitions`` splits its partitions). Under
     "task ``p`` holds residue ``p``" (modulus ``tasks``, nothing recorded) or recorded
-    residues (up to :data:`MAX_RESIDUES` tasks), recorded as ``residue + rank * modulus``, the
+    residues (up to :data:`MAX_RUNS` runs of consecutive tasks), recorded as ``residue + rank * modulus``, the
     rank a task's distance from the first task that held its residue (:func:`levels`). Ties
     go to the first in ``HASHES`` (Spark's), to no residues and to modulus ``tasks``. What
     it returns only decides which tasks share blocks, never exactness (:func:`keyed_block`
@@ -197,7 +235,8 @@ def choose_keying(reports: Iterable[tuple[int, Mapping[str, Sequence[int]] | Non
             ranked, first = [-1] * tasks, dict[int, int]()
             for p in sorted(p for p in held if found[p][1]):  # one key (g 0) shows no partitioner
                 ranked[p] = held[p] + (p - first.setdefault(held[p], p)) * modulus
-            options: list[list[int]] = ([[]] if modulus == tasks else []) + ([ranked] if tasks <= MAX_RESIDUES else [])
+            fits = len(residue_runs(ranked, modulus)) <= 1 + 3 * MAX_RUNS
+            options: list[list[int]] = ([[]] if modulus == tasks else []) + ([ranked] if fits else [])
             for recorded in options:
                 stray = [p for p in range(tasks) if (recorded[p] < 0 if recorded else held.get(p) != p)]
                 order += 1

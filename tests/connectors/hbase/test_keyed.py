@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from sparkbarrier.connectors._partitioners import kafka_hashes, spark_hashes
 from sparkbarrier.connectors.hbase.sink._keyed import KeyClasses, choose_keying, keyed_block, levels
@@ -232,3 +233,32 @@ def test_tasks_of_one_block_never_share_a_key_whatever_the_data_and_the_recorded
     assert not by_rank[1] < by_rank[2]  # the first mutant: partition 1's first split above its second
     one_block = {p: 0 if _one_class(k, key_hash, modulus) is not None else 9 + p for p, k in enumerate(batch)}
     assert one_block[1] == one_block[2] and set(batch[1]) & set(batch[2])  # the second: two splits, one key
+
+
+def test_recorded_residues_travel_as_runs_and_come_back_the_same() -> None:
+    """Every task reads the attempt's residues, so a wide batch's list of one int a task
+    travels as runs of consecutive tasks (``residue_runs``: a topic's splits are O(partitions)),
+    where shorter, through both records; what comes back is the list, whatever it held."""
+    from sparkbarrier._exceptions import ProtocolError
+    from sparkbarrier.connectors.hbase.sink._commit_table import AttemptRecord, CommitRecord
+    from sparkbarrier.connectors.hbase.sink._keyed import residue_runs, residues_of_runs
+
+    rnd = np.random.default_rng(939)
+    for _ in range(300):
+        tasks, step = int(rnd.integers(1, 60)), int(rnd.integers(1, 9))
+        residues = [int(v) for v in rnd.integers(-1, 3 * step, tasks)]
+        if rnd.random() < 0.5:  # split partitions: runs of v, v + step, ...
+            residues = [(p // 4) % step + (p % 4) * step for p in range(tasks)]
+        assert residues_of_runs(residue_runs(residues, step), step) == residues
+        commit = CommitRecord("s", "t", 1, "q", 0, 0, 1, 1, tasks=tasks, key_residues=residues, key_modulus=step)
+        attempt = AttemptRecord("q", 1, 5, 1, keyed_tasks=step, key_residues=residues)
+        assert CommitRecord.from_bytes(commit.to_bytes()) == commit
+        assert AttemptRecord.from_bytes(attempt.to_bytes()) == attempt
+        assert AttemptRecord.from_bytes(attempt.to_bytes()).to_bytes() == attempt.to_bytes()  # checkAndPut compares bytes
+    # 1,000 partitions in 10 splits: 10,000 tasks, about 16 KB as runs (a list: 10,000 ints)
+    wide = [p + i * 1_000 for p in range(1_000) for i in range(10)]
+    raw = AttemptRecord("q", 1, 5, 1, keyed_tasks=1_000, key_residues=wide).to_bytes()
+    assert b"key_runs" in raw and len(raw) < 20_000
+    for bad in ([3, 0, 2, 5], [2, 0, -1, 1], [1, 0, 0]):
+        with pytest.raises(ProtocolError, match="key_runs"):
+            residues_of_runs(bad, 1)
