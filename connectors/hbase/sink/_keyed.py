@@ -137,38 +137,27 @@ def keyed_block(classes: Mapping[str, Sequence[int]] | None, *, key_hash: str, t
     """The block a task with this report writes in if it is keyed under ``key_hash`` modulo
     ``tasks`` (the attempt's modulus), else None (then it writes above :func:`levels`).
 
-    ``key_hash`` "" is Spark's (records before it). ``None`` report: the task wrote no key.
-    Without recorded residues task ``p`` is keyed when its keys all hash to residue ``p``
-    (block 0). With them, a task whose keys all hash to one residue ``c`` writes at block
-    ``R + partition - first(c)`` (``R`` = ``(levels - 1) / 2``, ``first(c)`` the first task
-    recorded holding ``c``) if that lies in ``[0, levels)``: for one residue each block is
-    one task's, in partition order, and tasks of different residues share no key.
-    Modulo 1 every key hashes to 0 without hashing (for any key type).
+    Keyed: all its keys hash to one residue ``c`` (``key_hash`` "": Spark's; modulo 1 all
+    keys are 0, for any key type; no report: no key, the residue recorded for it). It writes
+    at ``R + partition - first(c)`` if that lies in ``[0, 2R]``, ``first(c)`` the first task
+    recorded holding ``c`` (``c`` itself when none are recorded, ``R`` then 0): for one
+    residue each block is one task's, in partition order; other residues share no key.
     """
-    if partition < 0 or tasks < 1:
-        return None
-    if not residues:
-        if partition >= tasks:
-            return None
-        if tasks == 1 or classes is None:
-            return 0
-        found = classes.get(key_hash or DEFAULT_HASH)
-        return 0 if found is not None and found[1] % tasks == 0 and found[0] % tasks == partition else None
+    recorded = residues[partition] if 0 <= partition < len(residues) else -1
+    found = classes.get(key_hash or DEFAULT_HASH) if classes is not None else None
     if tasks == 1:
         held = 0
-    elif classes is None:  # no key: the residue it was recorded with, if any (it writes no cell)
-        own = residues[partition] if partition < len(residues) else -1
-        if own < 0:
-            return None
-        held = own % tasks
+    elif classes is None:
+        held = recorded % tasks if recorded >= 0 else (-1 if residues else partition)
+    elif found is None or found[1] % tasks:
+        return None
     else:
-        found = classes.get(key_hash or DEFAULT_HASH)
-        if found is None or found[1] % tasks:
-            return None
         held = found[0] % tasks
-    holders, deepest = _layout(tasks, tuple(residues))
-    first = holders.get(held)
-    block = deepest + partition - first if first is not None else -1
+    holders, deepest = _layout(tasks, tuple(residues)) if residues else ({held: held}, 0)
+    first = holders.get(held) if 0 <= held < tasks else None
+    if first is None or partition < 0:
+        return None
+    block = deepest + partition - first
     return block if 0 <= block <= 2 * deepest else None
 
 
@@ -177,17 +166,11 @@ def residue_runs(residues: Sequence[int], step: int) -> list[int]:
     holding ``v, v + step, ...`` (the splits of one partition), -1 left out. Lossless, and
     O(partitions) for a topic's splits where the list is O(tasks)."""
     out = [len(residues)]
-    p = 0
-    while p < len(residues):
-        v = residues[p]
-        if v < 0:
-            p += 1
-            continue
-        q = p + 1
-        while q < len(residues) and residues[q] == v + (q - p) * step:
-            q += 1
-        out += [v, p, q - p]
-        p = q
+    for p, v in enumerate(residues):
+        if len(out) > 1 and out[-2] + out[-1] == p and v == out[-3] + out[-1] * step and v >= 0:
+            out[-1] += 1
+        elif v >= 0:
+            out += [v, p, 1]
     return out
 
 
