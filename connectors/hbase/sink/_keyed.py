@@ -189,7 +189,10 @@ def residues_of_runs(runs: Sequence[int], step: int) -> list[int]:
     return out
 
 
-MAX_RUNS = 2048  # the most runs (``residue_runs``: about a topic's partitions) an attempt records; each task reads them
+# The most ints recorded residues take on the wire: each task reads them with the attempt. A
+# list of one per task, or runs (``residue_runs``, three ints each) where shorter: 2,048 runs,
+# about a topic's partitions, for a topic split by ``minPartitions`` into any number of tasks.
+MAX_RESIDUE_INTS = 6145
 
 
 def choose_keying(reports: Iterable[tuple[int, Mapping[str, Sequence[int]] | None]],
@@ -200,7 +203,7 @@ def choose_keying(reports: Iterable[tuple[int, Mapping[str, Sequence[int]] | Non
     ``tasks``: this batch's task count. Moduli tried: ``tasks``, and the gcd of every task's
     ``g`` (a topic's partition count when ``minPartitions`` splits its partitions). Under
     "task ``p`` holds residue ``p``" (modulus ``tasks``, nothing recorded) or recorded
-    residues (up to :data:`MAX_RUNS` runs of consecutive tasks), recorded as ``residue + rank * modulus``, the
+    residues (up to :data:`MAX_RESIDUE_INTS` on the wire), recorded as ``residue + rank * modulus``, the
     rank a task's distance from the first task that held its residue (:func:`levels`). Ties
     go to the first in ``HASHES`` (Spark's), to no residues and to modulus ``tasks``. What
     it returns only decides which tasks share blocks, never exactness (:func:`keyed_block`
@@ -218,7 +221,7 @@ def choose_keying(reports: Iterable[tuple[int, Mapping[str, Sequence[int]] | Non
             ranked, first = [-1] * tasks, dict[int, int]()
             for p in sorted(p for p in held if found[p][1]):  # one key (g 0) shows no partitioner
                 ranked[p] = held[p] + (p - first.setdefault(held[p], p)) * modulus
-            fits = len(residue_runs(ranked, modulus)) <= 1 + 3 * MAX_RUNS
+            fits = min(tasks, len(residue_runs(ranked, modulus))) <= MAX_RESIDUE_INTS
             options: list[list[int]] = ([[]] if modulus == tasks else []) + ([ranked] if fits else [])
             for recorded in options:
                 stray = [p for p in range(tasks) if (recorded[p] < 0 if recorded else held.get(p) != p)]

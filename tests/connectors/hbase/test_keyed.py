@@ -262,3 +262,19 @@ def test_recorded_residues_travel_as_runs_and_come_back_the_same() -> None:
     for bad in ([3, 0, 2, 5], [2, 0, -1, 1], [1, 0, 0]):
         with pytest.raises(ProtocolError, match="key_runs"):
             residues_of_runs(bad, 1)
+
+
+def test_residues_are_recorded_while_their_wire_form_fits_a_list_or_runs() -> None:
+    """Spark's own Kafka source orders tasks otherwise than partitions: 3,000 tasks of one
+    split each are recorded as a list (3,000 ints), 7,000 are not (no shorter runs: each
+    task its own); 10,000 tasks of 1,000 partitions in 10 splits are, as 1,000 runs."""
+    from sparkbarrier.connectors.hbase.sink._keyed import MAX_RESIDUE_INTS
+
+    rnd = np.random.default_rng(3)
+    for tasks, recorded in ((3_000, True), (7_000, False)):
+        held = rnd.permutation(tasks).tolist()
+        reports = [(p, {"kafka": [h, tasks]}) for p, h in enumerate(held)]
+        assert bool(choose_keying(reports, tasks)[2]) == recorded, tasks
+    split = [(t, {"kafka": [t // 10, 1_000]}) for t in range(10_000)]
+    key_hash, modulus, residues = choose_keying(split, 10_000)
+    assert (key_hash, modulus, len(residues)) == ("kafka", 1_000, 10_000) and 10_000 > MAX_RESIDUE_INTS
