@@ -252,6 +252,17 @@ def test_a_commit_whose_cells_run_ahead_of_the_clock_says_why_and_the_fix(make_s
     assert "repartition(n, 'user')" in warnings[0]
 
 
+def _topic(bootstrap: str, name: str, partitions: int) -> str:
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    finally:
+        admin.close()
+    return name
+
+
 def _produce_keyed(kind: str, bootstrap: str, topic: str, rounds: int, keys: int) -> dict[str, int]:
     """``keys`` keys ``u<i>``, ``rounds`` values each, partitioned as ``kind``'s producer does
     by default: ``java`` (the Java client's murmur2, as kafka-python copies it) or
@@ -297,16 +308,9 @@ def test_a_topic_read_without_a_shuffle_is_keyed_by_its_producers_partitioner(
     partition's range split into consecutive tasks in offset order) the modulus is the
     partition count, each split is keyed in its own block, and a key's later record, in a
     later split, is the one the table keeps."""
-    from kafka.admin import KafkaAdminClient, NewTopic
-
     spark = registered
     bootstrap = servers.kafka_bootstrap
-    table, topic = unique_name("t"), unique_name("topic")
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, num_partitions=6, replication_factor=1)])
-    finally:
-        admin.close()
+    table, topic = unique_name("t"), _topic(bootstrap, unique_name("topic"), 6)
     last = _produce_keyed(producer, bootstrap, topic, rounds=4 * splits, keys=60)
     reader = (spark.readStream.format(source).option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest")
@@ -351,17 +355,11 @@ def test_min_partitions_splits_that_shift_between_batches_keep_each_keys_last_re
     key's last record says; before 2026-12-02 task 1 wrote above tasks 2 and 3 and its
     earlier records won."""
     from kafka import KafkaProducer
-    from kafka.admin import KafkaAdminClient, NewTopic
 
     from sparkbarrier.connectors._partitioners import kafka_hashes
 
     spark, bootstrap = registered, servers.kafka_bootstrap
-    table, topic = unique_name("t"), unique_name("topic")
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
-    finally:
-        admin.close()
+    table, topic = unique_name("t"), _topic(bootstrap, unique_name("topic"), 3)
     names = [f"u{i}".encode() for i in range(200)]
     by_partition: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
     for key, h in zip(names, kafka_hashes(names).tolist(), strict=True):
